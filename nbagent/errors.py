@@ -1,0 +1,171 @@
+"""Every error nbagent raises, as one tree.
+
+    NbagentError
+    ├── SchemaError               a tool schema breaks the strict Draft 2020-12 policy
+    ├── ToolDefinitionError       a tool cannot be built or registered (bad name, hint, mode …)
+    ├── ArgumentsError            call arguments are not a JSON object or fail the schema
+    ├── ResultError               a tool result cannot be given to the model
+    │   └── ImageError            image bytes that do not decode, or a decompression bomb
+    ├── AnswerIncompleteError     tool calls asked of an answer that did not finish normally
+    ├── ConfigurationError        no provider/key/model could be resolved; says how to set one
+    ├── GenerationError           talking to a model failed
+    │   ├── ProviderError         the provider answered with an HTTP error status
+    │   │   ├── BadRequestError           400 — fix the request (schema, model name, history)
+    │   │   ├── AuthenticationError       401 — the key is missing or wrong
+    │   │   ├── PermissionDeniedError     403 — the key may not use this model/endpoint
+    │   │   ├── NotFoundError             404 — wrong model name or base URL
+    │   │   ├── RateLimitError            429 — retried, then raised
+    │   │   └── ServerError               5xx / 408 / 409 — retried, then raised
+    │   ├── ProviderConnectionError      could not connect / connection dropped (retried)
+    │   ├── ProviderTimeoutError         connect or read timeout
+    │   └── StreamError                  the stream broke, carried an error event or bad data
+    └── AgentError                 the agent loop cannot do what was asked
+        ├── RunInProgressError     a second run on a conversation that is already running
+        └── ApprovalError          an approval could not be obtained (no approver able to ask)
+
+Control flow (step limit, terminate, cancel) is not an error: a run reports why it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "AgentError",
+    "AnswerIncompleteError",
+    "ApprovalError",
+    "ArgumentsError",
+    "AuthenticationError",
+    "BadRequestError",
+    "ConfigurationError",
+    "GenerationError",
+    "ImageError",
+    "NbagentError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "ResultError",
+    "RunInProgressError",
+    "SchemaError",
+    "ServerError",
+    "StreamError",
+    "ToolDefinitionError",
+]
+
+
+class NbagentError(Exception):
+    """Base of every error nbagent raises on purpose."""
+
+
+class SchemaError(NbagentError):
+    """A schema breaks the strict Draft 2020-12 policy; ``pointer`` names where (JSON pointer)."""
+
+    def __init__(self, message: str, pointer: str = "") -> None:
+        self.pointer = pointer
+        where = f" at {pointer!r}" if pointer else " at the schema root"
+        super().__init__(f"{message}{where}")
+
+
+class ToolDefinitionError(NbagentError):
+    """A tool cannot be built or registered; the message names the tool and the fix."""
+
+
+class ArgumentsError(NbagentError):
+    """Arguments are not a JSON object or fail the schema; ``violations`` lists (path, message)."""
+
+    def __init__(self, message: str, violations: Sequence[tuple[str, str]] = ()) -> None:
+        self.violations: tuple[tuple[str, str], ...] = tuple(violations)
+        if self.violations:
+            lines = "\n".join(f"  - {path or '(root)'}: {msg}" for path, msg in self.violations)
+            message = f"{message}\n{lines}"
+        super().__init__(message)
+
+
+class ResultError(NbagentError):
+    """A tool result cannot be given to the model (wrong type, empty image …)."""
+
+
+class ImageError(ResultError):
+    """Image data that does not decode, has an unsupported type, or is a decompression bomb."""
+
+
+class AnswerIncompleteError(NbagentError):
+    """Tool calls were asked of an answer that did not finish normally (rule 8: never run them)."""
+
+
+class ConfigurationError(NbagentError):
+    """No provider, key or model could be resolved; the message says how to set one."""
+
+
+class GenerationError(NbagentError):
+    """Talking to a model failed."""
+
+    retryable: bool = False
+
+
+class ProviderError(GenerationError):
+    """The provider answered with an HTTP error status."""
+
+    def __init__(self, message: str, *, status: int | None = None, provider: str = "") -> None:
+        self.status = status
+        self.provider = provider
+        super().__init__(message)
+
+
+class BadRequestError(ProviderError):
+    """HTTP 400: the provider rejected the request; its message says which part."""
+
+
+class AuthenticationError(ProviderError):
+    """HTTP 401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(ProviderError):
+    """HTTP 403: the key may not use this model or endpoint."""
+
+
+class NotFoundError(ProviderError):
+    """HTTP 404: the model name or base URL is wrong."""
+
+
+class RateLimitError(ProviderError):
+    """HTTP 429: too many requests; retried with backoff before this is raised."""
+
+    retryable = True
+
+
+class ServerError(ProviderError):
+    """HTTP 5xx, 408 or 409: the provider failed; retried with backoff before this is raised."""
+
+    retryable = True
+
+
+class ProviderConnectionError(GenerationError):
+    """The connection could not be made or dropped; retried before this is raised."""
+
+    retryable = True
+
+
+class ProviderTimeoutError(GenerationError):
+    """A connect or read timeout expired."""
+
+    retryable = True
+
+
+class StreamError(GenerationError):
+    """The response stream broke: dropped, an error event, invalid JSON or UTF-8, no finish."""
+
+
+class AgentError(NbagentError):
+    """The agent loop cannot do what was asked."""
+
+
+class RunInProgressError(AgentError):
+    """A run was started on a conversation that is already running one."""
+
+
+class ApprovalError(AgentError):
+    """A call needs approval and the approver could not give a decision."""
