@@ -65,6 +65,7 @@ class SchemaError(NbagentError):
 
     def __init__(self, message: str, pointer: str = "") -> None:
         self.pointer = pointer
+        self.reason = message
         where = f" at {pointer!r}" if pointer else " at the schema root"
         super().__init__(f"{message}{where}")
 

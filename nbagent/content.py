@@ -1,0 +1,235 @@
+"""Content parts (text, images) and the results tools hand back to the model.
+
+A :class:`ToolResult` carries what the *model* reads (``content``) and, separately, what the tool
+returned for the *person* (``value``: a DataFrame, a figure, a PIL image …). Front ends render
+``value`` when it is set; providers only ever send ``content``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+from .errors import ImageError, ResultError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+__all__ = [
+    "IMAGE_MAX_SIDE",
+    "IMAGE_MAX_PIXELS",
+    "ImagePart",
+    "Part",
+    "TextPart",
+    "ToolResult",
+    "error_result",
+    "image_part",
+    "image_result",
+    "text_and_image_result",
+    "text_result",
+    "to_tool_result",
+    "validate_result",
+]
+
+#: Longest side sent to a model; larger images are downscaled (providers downscale anyway, and
+#: the bytes would cost tokens and time).
+IMAGE_MAX_SIDE = 2048
+#: Images declaring more pixels than this are refused before decoding (decompression bombs).
+IMAGE_MAX_PIXELS = 40_000_000
+
+_MIME_BY_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text, for the model and the person alike."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """Encoded image bytes that a provider can send as-is (PNG, JPEG, GIF or WebP)."""
+
+    data: bytes = field(repr=False)
+    mime_type: str
+    width: int = 0
+    height: int = 0
+
+    def __repr__(self) -> str:
+        return f"ImagePart({self.mime_type}, {self.width}x{self.height}, {len(self.data)} bytes)"
+
+
+Part = Union[TextPart, ImagePart]
+
+
+def image_part(image: bytes | PILImage, mime_type: str | None = None) -> ImagePart:
+    """Check that ``image`` decodes, refuse bombs, downscale oversize ones, and wrap it.
+
+    ``image`` is encoded bytes (PNG, JPEG, GIF, WebP) or a PIL image. ``mime_type`` is checked
+    against what the bytes really are; a mismatch is an :class:`ImageError`, not a silent lie.
+    """
+    from PIL import Image
+
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        data = bytes(image)
+        if not data:
+            raise ImageError("image data is empty")
+        try:
+            with Image.open(io.BytesIO(data)) as probe:
+                fmt = probe.format or ""
+                width, height = probe.size
+                _refuse_bomb(width, height)
+                real_mime = _MIME_BY_FORMAT.get(fmt)
+                if real_mime is None:
+                    raise ImageError(
+                        f"unsupported image format {fmt or 'unknown'}: send PNG, JPEG, GIF or WebP"
+                    )
+                if mime_type is not None and mime_type != real_mime:
+                    raise ImageError(f"image data is {real_mime}, not the declared {mime_type}")
+                probe.load()
+                if max(width, height) <= IMAGE_MAX_SIDE:
+                    return ImagePart(data, real_mime, width, height)
+                return _encode(probe, real_mime)
+        except ImageError:
+            raise
+        except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
+            raise ImageError(f"image data does not decode: {exc}") from None
+    if hasattr(image, "size") and hasattr(image, "save"):
+        width, height = image.size
+        _refuse_bomb(width, height)
+        mime = mime_type or "image/png"
+        if mime not in _MIME_BY_FORMAT.values():
+            raise ImageError(f"cannot encode an image as {mime}: use image/png or image/jpeg")
+        return _encode(image, mime)
+    raise ImageError(f"expected image bytes or a PIL image, got {type(image).__name__}")
+
+
+def _refuse_bomb(width: int, height: int) -> None:
+    if width * height > IMAGE_MAX_PIXELS:
+        raise ImageError(
+            f"image of {width}x{height} pixels is larger than {IMAGE_MAX_PIXELS:,} pixels "
+            "(possible decompression bomb): downscale it before returning it"
+        )
+    if width <= 0 or height <= 0:
+        raise ImageError("image has no pixels")
+
+
+def _encode(image: PILImage, mime: str) -> ImagePart:
+    if max(image.size) > IMAGE_MAX_SIDE:
+        image = image.copy()
+        image.thumbnail((IMAGE_MAX_SIDE, IMAGE_MAX_SIDE))
+    fmt = {v: k for k, v in _MIME_BY_FORMAT.items()}[mime]
+    if fmt == "JPEG" and image.mode not in ("RGB", "L"):
+        image = image.convert("RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt)
+    return ImagePart(buffer.getvalue(), mime, image.size[0], image.size[1])
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: ``content`` for the model, ``value`` for the person.
+
+    ``is_error`` marks a failure the model should read and react to. ``terminate`` asks the loop
+    to stop after this batch (only if every call in the batch terminates successfully).
+    """
+
+    content: tuple[Part, ...]
+    is_error: bool = False
+    terminate: bool = False
+    value: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The text parts joined by newlines (images left out)."""
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    @property
+    def images(self) -> tuple[ImagePart, ...]:
+        """The image parts, in order."""
+        return tuple(p for p in self.content if isinstance(p, ImagePart))
+
+
+def text_result(text: str, *, terminate: bool = False, value: Any = None) -> ToolResult:
+    """A result the model reads as text."""
+    return ToolResult((TextPart(str(text)),), terminate=terminate, value=value)
+
+
+def image_result(
+    image: bytes | PILImage, mime_type: str | None = None, *, terminate: bool = False
+) -> ToolResult:
+    """A result holding one image (bytes + mime type, or a PIL image); see :func:`image_part`."""
+    return ToolResult((image_part(image, mime_type),), terminate=terminate, value=image)
+
+
+def text_and_image_result(
+    text: str, image: bytes | PILImage, mime_type: str | None = None, *, terminate: bool = False
+) -> ToolResult:
+    """A caption plus one image."""
+    return ToolResult((TextPart(text), image_part(image, mime_type)), terminate=terminate)
+
+
+def error_result(message: str, *, value: Any = None) -> ToolResult:
+    """A failure the model can read (``is_error=True``); it never terminates the run."""
+    return ToolResult((TextPart(message),), is_error=True, value=value)
+
+
+def validate_result(result: object) -> ToolResult:
+    """Check that ``result`` can be sent to a model: a ToolResult of text and image parts.
+
+    Raises :class:`ResultError` naming what is wrong; returns the result unchanged.
+    """
+    if not isinstance(result, ToolResult):
+        raise ResultError(f"expected a ToolResult, got {type(result).__name__}")
+    if not isinstance(result.content, tuple):
+        raise ResultError("ToolResult.content must be a tuple of parts")
+    for index, part in enumerate(result.content):
+        if isinstance(part, TextPart):
+            if not isinstance(part.text, str):
+                raise ResultError(f"content[{index}] text is not a string")
+        elif isinstance(part, ImagePart):
+            if not part.data or part.mime_type not in _MIME_BY_FORMAT.values():
+                raise ResultError(f"content[{index}] is an empty or unsupported image")
+        else:
+            raise ResultError(f"content[{index}] is a {type(part).__name__}, not a part")
+    return result
+
+
+def to_tool_result(value: Any) -> ToolResult:
+    """Turn whatever a tool returned into a ToolResult, keeping the original as ``value``.
+
+    ``ToolResult`` passes through; ``str`` is text; PIL images, image bytes and figures (objects
+    with ``savefig``) become images; DataFrame-like objects (``to_markdown``/``to_string``) become
+    a text table; ``None`` says the tool returned nothing; other JSON-able values become JSON.
+    """
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult((TextPart(value),), value=value)
+    if value is None:
+        return ToolResult((TextPart("(the tool returned no output)"),))
+    if isinstance(value, (bytes, bytearray)):
+        return ToolResult((image_part(bytes(value)),), value=value)
+    if hasattr(value, "save") and hasattr(value, "size") and hasattr(value, "mode"):
+        return ToolResult((image_part(value),), value=value)
+    if hasattr(value, "savefig"):
+        buffer = io.BytesIO()
+        value.savefig(buffer, format="png", bbox_inches="tight")
+        return ToolResult((image_part(buffer.getvalue()),), value=value)
+    if isinstance(value, Sequence) and value and all(isinstance(v, ToolResult) for v in value):
+        raise ResultError("return one ToolResult, not a list of them")
+    for method in ("to_markdown", "to_string"):
+        render = getattr(value, method, None)
+        if callable(render) and not isinstance(value, type):
+            try:
+                return ToolResult((TextPart(str(render())),), value=value)
+            except ImportError:  # pandas.to_markdown needs `tabulate`; fall back to to_string
+                continue
+    try:
+        return ToolResult((TextPart(json.dumps(value, ensure_ascii=False, default=str)),), value=value)
+    except (TypeError, ValueError):
+        return ToolResult((TextPart(repr(value)),), value=value)

@@ -1,0 +1,361 @@
+"""The one interface between the loop and every model: Request in, StreamEvents out.
+
+A :class:`Generator` streams :data:`StreamEvent` values for a :class:`Request`. It only forwards
+tool *definitions*; it never runs a tool. :class:`Answer` assembles a stream, and hands out tool
+calls only when the response finished normally (rule 8).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+from .content import TextPart
+from .errors import AnswerIncompleteError
+from .messages import AssistantMessage, AssistantPart, Message, ProviderToolResult, ReasoningPart
+from .tools import Definition, ToolCall
+
+__all__ = [
+    "Answer",
+    "AnswerStatus",
+    "Finish",
+    "FinishReason",
+    "Generator",
+    "NamedToolChoice",
+    "Options",
+    "ProviderToolResultReceived",
+    "ReasoningDelta",
+    "Request",
+    "StreamError",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallReceived",
+    "ToolChoice",
+    "ToolInputDelta",
+    "ToolInputEnd",
+    "ToolInputStart",
+    "Usage",
+    "generate",
+    "parse_partial_json",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedToolChoice:
+    """Force the model to call this one tool."""
+
+    name: str
+
+
+ToolChoice = Union[Literal["auto", "none", "required"], NamedToolChoice]
+
+
+@dataclass(frozen=True)
+class Options:
+    """Generation settings; ``None`` leaves the provider's default. ``extra`` is merged into the
+    provider's request body as-is (for settings nbagent does not name)."""
+
+    tool_choice: ToolChoice = "auto"
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    parallel_tool_calls: bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything a Generator needs for one model turn."""
+
+    messages: Sequence[Message]
+    model: str = ""
+    tools: Sequence[Definition] = ()
+    instructions: str | None = None
+    options: Options = field(default_factory=Options)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one response (or a sum of them)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+#: Why a response ended, mapped from each provider's own words.
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
+
+
+# --- stream events: a flat tagged union ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of model reasoning, or the signature that closes a reasoning block."""
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputStart:
+    """The model began a tool call; its arguments follow as :class:`ToolInputDelta`."""
+
+    call_id: str
+    name: str
+    provider_executed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputDelta:
+    """A fragment of a call's JSON arguments."""
+
+    call_id: str
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInputEnd:
+    """The call's arguments are complete (not yet validated)."""
+
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallReceived:
+    """A complete call; usable only if the response then finishes normally."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderToolResultReceived:
+    """The provider ran one of its own tools and sent the result."""
+
+    result: ProviderToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The response ended; ``raw_reason`` is the provider's own word for why."""
+
+    reason: FinishReason
+    usage: Usage = Usage()
+    raw_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """The response failed mid-stream; ``error`` says how (never carries a key)."""
+
+    error: Exception
+
+
+StreamEvent = Union[
+    TextDelta,
+    ReasoningDelta,
+    ToolInputStart,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolCallReceived,
+    ProviderToolResultReceived,
+    Finish,
+    StreamError,
+]
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A model behind one API. ``stream`` yields events for one turn and executes nothing.
+
+    Errors before the first event (HTTP status, connection) are raised; errors after it are
+    yielded as :class:`StreamError` so the partial answer stays inspectable.
+    """
+
+    model: str
+
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]: ...
+
+
+AnswerStatus = Literal["streaming", "complete", "length", "failed", "aborted"]
+
+
+class Answer:
+    """A model turn assembled from its stream.
+
+    ``tool_calls()`` answers only when the response finished normally ("stop"/"tool_calls"):
+    failed, aborted, filtered and length-stopped answers may hold truncated calls, which must
+    never run (rule 8). ``partial_tool_calls`` shows them for display only.
+    """
+
+    __slots__ = ("_calls", "_order", "_parts", "_text", "error", "finish", "status", "usage")
+
+    def __init__(self) -> None:
+        self._parts: list[AssistantPart] = []
+        self._text: list[str] = []
+        self._calls: dict[str, ToolCall] = {}
+        self._order: list[str] = []
+        self.status: AnswerStatus = "streaming"
+        self.finish: Finish | None = None
+        self.error: Exception | None = None
+        self.usage = Usage()
+
+    def add(self, event: StreamEvent) -> None:
+        """Fold one event into the answer."""
+        if isinstance(event, TextDelta):
+            self._append_text(event.text)
+        elif isinstance(event, ToolCallReceived):
+            self._flush_text()
+            call = event.call
+            self._calls[call.id] = call
+            self._order.append(call.id)
+            self._parts.append(call)
+        elif isinstance(event, ReasoningDelta):
+            self._flush_text()
+            last = self._parts[-1] if self._parts else None
+            if isinstance(last, ReasoningPart) and last.signature is None and not last.redacted:
+                self._parts[-1] = ReasoningPart(
+                    last.text + event.text, event.signature, event.redacted
+                )
+            else:
+                self._parts.append(ReasoningPart(event.text, event.signature, event.redacted))
+        elif isinstance(event, ProviderToolResultReceived):
+            self._flush_text()
+            self._parts.append(event.result)
+        elif isinstance(event, Finish):
+            self.finish = event
+            self.usage = event.usage
+            if event.reason in ("stop", "tool_calls"):
+                self.status = "complete"
+            elif event.reason == "length":
+                self.status = "length"
+            else:
+                self.status = "failed"
+        elif isinstance(event, StreamError):
+            self.error = event.error
+            self.status = "failed"
+
+    def abort(self) -> None:
+        """Mark the answer aborted (the run was cancelled mid-stream)."""
+        if self.status == "streaming":
+            self.status = "aborted"
+
+    def end(self) -> None:
+        """Called when the stream ended: an answer with no finish event failed."""
+        if self.status == "streaming":
+            from .errors import StreamError as StreamBroken
+
+            self.status = "failed"
+            self.error = StreamBroken("the response ended without a finish reason")
+
+    def _append_text(self, text: str) -> None:
+        self._text.append(text)
+
+    def _flush_text(self) -> None:
+        if self._text:
+            self._parts.append(TextPart("".join(self._text)))
+            self._text.clear()
+
+    @property
+    def ok(self) -> bool:
+        """True when the response finished normally."""
+        return self.status == "complete"
+
+    @property
+    def text(self) -> str:
+        """All assistant text so far."""
+        done = "".join(p.text for p in self._parts if isinstance(p, TextPart))
+        return done + "".join(self._text)
+
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The calls to execute; raises :class:`AnswerIncompleteError` unless :attr:`ok`."""
+        if not self.ok:
+            reason = self.finish.raw_reason if self.finish else self.status
+            raise AnswerIncompleteError(
+                f"the response did not finish normally ({reason}); its tool calls may be "
+                "truncated and must not be executed"
+            )
+        return tuple(
+            self._calls[i] for i in self._order if not self._calls[i].provider_executed
+        )
+
+    @property
+    def partial_tool_calls(self) -> tuple[ToolCall, ...]:
+        """Every call seen, complete or not: for display, never for execution."""
+        return tuple(self._calls[i] for i in self._order)
+
+    def message(self, *, with_calls: bool | None = None) -> AssistantMessage:
+        """The assistant message for the conversation history.
+
+        Calls are included only when the answer is ok (a failed answer's calls would have no
+        results, and every provider rejects a history with an unanswered call).
+        """
+        self._flush_text()
+        include = self.ok if with_calls is None else with_calls
+        parts = self._parts if include else [
+            p for p in self._parts if not isinstance(p, (ToolCall, ProviderToolResult))
+        ]
+        return AssistantMessage(tuple(parts))
+
+
+async def generate(generator: Generator, request: Request) -> Answer:
+    """Run one turn to completion and return the assembled :class:`Answer`.
+
+    Errors raised before the stream starts propagate; errors inside it mark the answer failed.
+    """
+    answer = Answer()
+    stream = generator.stream(request)
+    try:
+        async for event in stream:
+            answer.add(event)
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    answer.end()
+    return answer
+
+
+def parse_partial_json(text: str) -> Any:
+    """Best-effort parse of a JSON prefix (``'{"city": "Par'`` → ``{"city": "Par"}``).
+
+    Returns ``None`` when nothing usable has arrived yet. For display only: never validated.
+    """
+    if not text:
+        return None
+    try:
+        import jiter
+
+        return jiter.from_json(text.encode(), partial_mode="trailing-strings")
+    except (ValueError, ImportError):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+

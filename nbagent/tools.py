@@ -1,0 +1,388 @@
+"""Definitions (what the model sees), Tools (definition + the function that runs it), calls.
+
+A :class:`Definition` is sent to a Generator; a :class:`Tool` is registered on an Agent, which
+runs it inside its loop. :func:`tool` builds a Tool from a typed Python function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import re
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
+
+from .content import ToolResult
+from .errors import ArgumentsError, SchemaError, ToolDefinitionError
+
+if TYPE_CHECKING:
+    from .schema import CompiledSchema
+
+__all__ = [
+    "Definition",
+    "ExecutionMode",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolInput",
+    "decode_arguments",
+    "tool",
+    "validate_arguments",
+    "validate_tools",
+]
+
+T = TypeVar("T")
+ExecutionMode = Literal["concurrent", "sequential"]
+NeedsApproval = Union[bool, Callable[[Mapping[str, Any]], Union[bool, Awaitable[bool]]]]
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for: ``arguments`` is the raw JSON text exactly as sent."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    provider_executed: bool = False
+
+    @functools.cached_property
+    def input(self) -> Any:
+        """The arguments parsed as JSON (raises :class:`ArgumentsError` if they are not JSON)."""
+        text = self.arguments.strip() or "{}"  # some servers send "" for no-argument tools
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ArgumentsError(f"arguments of {self.name!r} are not valid JSON: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ToolInput:
+    """Streaming arguments of one call, given to ``on_input_*`` callbacks and front ends.
+
+    ``text`` is the JSON received so far, ``delta`` the newest fragment, ``partial`` the best
+    parse of ``text`` (a dict that fills in as fragments arrive; the final input when complete).
+    """
+
+    call_id: str
+    name: str
+    text: str = ""
+    delta: str = ""
+    partial: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Definition:
+    """What a model is told about a tool: name, description and a JSON Schema for its input."""
+
+    name: str
+    description: str = ""
+    input_schema: Mapping[str, Any] | None = None
+    title: str | None = None
+    input_examples: tuple[Mapping[str, Any], ...] = ()
+    strict: bool | None = None
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ToolContext:
+    """What a running tool may use: its call, parsed input, progress updates and cancellation.
+
+    Sync tools run on a worker thread: they should poll :meth:`cancelled` around slow work.
+    Async tools simply receive ``asyncio.CancelledError``.
+    """
+
+    __slots__ = ("_cancel", "_done", "_emit", "call", "input", "tool")
+
+    def __init__(
+        self,
+        call: ToolCall,
+        input: Any,
+        tool: Tool,
+        emit: Callable[[ToolResult], None] | None = None,
+    ) -> None:
+        self.call = call
+        self.input = input
+        self.tool = tool
+        self._emit = emit
+        self._cancel = threading.Event()
+        self._done = False
+
+    def update(self, progress: ToolResult | str | float) -> None:
+        """Report provisional progress. Shown to the person only; ignored after the tool returned.
+
+        A float in [0, 1] is a fraction done; a string is a status line.
+        """
+        if self._done or self._emit is None:
+            return
+        if isinstance(progress, ToolResult):
+            result = replace(progress, terminate=False)  # provisional terminate is ignored
+        elif isinstance(progress, (int, float)) and not isinstance(progress, bool):
+            from .content import TextPart
+
+            result = ToolResult((TextPart(f"{float(progress):.0%}"),), value=float(progress))
+        else:
+            from .content import TextPart
+
+            result = ToolResult((TextPart(str(progress)),), value=progress)
+        self._emit(result)
+
+    def cancelled(self) -> bool:
+        """True once the run was cancelled or the tool timed out: stop work and return."""
+        return self._cancel.is_set()
+
+    def _finish(self) -> None:
+        self._done = True
+
+    def _request_cancel(self) -> None:
+        self._cancel.set()
+
+
+Execute = Callable[[ToolContext], Any]
+InputCallback = Callable[[ToolInput], Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool(Definition):
+    """A Definition plus the function that runs it and the rules for running it.
+
+    ``execute(context)`` may be sync (run on a worker thread) or async and returns anything
+    :func:`nbagent.content.to_tool_result` understands. ``needs_approval`` is a bool or a
+    function of the input (sync or async). ``to_model_output`` turns the returned value into
+    what the model reads. ``execution_mode="sequential"`` keeps calls of this tool from
+    overlapping. ``timeout`` (seconds) bounds one call.
+    """
+
+    execute: Execute | None = None
+    needs_approval: NeedsApproval = False
+    to_model_output: Callable[[Any], Any] | None = None
+    on_input_start: InputCallback | None = None
+    on_input_delta: InputCallback | None = None
+    on_input_available: InputCallback | None = None
+    provider_executed: bool = False
+    execution_mode: ExecutionMode = "concurrent"
+    timeout: float | None = None
+    function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def definition(self) -> Definition:
+        """The Definition part alone, as sent to a Generator."""
+        return Definition(**{f.name: getattr(self, f.name) for f in fields(Definition)})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped Python function directly (only for tools made with :func:`tool`)."""
+        if self.function is None:
+            raise TypeError(f"tool {self.name!r} wraps no Python function to call directly")
+        return self.function(*args, **kwargs)
+
+    async def approval_needed(self, input: Any) -> bool:
+        """Evaluate ``needs_approval`` for this input (a bool, or a sync or async predicate)."""
+        rule = self.needs_approval
+        if isinstance(rule, bool):
+            return rule
+        verdict = rule(input)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        return bool(verdict)
+
+
+def _is_context_param(annotation: Any) -> bool:
+    return annotation is ToolContext or annotation == "ToolContext" or (
+        isinstance(annotation, str) and annotation.endswith(".ToolContext")
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    title: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    needs_approval: NeedsApproval = False,
+    to_model_output: Callable[[Any], Any] | None = None,
+    input_examples: Sequence[Mapping[str, Any]] = (),
+    strict: bool | None = None,
+    execution_mode: ExecutionMode = "concurrent",
+    timeout: float | None = None,
+    on_input_start: InputCallback | None = None,
+    on_input_delta: InputCallback | None = None,
+    on_input_available: InputCallback | None = None,
+    provider_options: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Make a :class:`Tool` from a typed function: schema from hints, descriptions from the docstring.
+
+    Use bare (``@tool``) or with options (``@tool(needs_approval=True)``). A parameter annotated
+    ``ToolContext`` receives the call's context (progress updates, cancellation) and is not part
+    of the schema. A hint the schema cannot express is an error now, not at run time; pass
+    ``schema=`` to write the JSON Schema yourself (arguments then arrive as keyword arguments).
+    """
+    if fn is None:
+        return lambda f: _make_tool(f, **options)
+    return _make_tool(fn, **options)
+
+
+def _make_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    title: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    input_examples: Sequence[Mapping[str, Any]] = (),
+    provider_options: Mapping[str, Any] | None = None,
+    **rest: Any,
+) -> Tool:
+    from ._hints import function_schema
+
+    if not callable(fn):
+        raise ToolDefinitionError(f"@tool needs a function, got {type(fn).__name__}")
+    tool_name = name or getattr(fn, "__name__", "")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(f"cannot read the signature of {tool_name!r}: {exc}") from None
+    context_params = [
+        p.name for p in signature.parameters.values() if _is_context_param(p.annotation)
+    ]
+    fschema = function_schema(fn, skip=context_params) if schema is None else None
+    if fschema is not None:
+        input_schema: Mapping[str, Any] = fschema.schema
+        doc = fschema.description
+    else:
+        input_schema = dict(schema or {})
+        doc = inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0]
+    is_async = inspect.iscoroutinefunction(fn)
+
+    def call_args(context: ToolContext) -> tuple[list[Any], dict[str, Any]]:
+        if fschema is not None:
+            args, kwargs = fschema.decode(context.input)
+        else:
+            args, kwargs = [], dict(context.input)
+        for param in context_params:
+            kwargs[param] = context
+        return args, kwargs
+
+    if is_async:
+
+        async def execute(context: ToolContext) -> Any:
+            args, kwargs = call_args(context)
+            return await fn(*args, **kwargs)
+
+    else:
+
+        def execute(context: ToolContext) -> Any:
+            args, kwargs = call_args(context)
+            return fn(*args, **kwargs)
+
+    try:
+        made = Tool(
+            name=tool_name,
+            description=description if description is not None else doc,
+            input_schema=input_schema,
+            title=title,
+            input_examples=tuple(input_examples),
+            provider_options=dict(provider_options or {}),
+            execute=execute,
+            function=fn,
+            **rest,
+        )
+    except TypeError as exc:
+        raise ToolDefinitionError(f"@tool on {tool_name!r}: {exc}") from None
+    validate_tools([made])
+    functools.update_wrapper(made, fn, assigned=("__module__", "__doc__"), updated=())  # type: ignore[arg-type]
+    return made
+
+
+def validate_arguments(call: ToolCall) -> Mapping[str, Any]:
+    """Parse ``call.arguments`` and check that it is a JSON object; return it.
+
+    Raises :class:`ArgumentsError` for invalid JSON or any other JSON value.
+    """
+    value = call.input
+    if not isinstance(value, dict):
+        raise ArgumentsError(
+            f"arguments of {call.name!r} must be a JSON object, got {_json_type(value)}"
+        )
+    return value
+
+
+def decode_arguments(call: ToolCall | Mapping[str, Any], target: type[T]) -> T:
+    """Decode a call's arguments into ``target`` (a dataclass, TypedDict or plain type).
+
+    No coercion: ``"123"`` does not become an ``int``. Raises :class:`ArgumentsError` with the
+    path of the first mismatch.
+    """
+    from ._hints import decode_arguments_as
+
+    value = validate_arguments(call) if isinstance(call, ToolCall) else call
+    return decode_arguments_as(value, target)  # type: ignore[no-any-return]
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def validate_tools(tools: Sequence[Tool | Definition]) -> dict[str, CompiledSchema]:
+    """Check names (legal, unique), the function, schema and execution mode of every tool.
+
+    Returns each tool's compiled schema by name. Raises :class:`ToolDefinitionError` (or
+    :class:`SchemaError` for a schema the strict policy rejects) naming the tool.
+    """
+    from .schema import compile_schema
+
+    compiled: dict[str, CompiledSchema] = {}
+    for index, item in enumerate(tools):
+        if not isinstance(item, Definition):
+            raise ToolDefinitionError(
+                f"tools[{index}] is a {type(item).__name__}: register a Tool (use @tool)"
+            )
+        label = f"tool {item.name!r}"
+        if not isinstance(item.name, str) or not _NAME.match(item.name):
+            raise ToolDefinitionError(
+                f"{label}: a name must be 1-64 letters, digits, '_' or '-' (providers require it)"
+            )
+        if item.name in compiled:
+            raise ToolDefinitionError(f"{label} is registered twice: names must be unique")
+        if isinstance(item, Tool):
+            if item.execute is None and not item.provider_executed:
+                raise ToolDefinitionError(f"{label} has no execute function")
+            if item.execute is not None and not callable(item.execute):
+                raise ToolDefinitionError(f"{label}: execute is not callable")
+            if item.execution_mode not in ("concurrent", "sequential"):
+                raise ToolDefinitionError(
+                    f"{label}: execution_mode must be 'concurrent' or 'sequential', "
+                    f"not {item.execution_mode!r}"
+                )
+            if not isinstance(item.needs_approval, bool) and not callable(item.needs_approval):
+                raise ToolDefinitionError(f"{label}: needs_approval must be a bool or a function")
+            if item.timeout is not None and not item.timeout > 0:
+                raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds")
+        try:
+            compiled[item.name] = compile_schema(item.input_schema)
+        except SchemaError as exc:
+            raise SchemaError(f"{label}: {exc.reason}", exc.pointer) from None
+    return compiled
+
+
+def run_sync_or_async(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+    """Await ``fn(*args)`` if it is async, else run it on a worker thread."""
+    if inspect.iscoroutinefunction(fn):
+        return fn(*args)  # type: ignore[no-any-return]
+    return asyncio.to_thread(fn, *args)
