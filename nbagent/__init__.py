@@ -1,1 +1,160 @@
-"""nbagent."""
+"""nbagent: build, watch and teach LLM agents in Jupyter.
+
+The core (tools, schemas, the agent loop, offline models) imports no IPython, ipywidgets or HTTP
+client; providers and the notebook front end load on first use. In a notebook::
+
+    %load_ext nbagent
+
+    @nbagent.tool
+    def weather(city: str) -> str:
+        "Current weather for a city."
+        return f"Sunny in {city}"
+
+    %agent What is the weather in "Paris"?
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .agent import Agent, Run
+from .approval import (
+    ApprovalRequest,
+    Approver,
+    AutoApprove,
+    CallbackApprover,
+    Decision,
+    DenyAll,
+    InteractiveApprover,
+    RuleApprover,
+    ScriptedApprover,
+    approval_policy,
+    approve,
+    deny,
+)
+from .content import (
+    ImagePart,
+    TextPart,
+    ToolResult,
+    error_result,
+    image_part,
+    image_result,
+    text_and_image_result,
+    text_result,
+    validate_result,
+)
+from .errors import (
+    AgentError,
+    AnswerIncompleteError,
+    ArgumentsError,
+    ConfigurationError,
+    GenerationError,
+    NbagentError,
+    ProviderError,
+    SchemaError,
+    ToolDefinitionError,
+)
+from .events import AgentEvent, RunResult
+from .generation import Answer, Generator, NamedToolChoice, Options, Request, StreamEvent, generate
+from .messages import AssistantMessage, Message, ToolMessage, UserMessage, user
+from .models import FunctionModel, OfflineModel, ScriptedModel
+from .schema import CompiledSchema, compile_schema, normalize_schema
+from .tools import (
+    Definition,
+    Tool,
+    ToolCall,
+    ToolContext,
+    decode_arguments,
+    tool,
+    validate_arguments,
+    validate_tools,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentError",
+    "AgentEvent",
+    "Answer",
+    "AnswerIncompleteError",
+    "ApprovalRequest",
+    "Approver",
+    "ArgumentsError",
+    "AssistantMessage",
+    "AutoApprove",
+    "CallbackApprover",
+    "CompiledSchema",
+    "ConfigurationError",
+    "Decision",
+    "Definition",
+    "DenyAll",
+    "FunctionModel",
+    "GenerationError",
+    "Generator",
+    "ImagePart",
+    "InteractiveApprover",
+    "Message",
+    "NamedToolChoice",
+    "NbagentError",
+    "OfflineModel",
+    "Options",
+    "ProviderError",
+    "Request",
+    "RuleApprover",
+    "Run",
+    "RunResult",
+    "SchemaError",
+    "ScriptedApprover",
+    "ScriptedModel",
+    "StreamEvent",
+    "TextPart",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolMessage",
+    "ToolResult",
+    "UserMessage",
+    "approval_policy",
+    "approve",
+    "compile_schema",
+    "decode_arguments",
+    "deny",
+    "error_result",
+    "generate",
+    "image_part",
+    "image_result",
+    "load_ipython_extension",
+    "normalize_schema",
+    "register",
+    "text_and_image_result",
+    "text_result",
+    "tool",
+    "unload_ipython_extension",
+    "user",
+    "validate_arguments",
+    "validate_result",
+    "validate_tools",
+]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext nbagent``: register the magics (the notebook front end loads only now)."""
+    from .notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext nbagent``."""
+    from .notebook import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+def register(*tools: Any, **kwargs: Any) -> Any:
+    """Register tools with the notebook session (see :func:`nbagent.notebook.register`)."""
+    from .notebook import register as notebook_register
+
+    return notebook_register(*tools, **kwargs)

@@ -176,7 +176,8 @@ class Agent:
     async def stream(
         self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
     ) -> AsyncIterator[AgentEvent]:
-        """Run and yield every event; leaving the loop early cancels the run cleanly."""
+        """Run and yield every event. Closing the iterator early cancels the run cleanly: wrap it
+        in ``contextlib.aclosing(...)`` when you may ``break`` out of the loop."""
         run = self.start(prompt, **kwargs)
         try:
             async for event in run.events():
@@ -512,7 +513,7 @@ class Run:
                 self.agent._schemas[call.name].validate(input_value)
         except ArgumentsError as exc:
             result: ToolResult | None = error_result(
-                f"Invalid arguments for {call.name}: {exc}. Fix the arguments and call again."
+                f"Invalid arguments for {call.name}, nothing was run; fix them and call again.\n{exc}"
             )
             status = "invalid"
         else:
@@ -553,6 +554,11 @@ class Run:
         if not needed:
             return None
         request = ApprovalRequest.for_call(call, input_value, found.title)
+        known = getattr(self.approver, "known_decision", None)
+        decision = known(request) if known is not None else None
+        if decision is not None:  # e.g. "always allow": nobody needs to be asked
+            self.emit(ApprovalResolved(call.id, decision))
+            return decision
         self.emit(ApprovalRequested(request))
         try:
             decision = await self.approver.decide(request)

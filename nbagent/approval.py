@@ -86,6 +86,10 @@ class Approver(Protocol):
     async def decide(self, request: ApprovalRequest) -> Decision: ...
 
 
+# An approver may also define ``known_decision(request) -> Decision | None``: a decision it can
+# give without asking anyone (an "always allow" rule). The loop then skips ApprovalRequested.
+
+
 class AutoApprove:
     """Approve every call (trusted tools, demos, headless runs that opted in)."""
 
@@ -152,12 +156,19 @@ class RuleApprover:
     def allow_always(self, tool_name: str) -> None:
         self.rules[tool_name] = "allow"
 
-    async def decide(self, request: ApprovalRequest) -> Decision:
+    def known_decision(self, request: ApprovalRequest) -> Decision | None:
         rule = self.rules.get(request.tool_name, "ask")
         if rule == "allow":
             return Decision(True, "allowed by rule", by="rule")
         if rule == "deny":
             return Decision(False, f"calls to {request.tool_name} are denied by rule", by="rule")
+        known = getattr(self.fallback, "known_decision", None)
+        return known(request) if known is not None else None  # type: ignore[no-any-return]
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        known = self.known_decision(request)
+        if known is not None:
+            return known
         decision = await self.fallback.decide(request)
         if decision.approved and decision.always:
             self.allow_always(request.tool_name)
@@ -213,9 +224,15 @@ class InteractiveApprover:
         self.always_allowed: set[str] = set()
         self.decided: dict[str, Decision] = {}
 
-    async def decide(self, request: ApprovalRequest) -> Decision:
+    def known_decision(self, request: ApprovalRequest) -> Decision | None:
         if request.tool_name in self.always_allowed:
             return Decision(True, "always allowed this session", by="always")
+        return None
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        known = self.known_decision(request)
+        if known is not None:
+            return known
         loop = asyncio.get_running_loop()
         pending = _Pending(request, loop.create_future(), loop)
         with self._lock:

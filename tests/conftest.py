@@ -1,0 +1,31 @@
+"""Shared helpers: a history checker every provider's rules agree on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from nbagent.messages import AssistantMessage, Message, ToolMessage, UserMessage
+
+
+def assert_history_valid(messages: Sequence[Message]) -> None:
+    """Every call answered exactly once, in the next message; no result without its call."""
+    pending: list[str] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            ids = [r.call_id for r in message.results]
+            assert ids == pending, f"message {index}: results {ids} do not answer calls {pending}"
+            pending = []
+            continue
+        assert not pending, f"message {index}: calls {pending} were never answered"
+        if isinstance(message, AssistantMessage):
+            pending = [c.id for c in message.tool_calls]
+        else:
+            assert isinstance(message, UserMessage)
+    assert not pending, f"calls {pending} at the end were never answered"
+
+
+@pytest.fixture
+def history_valid():  # type: ignore[no-untyped-def]
+    return assert_history_valid

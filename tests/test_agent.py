@@ -1,0 +1,580 @@
+"""The agent loop against the contract: every rule here would fail if it broke."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import pytest
+
+from nbagent import (
+    Agent,
+    AnswerIncompleteError,
+    Decision,
+    InteractiveApprover,
+    RunResult,
+    ScriptedApprover,
+    SchemaError,
+    Tool,
+    ToolContext,
+    text_result,
+)
+from nbagent.content import error_result
+from nbagent.errors import RunInProgressError
+from nbagent.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    RunCancelled,
+    RunFailed,
+    ToolArgumentsDelta,
+    ToolFinished,
+    ToolProgress,
+    ToolStarted,
+)
+from nbagent.generation import Answer, Finish, NamedToolChoice, Options, TextDelta, ToolCallReceived
+from nbagent.messages import AssistantMessage, ToolMessage
+from nbagent.models import Call, Fail, FunctionModel, Pause, ScriptedModel, Text, Turn
+from nbagent.tools import ToolCall
+
+from .conftest import assert_history_valid
+
+OBJ = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+
+def recording_tool(
+    name: str = "echo", log: list[Any] | None = None, schema: dict[str, Any] | None = None, **kw: Any
+) -> Tool:
+    calls = log if log is not None else []
+
+    async def run(ctx: ToolContext) -> Any:
+        calls.append(ctx.input)
+        return f"{name} got {ctx.input}"
+
+    return Tool(name=name, input_schema=schema or OBJ, execute=run, **kw)
+
+
+def results_of(message: Any) -> list[tuple[str, bool]]:
+    assert isinstance(message, ToolMessage)
+    return [(r.text, r.is_error) for r in message.results]
+
+
+async def test_plain_answer_without_tools() -> None:
+    model = ScriptedModel([Turn(Text("Hello there", chunks=3))])
+    result = await Agent(model).run("hi")
+    assert result.text == "Hello there"
+    assert result.stop_reason == "finished"
+    assert result.steps == 1
+    assert model.requests[0].messages[0].text == "hi"  # type: ignore[union-attr]
+
+
+async def test_tool_round_trip_feeds_result_back() -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("echo", {"x": 1}, chunks=4)), "done"])
+    agent = Agent(model, [recording_tool(log=log)])
+    result = await agent.run("go")
+    assert log == [{"x": 1}]
+    assert result.text == "done"
+    second = model.requests[1].messages
+    assert results_of(second[-1]) == [("echo got {'x': 1}", False)]
+    assert_history_valid(agent.messages)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ('{"x": "123"}', "'123' is not of type 'integer'"),  # no coercion
+        ("[1, 2]", "must be a JSON object"),
+        ('{"x": 1', "not valid JSON"),
+        ("{}", "'x' is a required property"),
+        ('{"x": true}', "is not of type 'integer'"),
+    ],
+)
+async def test_invalid_arguments_never_execute(arguments: str, fragment: str) -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("echo", arguments)), "ok"])
+    agent = Agent(model, [recording_tool(log=log)])
+    await agent.run("go")
+    assert log == []
+    [(text, is_error)] = results_of(model.requests[1].messages[-1])
+    assert is_error and fragment in text and "nothing was run" in text
+
+
+async def test_format_is_an_annotation_only() -> None:
+    schema = {"type": "object", "properties": {"to": {"type": "string", "format": "email"}}}
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("mail", {"to": "not-an-email"})), "ok"])
+    await Agent(model, [recording_tool("mail", log, schema)]).run("go")
+    assert log == [{"to": "not-an-email"}]
+
+
+async def test_defaults_are_not_applied() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 5}}}
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("t", {})), "ok"])
+    await Agent(model, [recording_tool("t", log, schema)]).run("go")
+    assert log == [{}]
+
+
+async def test_unknown_tool_gets_error_result() -> None:
+    model = ScriptedModel([Turn(Call("nope", {})), "ok"])
+    agent = Agent(model, [recording_tool()])
+    await agent.run("go")
+    [(text, is_error)] = results_of(model.requests[1].messages[-1])
+    assert is_error and "Unknown tool 'nope'" in text and "echo" in text
+
+
+async def test_bad_schema_fails_at_construction() -> None:
+    bad = Tool(name="bad", input_schema={"$id": "https://x", "type": "object"}, execute=print)
+    with pytest.raises(SchemaError) as info:
+        Agent(ScriptedModel([]), [bad])
+    assert "/$id" in str(info.value) and "bad" in str(info.value)
+
+
+async def test_tool_exception_becomes_error_result_with_traceback() -> None:
+    def boom(ctx: ToolContext) -> str:
+        raise ValueError("broken widget")
+
+    model = ScriptedModel([Turn(Call("boom", {"x": 1})), "sorry"])
+    agent = Agent(model, [Tool(name="boom", input_schema=OBJ, execute=boom)])
+    events = [e async for e in agent.stream("go")]
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished[0].status == "error"
+    assert "ValueError: broken widget" in finished[0].result.text
+    assert finished[0].traceback and "Traceback" in finished[0].traceback
+    assert agent.messages[-1].text == "sorry"  # type: ignore[union-attr]
+
+
+# --- rule 7: terminate -----------------------------------------------------------------
+
+
+def terminating(name: str, *, fail: bool = False, terminate: bool = True) -> Tool:
+    async def run(ctx: ToolContext) -> Any:
+        if fail:
+            return error_result("failed")
+        return text_result("ok", terminate=terminate)
+
+    return Tool(name=name, input_schema=OBJ, execute=run)
+
+
+@pytest.mark.parametrize(
+    ("tools", "stops"),
+    [
+        ([terminating("a"), terminating("b")], True),
+        ([terminating("a"), terminating("b", fail=True)], False),  # an error sibling
+        ([terminating("a"), terminating("b", terminate=False)], False),  # an ordinary sibling
+    ],
+)
+async def test_terminate_only_when_every_call_terminates(tools: list[Tool], stops: bool) -> None:
+    model = ScriptedModel([Turn(Call("a", {"x": 1}), Call("b", {"x": 2})), "after"])
+    result = await Agent(model, tools).run("go")
+    assert result.stop_reason == ("terminated" if stops else "finished")
+    assert len(model.requests) == (1 if stops else 2)
+
+
+async def test_error_result_with_terminate_does_not_stop() -> None:
+    async def run(ctx: ToolContext) -> Any:
+        return error_result("bad")
+
+    model = ScriptedModel([Turn(Call("a", {"x": 1})), "after"])
+    tool_ = Tool(name="a", input_schema=OBJ, execute=run)
+    assert (await Agent(model, [tool_]).run("go")).stop_reason == "finished"
+
+
+# --- rule 6: progress ------------------------------------------------------------------
+
+
+async def test_progress_updates_are_events_only_and_late_ones_ignored() -> None:
+    keep: list[ToolContext] = []
+
+    async def slow(ctx: ToolContext) -> Any:
+        ctx.update("half way")
+        ctx.update(text_result("provisional", terminate=True))
+        keep.append(ctx)
+        return "final"
+
+    model = ScriptedModel([Turn(Call("slow", {"x": 1})), "done"])
+    agent = Agent(model, [Tool(name="slow", input_schema=OBJ, execute=slow)])
+    events = [e async for e in agent.stream("go")]
+    keep[0].update("too late")
+    progress = [e.update for e in events if isinstance(e, ToolProgress)]
+    assert [p.text for p in progress] == ["half way", "provisional"]
+    assert not any(p.terminate for p in progress)
+    assert results_of(agent.messages[2]) == [("final", False)]
+    assert agent.messages[-1].text == "done"  # type: ignore[union-attr]  # provisional terminate ignored
+
+
+async def test_sync_tool_progress_from_a_thread() -> None:
+    def work(ctx: ToolContext) -> str:
+        for i in range(3):
+            ctx.update(i / 2)
+        return "done"
+
+    model = ScriptedModel([Turn(Call("w", {"x": 1})), "ok"])
+    events = [e async for e in Agent(model, [Tool(name="w", input_schema=OBJ, execute=work)]).stream("go")]
+    assert [e.update.text for e in events if isinstance(e, ToolProgress)] == ["0%", "50%", "100%"]
+    order = [type(e).__name__ for e in events]
+    assert order.index("ToolProgress") < order.index("ToolFinished")
+
+
+# --- rule 8: only finished answers hand out calls ----------------------------------------
+
+
+async def test_length_stopped_answer_calls_are_not_executed() -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("echo", {"x": 1}), finish="length")])
+    agent = Agent(model, [recording_tool(log=log)])
+    result = await agent.run("go")
+    assert log == []
+    assert result.stop_reason == "length"
+    assert_history_valid(agent.messages)
+
+
+async def test_failed_stream_calls_are_not_executed() -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Text("partial"), Call("echo", {"x": 1}), Fail("dropped"))])
+    agent = Agent(model, [recording_tool(log=log)])
+    events = [e async for e in agent.stream("go")]
+    assert log == []
+    assert isinstance(events[-1], RunFailed)
+    assert "dropped" in str(events[-1].error)
+    assert_history_valid(agent.messages)
+    assert agent.messages[-1].text == "partial"  # type: ignore[union-attr]
+
+
+def test_answer_refuses_calls_unless_finished() -> None:
+    answer = Answer()
+    answer.add(ToolCallReceived(ToolCall("1", "t", "{}")))
+    with pytest.raises(AnswerIncompleteError):
+        answer.tool_calls()
+    answer.add(Finish("length"))
+    with pytest.raises(AnswerIncompleteError):
+        answer.tool_calls()
+    ok = Answer()
+    ok.add(TextDelta("x"))
+    ok.add(ToolCallReceived(ToolCall("1", "t", "{}")))
+    ok.end()  # no finish event: failed
+    with pytest.raises(AnswerIncompleteError):
+        ok.tool_calls()
+    good = Answer()
+    good.add(ToolCallReceived(ToolCall("1", "t", "{}")))
+    good.add(Finish("tool_calls"))
+    assert [c.id for c in good.tool_calls()] == ["1"]
+
+
+# --- rule 10: approval -----------------------------------------------------------------
+
+
+async def test_denied_call_and_approved_sibling() -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("echo", {"x": 1}), Call("echo", {"x": 2})), "ok"])
+    approver = ScriptedApprover([Decision(False, "not that one"), True])
+    agent = Agent(model, [recording_tool(log=log, needs_approval=True)], approver=approver)
+    await agent.run("go")
+    assert log == [{"x": 2}]
+    results = results_of(model.requests[1].messages[-1])
+    assert results[0][1] and "denied" in results[0][0] and "not that one" in results[0][0]
+    assert results[1] == ("echo got {'x': 2}", False)
+
+
+async def test_approval_predicate_sync_and_async() -> None:
+    log: list[Any] = []
+
+    async def big(value: Any) -> bool:
+        return bool(value["x"] > 10)
+
+    model = ScriptedModel([Turn(Call("echo", {"x": 1}), Call("echo", {"x": 50})), "ok"])
+    approver = ScriptedApprover([])  # denies anything it is asked
+    await Agent(model, [recording_tool(log=log, needs_approval=big)], approver=approver).run("go")
+    assert log == [{"x": 1}]
+    assert [r.call.arguments for r in approver.requests] == ['{"x": 50}']
+
+
+async def test_default_approver_denies_and_says_why() -> None:
+    model = ScriptedModel([Turn(Call("echo", {"x": 1})), "ok"])
+    await Agent(model, [recording_tool(needs_approval=True)]).run("go")
+    [(text, is_error)] = results_of(model.requests[1].messages[-1])
+    assert is_error and "no approver" in text
+
+
+async def test_interactive_approval_bound_to_call_and_idempotent() -> None:
+    log: list[Any] = []
+    approver = InteractiveApprover()
+    model = ScriptedModel([Turn(Call("echo", {"x": 7}, id="c1")), "ok"])
+    agent = Agent(model, [recording_tool(log=log, needs_approval=True)], approver=approver)
+    run = agent.start("go")
+    request = None
+    async for event in run.events():
+        if isinstance(event, ApprovalRequested):
+            request = event.request
+            assert log == []  # nothing runs before the decision
+            assert not approver.resolve("c1", Decision(True), fingerprint="wrong")
+            assert approver.resolve("c1", Decision(True), fingerprint=request.fingerprint)
+            assert not approver.resolve("c1", Decision(False, "too late"))  # second click
+    result = await run.result()
+    assert request is not None and log == [{"x": 7}] and result.stop_reason == "finished"
+    assert not approver.resolve("c1", Decision(False))  # after the run ended
+
+
+async def test_always_allow_skips_later_requests() -> None:
+    approver = InteractiveApprover()
+    model = ScriptedModel([Turn(Call("echo", {"x": 1})), Turn(Call("echo", {"x": 2})), "ok"])
+    agent = Agent(model, [recording_tool(needs_approval=True)], approver=approver)
+    asked = 0
+    async for event in agent.stream("go"):
+        if isinstance(event, ApprovalRequested):
+            asked += 1
+            approver.resolve(event.request.call.id, Decision(True, always=True))
+    assert asked == 1
+
+
+async def test_broken_approval_predicate_denies() -> None:
+    def broken(value: Any) -> bool:
+        raise RuntimeError("oops")
+
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("echo", {"x": 1})), "ok"])
+    await Agent(model, [recording_tool(log=log, needs_approval=broken)]).run("go")
+    assert log == []
+
+
+# --- concurrency, modes, timeouts ------------------------------------------------------
+
+
+def sleeper(name: str, seconds: float, log: list[tuple[str, float, float]], **kw: Any) -> Tool:
+    async def run(ctx: ToolContext) -> str:
+        start = time.monotonic()
+        await asyncio.sleep(seconds)
+        log.append((ctx.call.id, start, time.monotonic()))
+        return ctx.call.id
+
+    return Tool(name=name, input_schema=OBJ, execute=run, **kw)
+
+
+async def test_calls_run_concurrently_and_results_keep_call_order() -> None:
+    log: list[tuple[str, float, float]] = []
+    calls = [Call("s", {"x": i}, id=f"c{i}") for i in range(4)]
+    model = ScriptedModel([Turn(*calls), "ok"])
+    started = time.monotonic()
+    await Agent(model, [sleeper("s", 0.3, log)]).run("go")
+    assert time.monotonic() - started < 0.9
+    assert [t for t, _ in results_of(model.requests[1].messages[-1])] == ["c0", "c1", "c2", "c3"]
+
+
+async def test_sequential_tools_never_overlap() -> None:
+    log: list[tuple[str, float, float]] = []
+    model = ScriptedModel([Turn(*[Call("s", {"x": i}) for i in range(3)]), "ok"])
+    await Agent(model, [sleeper("s", 0.05, log, execution_mode="sequential")]).run("go")
+    spans = sorted((a, b) for _, a, b in log)
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
+
+
+async def test_concurrency_cap() -> None:
+    running = 0
+    peak = 0
+
+    async def run(ctx: ToolContext) -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return "ok"
+
+    model = ScriptedModel([Turn(*[Call("t", {"x": i}) for i in range(20)]), "ok"])
+    agent = Agent(model, [Tool(name="t", input_schema=OBJ, execute=run)], max_concurrency=3)
+    await agent.run("go")
+    assert peak == 3
+
+
+async def test_timeout_and_a_tool_that_swallows_cancellation() -> None:
+    async def stubborn(ctx: ToolContext) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(10)  # swallows the cancel and keeps going
+        return "never"
+
+    model = ScriptedModel([Turn(Call("t", {"x": 1})), "ok"])
+    agent = Agent(model, [Tool(name="t", input_schema=OBJ, execute=stubborn, timeout=0.2)])
+    started = time.monotonic()
+    result = await agent.run("go")
+    assert time.monotonic() - started < 3
+    [(text, is_error)] = results_of(agent.messages[2])
+    assert is_error and "did not finish within 0.2 s" in text
+    assert result.stop_reason == "finished"
+
+
+async def test_step_limit() -> None:
+    model = FunctionModel(lambda request: Turn(Call("echo", {"x": 1})))
+    agent = Agent(model, [recording_tool()], max_steps=3)
+    result = await agent.run("loop forever")
+    assert result.stop_reason == "max_steps" and result.steps == 3
+    assert_history_valid(agent.messages)
+
+
+# --- rule 12: cancellation -------------------------------------------------------------
+
+
+async def cancel_when(agent: Agent, prompt: str, predicate: Any) -> RunResult:
+    run = agent.start(prompt)
+    async for event in run.events():
+        if predicate(event):
+            run.cancel()
+    result = await run.result()
+    assert result.stop_reason == "cancelled"
+    return result
+
+
+async def second_run_is_valid(agent: Agent, model: ScriptedModel) -> None:
+    model.add("second answer")
+    result = await agent.run("again")
+    assert result.text == "second answer"
+    assert_history_valid(model.requests[-1].messages)
+
+
+async def test_cancel_during_tool() -> None:
+    log: list[tuple[str, float, float]] = []
+    model = ScriptedModel([Turn(Call("s", {"x": 1}), Call("fast", {"x": 2}))])
+    fast = recording_tool("fast")
+    agent = Agent(model, [sleeper("s", 30, log), fast])
+    await cancel_when(agent, "go", lambda e: isinstance(e, ToolFinished))
+    assert_history_valid(agent.messages)
+    texts = results_of(agent.messages[-1])
+    assert texts[0][1] and "cancelled" in texts[0][0]
+    assert texts[1] == ("fast got {'x': 2}", False)  # the finished sibling keeps its result
+    await second_run_is_valid(agent, model)
+
+
+async def test_cancel_during_approval() -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("echo", {"x": 1}))])
+    agent = Agent(
+        model, [recording_tool(log=log, needs_approval=True)], approver=InteractiveApprover()
+    )
+    await cancel_when(agent, "go", lambda e: isinstance(e, ApprovalRequested))
+    assert log == []
+    assert_history_valid(agent.messages)
+    await second_run_is_valid(agent, model)
+
+
+async def test_cancel_mid_stream() -> None:
+    model = ScriptedModel([Turn(Text("thinking about it"), Pause(30), Call("echo", {"x": 1}))])
+    agent = Agent(model, [recording_tool()])
+    await cancel_when(agent, "go", lambda e: type(e).__name__ == "AssistantTextDelta")
+    assert_history_valid(agent.messages)
+    assert agent.messages[-1].text == "thinking about it"  # type: ignore[union-attr]
+    await second_run_is_valid(agent, model)
+
+
+async def test_cancelling_the_awaiting_task_cancels_the_run() -> None:
+    model = ScriptedModel([Turn(Pause(30), Text("never"))])
+    agent = Agent(model)
+    task = asyncio.ensure_future(agent.run("go"))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not agent._running
+    await second_run_is_valid(agent, model)
+
+
+async def test_leaving_stream_early_cancels_cleanly() -> None:
+    model = ScriptedModel([Turn(Text("a"), Pause(30), Text("b"))])
+    agent = Agent(model)
+    async with contextlib.aclosing(agent.stream("go")) as events:
+        async for _ in events:
+            break
+    assert not agent._running
+    await second_run_is_valid(agent, model)
+
+
+# --- rule 11: input streaming callbacks; rule 9: tool choice ----------------------------
+
+
+async def test_input_streaming_callbacks() -> None:
+    seen: list[tuple[str, Any]] = []
+    tool_ = recording_tool(
+        on_input_start=lambda i: seen.append(("start", i.call_id)),
+        on_input_delta=lambda i: seen.append(("delta", i.partial)),
+        on_input_available=lambda i: seen.append(("available", i.partial)),
+    )
+    model = ScriptedModel([Turn(Call("echo", {"x": 12345}, id="k", chunks=3)), "ok"])
+    events = [e async for e in Agent(model, [tool_]).stream("go")]
+    assert seen[0] == ("start", "k")
+    assert seen[-1] == ("available", {"x": 12345})
+    assert len([s for s in seen if s[0] == "delta"]) == 3
+    deltas = [e for e in events if isinstance(e, ToolArgumentsDelta)]
+    assert deltas[-1].partial == {"x": 12345}
+
+
+async def test_tool_choice_reaches_the_model() -> None:
+    model = ScriptedModel(["ok"])
+    options = Options(tool_choice=NamedToolChoice("echo"))
+    await Agent(model, [recording_tool()], options=options).run("go")
+    assert model.requests[0].options.tool_choice == NamedToolChoice("echo")
+    assert [d.name for d in model.requests[0].tools] == ["echo"]
+
+
+# --- conversation state, run_sync ------------------------------------------------------
+
+
+async def test_conversation_carries_over_and_resets() -> None:
+    model = ScriptedModel(["one", "two", "three"])
+    agent = Agent(model)
+    await agent.run("a")
+    twin = agent.fork()
+    await agent.run("b")
+    assert [m.text for m in model.requests[1].messages] == ["a", "one", "b"]  # type: ignore[union-attr]
+    assert len(twin.messages) == 2
+    agent.reset()
+    await agent.run("c")
+    assert [m.text for m in model.requests[2].messages] == ["c"]  # type: ignore[union-attr]
+
+
+async def test_second_run_while_running_is_refused() -> None:
+    model = ScriptedModel([Turn(Pause(0.2), Text("x")), "y"])
+    agent = Agent(model)
+    run = agent.start("a")
+    with pytest.raises(RunInProgressError):
+        agent.start("b")
+    await run.result()
+    await agent.run("b")
+
+
+async def test_run_sync_inside_a_running_loop() -> None:
+    model = ScriptedModel([Turn(Call("echo", {"x": 3})), "sync done"])
+    agent = Agent(model, [recording_tool()])
+    result = agent.run_sync("go")  # we are inside pytest-asyncio's running loop
+    assert result.text == "sync done"
+
+
+def test_run_sync_in_a_plain_script() -> None:
+    assert Agent(ScriptedModel(["plain"])).run_sync("go").text == "plain"
+
+
+async def test_provider_errors_end_the_run_cleanly() -> None:
+    def decide(request: Any) -> Any:
+        raise ConnectionError("server went away")
+
+    agent = Agent(FunctionModel(decide))
+    events = [e async for e in agent.stream("go")]
+    assert isinstance(events[-1], RunFailed)
+    assert "server went away" in str(events[-1].error)
+    assert not agent._running
+    assert_history_valid(agent.messages)
+
+
+async def test_event_order_for_one_call() -> None:
+    model = ScriptedModel([Turn(Call("echo", {"x": 1})), "ok"])
+    agent = Agent(model, [recording_tool(needs_approval=True)], approver=ScriptedApprover([True]))
+    names = [type(e).__name__ async for e in agent.stream("go")]
+    expected = [
+        "ToolCallStarted", "ToolArgumentsDelta", "StepFinished", "ToolCallReady",
+        "ApprovalRequested", "ApprovalResolved", "ToolStarted", "ToolFinished",
+    ]
+    positions = [names.index(n) for n in expected]
+    assert positions == sorted(positions)
+    assert names[0] == "RunStarted" and names[-1] == "RunFinished"
+    assert ApprovalResolved and ToolStarted and RunCancelled and AssistantMessage  # exported
