@@ -1,0 +1,58 @@
+"""The offline default: calls the tools the prompt names, answers from results, says it is offline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbagent import Agent, OfflineModel, Tool, ToolContext
+from nbagent.generation import NamedToolChoice, Options
+from nbagent.models import OFFLINE_LABEL
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+        "units": {"enum": ["celsius", "fahrenheit"]},
+    },
+    "required": ["city", "days", "units"],
+    "additionalProperties": False,
+}
+
+
+def forecast(log: list[Any]) -> Tool:
+    def run(ctx: ToolContext) -> str:
+        log.append(ctx.input)
+        return f"{ctx.input['city']}: sunny for {ctx.input['days']} days"
+
+    return Tool(name="forecast", description="Weather forecast", input_schema=SCHEMA, execute=run)
+
+
+async def test_calls_named_tool_with_prompt_values_and_answers() -> None:
+    log: list[Any] = []
+    agent = Agent(OfflineModel(), [forecast(log)])
+    result = await agent.run('Use forecast for "Lyon" over 3 days in fahrenheit')
+    assert log == [{"city": "Lyon", "days": 3, "units": "fahrenheit"}]
+    assert result.text.startswith(OFFLINE_LABEL)
+    assert "Lyon: sunny for 3 days" in result.text
+    assert result.steps == 2
+
+
+async def test_without_a_named_tool_it_says_what_it_is() -> None:
+    log: list[Any] = []
+    result = await Agent(OfflineModel(), [forecast(log)]).run("What is the meaning of life?")
+    assert log == []
+    assert OFFLINE_LABEL in result.text and "not an LLM" in result.text and "forecast" in result.text
+
+
+async def test_values_are_clamped_to_the_schema() -> None:
+    log: list[Any] = []
+    await Agent(OfflineModel(), [forecast(log)]).run('forecast "Oslo" for 30 days')
+    assert log[0]["days"] == 7 and log[0]["units"] == "celsius"
+
+
+async def test_named_tool_choice_forces_the_call() -> None:
+    log: list[Any] = []
+    options = Options(tool_choice=NamedToolChoice("forecast"))
+    await Agent(OfflineModel(), [forecast(log)], options=options).run('"Rome" 2')
+    assert log == [{"city": "Rome", "days": 2, "units": "celsius"}]
