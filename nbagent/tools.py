@@ -296,7 +296,8 @@ def _make_tool(
     except TypeError as exc:
         raise ToolDefinitionError(f"@tool on {tool_name!r}: {exc}") from None
     validate_tools([made])
-    functools.update_wrapper(made, fn, assigned=("__module__", "__doc__"), updated=())  # type: ignore[arg-type]
+    for attr in ("__module__", "__doc__", "__wrapped__"):  # behave like the function it wraps
+        object.__setattr__(made, attr, fn if attr == "__wrapped__" else getattr(fn, attr, None))
     return made
 
 
