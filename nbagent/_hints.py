@@ -1,0 +1,1181 @@
+"""Turn a typed Python function into a strict JSON Schema, and JSON arguments back into Python.
+
+``function_schema(fn)`` reads the signature, the type hints and the docstring once, at decoration
+time, and returns the tool's input schema (Draft 2020-12, self-contained) together with a
+precompiled plan that turns validated JSON arguments into the ``(args, kwargs)`` of a call.
+``decode_arguments_as(value, T)`` decodes a JSON value into a dataclass, TypedDict, Enum or plain
+type. Decoding never coerces (``"123"`` is not an ``int``); a mismatch is an
+:class:`~nbagent.errors.ArgumentsError` whose violations name the JSON pointer.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import enum
+import functools
+import inspect
+import json
+import math
+import re
+import sys
+import typing
+import uuid
+from collections.abc import (
+    Callable,
+    Collection,
+    Mapping,
+    MutableMapping,
+    MutableSequence,
+    MutableSet,
+    Sequence,
+)
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from .errors import ArgumentsError, ToolDefinitionError
+
+__all__ = ["FunctionSchema", "call_arguments", "decode_arguments_as", "function_schema"]
+
+_Decoder = Callable[[Any], Any]
+_MISSING: Any = object()
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class FunctionSchema:
+    """A function's input schema, its description, and how to call it with JSON arguments.
+
+    Treat ``schema`` as read-only: it is shared by every use of the tool.
+    """
+
+    schema: dict[str, Any]
+    description: str
+    parameters: tuple[str, ...]
+    positional_only: tuple[str, ...]
+    _plan: _CallPlan = field(repr=False, compare=False)
+
+    def decode(
+        self, arguments: Mapping[str, Any], context: Mapping[str, Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Return ``(args, kwargs)`` for ``fn(*args, **kwargs)`` from validated JSON arguments.
+
+        Each argument is decoded to its parameter's type (a dataclass parameter receives an
+        instance, an Enum parameter its member, a tuple parameter a tuple). An absent optional
+        argument is left out so the function's own default applies. ``context`` gives values
+        for the skipped (context) parameters by name; names it has that were not skipped are
+        ignored. Raises :class:`ArgumentsError` naming every argument that does not fit.
+        """
+        return self._plan.decode(arguments, context)
+
+
+def call_arguments(
+    fn_schema: FunctionSchema,
+    fn: Callable[..., Any],
+    arguments: Mapping[str, Any],
+    *,
+    context: Mapping[str, Any] | None = None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """Return ``(args, kwargs)`` to call ``fn`` (the function ``fn_schema`` was made from).
+
+    Same as ``fn_schema.decode(arguments, context)``; ``fn`` is not inspected again, because
+    everything needed was precomputed by :func:`function_schema`.
+    """
+    del fn
+    return fn_schema._plan.decode(arguments, context)
+
+
+# --------------------------------------------------------------------------- mismatches
+
+
+class _Mismatch(Exception):
+    """A JSON value does not fit the target type; parents add their key to ``path`` on the way up.
+
+    Paths are built only on failure, so decoding a value that fits costs no string work.
+    """
+
+    def __init__(self, message: str, expected: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.expected = expected  # set when the failure is "wrong kind of value" at this level
+        self.path: list[str] = []  # innermost key first
+
+
+def _expect(expected: str, value: Any) -> _Mismatch:
+    return _Mismatch(f"expected {expected}, got {_describe(value)}", expected)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return f"number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"string {json.dumps(shown)}"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return type(value).__name__
+
+
+def _pointer(path: Sequence[str]) -> str:
+    """JSON pointer (RFC 6901) for a path given innermost key first."""
+    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in reversed(path))
+
+
+# --------------------------------------------------------------------------- leaf decoders
+
+
+def _decode_str(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    raise _expect("a string", value)
+
+
+def _decode_int(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    # JSON Schema counts 3.0 as an integer, so a validated argument may arrive as a float.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _expect("an integer", value)
+
+
+def _decode_float(value: Any) -> Any:
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            raise _expect("a number that fits a float", value) from None
+    raise _expect("a number", value)
+
+
+def _decode_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    raise _expect("a boolean", value)
+
+
+def _decode_none(value: Any) -> Any:
+    if value is None:
+        return None
+    raise _expect("null", value)
+
+
+def _copy_json(value: Any) -> Any:
+    """Copy the containers of a JSON value, so a tool that mutates its argument cannot alter
+    the conversation history the value came from."""
+    if isinstance(value, dict):
+        return {key: _copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(item) for item in value]
+    return value
+
+
+def _string_decoder(label: str, parse: Callable[[str], Any]) -> _Decoder:
+    def decode(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return parse(value)
+            except ValueError:
+                pass
+        raise _expect(label, value)
+
+    return decode
+
+
+# --------------------------------------------------------------------------- compiling types
+
+
+@dataclass
+class _Node:
+    """What one type compiles to: its schema, its decoder, and whether decoded values hash."""
+
+    schema: dict[str, Any]
+    decode: _Decoder
+    hashable: bool = True
+
+
+@dataclass
+class _Named:
+    """A dataclass, TypedDict or Enum: compiled once, referenced through ``$defs``."""
+
+    name: str
+    refs: list[dict[str, Any]] = field(default_factory=list)
+    schema: dict[str, Any] = field(default_factory=dict)
+    decode: _Decoder | None = None
+    hashable: bool = True
+    building: bool = True
+    recursive: bool = False
+
+
+_SCALARS: dict[Any, tuple[str, _Decoder]] = {
+    str: ("string", _decode_str),
+    int: ("integer", _decode_int),
+    float: ("number", _decode_float),
+    bool: ("boolean", _decode_bool),
+}
+_ARRAYS = (list, Sequence, MutableSequence)
+_SETS = (set, frozenset, AbstractSet, MutableSet)
+_MAPPINGS = (dict, Mapping, MutableMapping)
+_STRINGS: tuple[tuple[type, str, str], ...] = (
+    # datetime before date: it is a subclass.
+    (datetime.datetime, "date-time", "a date-time string (ISO 8601)"),
+    (datetime.date, "date", "a date string (YYYY-MM-DD)"),
+    (datetime.time, "time", "a time string (HH:MM[:SS])"),
+    (uuid.UUID, "uuid", "a UUID string"),
+)
+_SUPPORTED = (
+    "str, int, float, bool, None, Any, Literal, Enum, list/Sequence, tuple, set, "
+    "dict[str, T], Optional/Union, dataclass, TypedDict, date/datetime/time, UUID, Path"
+)
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type) and not get_args(tp):
+        if tp.__module__ == "builtins":
+            return tp.__qualname__
+        return f"{tp.__module__}.{tp.__qualname__}"
+    return repr(tp).replace("typing.", "")
+
+
+def _class_doc(cls: type) -> str:
+    doc = cls.__dict__.get("__doc__")
+    if not isinstance(doc, str):
+        return ""
+    if dataclasses.is_dataclass(cls) and doc.startswith(cls.__name__ + "("):
+        return ""  # the signature dataclasses writes when a class has no docstring
+    return doc
+
+
+def _td_qualifiers() -> tuple[Any, ...]:
+    names = ("Required", "NotRequired", "ReadOnly")
+    found = [getattr(typing, n) for n in names if hasattr(typing, n)]
+    extensions = sys.modules.get("typing_extensions")
+    if extensions is not None:
+        found += [getattr(extensions, n) for n in names if hasattr(extensions, n)]
+    return tuple(found)
+
+
+def _is_typeddict(tp: Any) -> bool:
+    return (
+        isinstance(tp, type)
+        and issubclass(tp, dict)
+        and hasattr(tp, "__required_keys__")
+        and hasattr(tp, "__total__")
+    )
+
+
+class _Compiler:
+    """Compiles type hints to schemas and decoders; collects named types for ``$defs``."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self._named: dict[Any, _Named] = {}
+        self._names: set[str] = set()
+
+    # errors ---------------------------------------------------------------
+
+    def fail(self, where: str, tp: Any, why: str = "") -> ToolDefinitionError:
+        reason = f" ({why})" if why else ""
+        return ToolDefinitionError(
+            f"{self.owner}: {where} has type {_type_name(tp)}, which cannot be expressed as "
+            f"JSON Schema{reason}. Use a supported type ({_SUPPORTED}) or pass schema= to @tool"
+        )
+
+    # dispatch -------------------------------------------------------------
+
+    def compile(self, tp: Any, where: str) -> _Node:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            return self._annotated(tp, where)
+        if tp is Any or tp is object:
+            return _Node({}, _copy_json)
+        if tp is None or tp is NoneType:
+            return _Node({"type": "null"}, _decode_none)
+        if isinstance(tp, typing.NewType):
+            return self.compile(tp.__supertype__, where)
+        if isinstance(tp, type) and tp in _SCALARS:
+            json_type, decode = _SCALARS[tp]
+            return _Node({"type": json_type}, decode)
+        if origin is Literal:
+            return self._literal(tp, where)
+        if origin is Union or origin is UnionType:
+            return self._union(tp, where)
+        base = origin if origin is not None else tp
+        if base is tuple:
+            return self._tuple(tp, where)
+        if base in _ARRAYS:
+            return self._array(tp, where)
+        if base in _SETS:
+            return self._set(tp, where)
+        if base in _MAPPINGS:
+            return self._mapping(tp, where)
+        if isinstance(tp, type):
+            if issubclass(tp, enum.Enum):
+                return self._named_node(tp, lambda: self._enum(tp, where))
+            if dataclasses.is_dataclass(tp):
+                return self._named_node(tp, lambda: self._dataclass(tp, where))
+            if _is_typeddict(tp):
+                return self._named_node(tp, lambda: self._typeddict(tp, where))
+            for cls, fmt, label in _STRINGS:
+                if issubclass(tp, cls):
+                    parse = getattr(tp, "fromisoformat", tp)
+                    return _Node({"type": "string", "format": fmt}, _string_decoder(label, parse))
+            if issubclass(tp, PurePath):
+                return _Node({"type": "string"}, _string_decoder("a path string", tp))
+            if issubclass(tp, (bytes, bytearray)):
+                raise self.fail(where, tp, "JSON has no bytes; take a str such as base64")
+        if origin is not None and dataclasses.is_dataclass(origin):
+            raise self.fail(where, tp, "generic dataclasses are not supported")
+        if isinstance(tp, typing.TypeVar):
+            raise self.fail(where, tp, "a type variable has no schema")
+        if origin is not None and origin is Callable:
+            raise self.fail(where, tp, "a function cannot be passed as JSON")
+        raise self.fail(where, tp)
+
+    # wrappers and unions ----------------------------------------------------
+
+    def _annotated(self, tp: Any, where: str) -> _Node:
+        inner, *metadata = get_args(tp)
+        node = self.compile(inner, where)
+        for item in metadata:
+            if isinstance(item, str):
+                node.schema["description"] = item
+            elif isinstance(item, Mapping):
+                node.schema.update(copy.deepcopy(dict(item)))
+            # Any other metadata belongs to some other library: leave it alone.
+        return node
+
+    def _literal(self, tp: Any, where: str) -> _Node:
+        values = get_args(tp)
+        json_values = [v.value if isinstance(v, enum.Enum) else v for v in values]
+        if not all(_is_json_scalar(v) for v in json_values):
+            raise self.fail(where, tp, "Literal values must be str, int, float, bool or None")
+        return _Node(_enum_schema(json_values), _lookup_decoder(json_values, values))
+
+    def _union(self, tp: Any, where: str) -> _Node:
+        arms = get_args(tp)
+        nodes = [self.compile(arm, where) for arm in arms]
+        schemas = [node.schema for node in nodes]
+        if all(len(s) == 1 and isinstance(s.get("type"), str) for s in schemas):
+            types = list(dict.fromkeys(s["type"] for s in schemas))
+            schema: dict[str, Any] = {"type": types}
+        else:
+            schema = {"anyOf": schemas}
+        hashable = all(node.hashable for node in nodes)
+        others = [node.decode for arm, node in zip(arms, nodes, strict=True) if arm is not NoneType]
+        if len(arms) == 2 and len(others) == 1:
+            return _Node(schema, _optional_decoder(others[0]), hashable)
+        return _Node(schema, _union_decoder([node.decode for node in nodes]), hashable)
+
+    # containers -------------------------------------------------------------
+
+    def _item(self, args: tuple[Any, ...], index: int, where: str) -> _Node:
+        if len(args) <= index:
+            return _Node({}, _copy_json)
+        return self.compile(args[index], f"{where} (item)")
+
+    def _array(self, tp: Any, where: str) -> _Node:
+        item = self._item(get_args(tp), 0, where)
+        schema: dict[str, Any] = {"type": "array"}
+        if item.schema:
+            schema["items"] = item.schema
+        return _Node(schema, _array_decoder(item.decode, None), hashable=False)
+
+    def _tuple(self, tp: Any, where: str) -> _Node:
+        args = get_args(tp)
+        if tp is tuple or tp is typing.Tuple or (len(args) == 2 and args[1] is Ellipsis):  # noqa: UP006
+            item = self._item(args, 0, where)
+            schema: dict[str, Any] = {"type": "array"}
+            if item.schema:
+                schema["items"] = item.schema
+            return _Node(schema, _array_decoder(item.decode, tuple), item.hashable)
+        nodes = [self.compile(arg, f"{where} (item {i})") for i, arg in enumerate(args)]
+        schema = {"type": "array", "prefixItems": [n.schema for n in nodes], "items": False}
+        schema["minItems"] = schema["maxItems"] = len(nodes)
+        if not nodes:
+            del schema["prefixItems"]
+        decoders = tuple(n.decode for n in nodes)
+        return _Node(schema, _fixed_tuple_decoder(decoders), all(n.hashable for n in nodes))
+
+    def _set(self, tp: Any, where: str) -> _Node:
+        item = self._item(get_args(tp), 0, where)
+        if not item.hashable:
+            raise self.fail(where, tp, "set items must be hashable once decoded")
+        schema: dict[str, Any] = {"type": "array", "uniqueItems": True}
+        if item.schema:
+            schema["items"] = item.schema
+        frozen = (get_origin(tp) or tp) is frozenset
+        build = frozenset if frozen else set
+        return _Node(schema, _array_decoder(item.decode, build), hashable=frozen)
+
+    def _mapping(self, tp: Any, where: str) -> _Node:
+        args = get_args(tp)
+        if args and args[0] is not str and args[0] is not Any:
+            raise self.fail(where, tp, "JSON object keys are strings: use dict[str, ...]")
+        value = self._item(args, 1, where)
+        schema: dict[str, Any] = {"type": "object"}
+        if value.schema:
+            schema["additionalProperties"] = value.schema
+        return _Node(schema, _mapping_decoder(value.decode), hashable=False)
+
+    # named types ------------------------------------------------------------
+
+    def _named_node(self, tp: type, build: Callable[[], _Node]) -> _Node:
+        entry = self._named.get(tp)
+        if entry is None:
+            name, n = tp.__name__, 1
+            while name in self._names:
+                n += 1
+                name = f"{tp.__name__}_{n}"
+            self._names.add(name)
+            entry = self._named[tp] = _Named(name)
+            node = build()
+            entry.schema, entry.decode, entry.hashable = node.schema, node.decode, node.hashable
+            entry.building = False
+        elif entry.building:
+            entry.recursive = True
+        ref = {"$ref": f"#/$defs/{entry.name}"}
+        entry.refs.append(ref)
+        return _Node(ref, entry.decode or _late_decoder(entry), entry.hashable)
+
+    def definitions(self) -> dict[str, Any]:
+        """Inline named types used once and not recursive; return the rest as ``$defs``.
+
+        Models read an inline schema more easily; ``$defs`` is kept for reuse and recursion.
+        """
+        defs: dict[str, Any] = {}
+        for entry in self._named.values():
+            if entry.recursive or len(entry.refs) != 1:
+                defs[entry.name] = entry.schema
+                continue
+            ref = entry.refs[0]
+            siblings = {k: v for k, v in ref.items() if k != "$ref"}
+            ref.clear()
+            ref.update(entry.schema)
+            ref.update(siblings)  # an Annotated description at the use site wins
+        return defs
+
+    def _enum(self, tp: type[enum.Enum], where: str) -> _Node:
+        members = list(tp)
+        values = [m.value for m in members]
+        if not members or not all(_is_json_scalar(v) for v in values):
+            raise self.fail(where, tp, "Enum values must be str, int, float, bool or None")
+        schema = _enum_schema(values)
+        description = _class_doc(tp)
+        if description:
+            schema["description"] = inspect.cleandoc(description)
+        return _Node(schema, _lookup_decoder(values, members))
+
+    def _dataclass(self, tp: type, where: str) -> _Node:
+        hints = self._class_hints(tp, where)
+        description, field_docs = _parse_docstring(_class_doc(tp))
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        decoders: dict[str, _Decoder] = {}
+        for hint in hints.values():
+            if isinstance(hint, dataclasses.InitVar):
+                raise self.fail(where, tp, "InitVar fields are not supported")
+        for item in dataclasses.fields(tp):
+            if not item.init:
+                continue
+            node = self.compile(hints[item.name], f"{where}, field {tp.__name__}.{item.name}")
+            _describe_property(node.schema, field_docs.get(item.name))
+            if item.default is not dataclasses.MISSING:
+                _add_default(node.schema, item.default)
+            elif item.default_factory is dataclasses.MISSING:
+                required.append(item.name)
+            properties[item.name] = node.schema
+            decoders[item.name] = node.decode
+        schema = _object_schema(properties, required, description)
+        decode = _object_decoder(tp.__name__, decoders, frozenset(required), tp)
+        return _Node(schema, decode, hashable=tp.__hash__ is not None)
+
+    def _typeddict(self, tp: type, where: str) -> _Node:
+        hints = self._class_hints(tp, where)
+        description, field_docs = _parse_docstring(_class_doc(tp))
+        required_keys: set[str] = set(getattr(tp, "__required_keys__", ()))
+        qualifiers = _td_qualifiers()
+        properties: dict[str, Any] = {}
+        decoders: dict[str, _Decoder] = {}
+        for key, hint in hints.items():
+            hint, is_required = _strip_qualifiers(hint, qualifiers)
+            if is_required is True:
+                required_keys.add(key)
+            elif is_required is False:
+                required_keys.discard(key)
+            node = self.compile(hint, f"{where}, key {tp.__name__}[{key!r}]")
+            _describe_property(node.schema, field_docs.get(key))
+            properties[key] = node.schema
+            decoders[key] = node.decode
+        required = [key for key in properties if key in required_keys]
+        schema = _object_schema(properties, required, description)
+        decode = _object_decoder(tp.__name__, decoders, frozenset(required), None)
+        return _Node(schema, decode, hashable=False)
+
+    def _class_hints(self, tp: type, where: str) -> dict[str, Any]:
+        try:
+            return typing.get_type_hints(tp, include_extras=True)
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"{self.owner}: {where}: the type hints of {tp.__qualname__} could not be "
+                f"resolved ({exc}); define the names they use at module level"
+            ) from None
+
+
+def _strip_qualifiers(hint: Any, qualifiers: tuple[Any, ...]) -> tuple[Any, bool | None]:
+    """Remove Required / NotRequired / ReadOnly (also under Annotated); say which was seen."""
+    required: bool | None = None
+    origin = get_origin(hint)
+    if origin is Annotated:
+        inner, *metadata = get_args(hint)
+        inner, required = _strip_qualifiers(inner, qualifiers)
+        rebuilt = (inner, *metadata)
+        return Annotated[rebuilt], required
+    while origin in qualifiers:
+        name = getattr(origin, "_name", "")
+        if name in ("Required", "NotRequired"):
+            required = name == "Required"
+        hint = get_args(hint)[0]
+        origin = get_origin(hint)
+    if origin is Annotated:
+        stripped, inner_required = _strip_qualifiers(hint, qualifiers)
+        return stripped, required if inner_required is None else inner_required
+    return hint, required
+
+
+def _is_json_scalar(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int, bool))
+
+
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
+
+
+def _json_type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    return next(name for cls, name in _JSON_TYPES if isinstance(value, cls))
+
+
+def _enum_schema(values: list[Any]) -> dict[str, Any]:
+    types = list(dict.fromkeys(_json_type_of(v) for v in values))
+    schema: dict[str, Any] = {"type": types[0] if len(types) == 1 else types}
+    schema["enum"] = list(values)
+    return schema
+
+
+def _object_schema(
+    properties: dict[str, Any], required: list[str], description: str
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    if description:
+        schema["description"] = description
+    schema["properties"] = properties
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _describe_property(schema: dict[str, Any], text: str | None) -> None:
+    if text and "description" not in schema:
+        schema["description"] = text
+
+
+def _add_default(schema: dict[str, Any], default: Any) -> None:
+    value = _json_value(default)
+    if value is not _MISSING:
+        schema["default"] = value
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as JSON for a ``default`` annotation, or ``_MISSING`` if it has no JSON form."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if _is_json_scalar(value):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [_json_value(item) for item in value]
+        return _MISSING if any(item is _MISSING for item in items) else items
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            return _MISSING
+        entries = {key: _json_value(item) for key, item in value.items()}
+        return _MISSING if any(item is _MISSING for item in entries.values()) else entries
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (PurePath, uuid.UUID)):
+        return str(value)
+    return _MISSING
+
+
+# --------------------------------------------------------------------------- composite decoders
+
+
+def _lookup_key(value: Any) -> tuple[bool, Any]:
+    # True == 1 in Python but not in JSON: keep booleans apart from numbers.
+    return (isinstance(value, bool), value)
+
+
+def _lookup_decoder(json_values: list[Any], results: Sequence[Any]) -> _Decoder:
+    table = {_lookup_key(v): r for v, r in zip(json_values, results, strict=True)}
+    label = "one of " + ", ".join(json.dumps(v) for v in json_values)
+
+    def decode(value: Any) -> Any:
+        try:
+            return table[_lookup_key(value)]
+        except (KeyError, TypeError):
+            raise _expect(label, value) from None
+
+    return decode
+
+
+def _optional_decoder(inner: _Decoder) -> _Decoder:
+    def decode(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return inner(value)
+        except _Mismatch as mismatch:
+            if mismatch.path or mismatch.expected is None:
+                raise
+            raise _expect(f"{mismatch.expected} or null", value) from None
+
+    return decode
+
+
+def _union_decoder(arms: list[_Decoder]) -> _Decoder:
+    def decode(value: Any) -> Any:
+        failures: list[_Mismatch] = []
+        for arm in arms:
+            try:
+                return arm(value)
+            except _Mismatch as mismatch:
+                failures.append(mismatch)
+        # The arm that got furthest into the value explains the problem best.
+        deepest = max(failures, key=lambda m: len(m.path))
+        if deepest.path or any(m.expected is None for m in failures):
+            raise deepest
+        raise _expect(" or ".join(str(m.expected) for m in failures), value)
+
+    return decode
+
+
+def _array_decoder(item: _Decoder, build: Callable[[list[Any]], Any] | None) -> _Decoder:
+    def decode(value: Any) -> Any:
+        if not isinstance(value, (list, tuple)):
+            raise _expect("an array", value)
+        out = []
+        for index, element in enumerate(value):
+            try:
+                out.append(item(element))
+            except _Mismatch as mismatch:
+                mismatch.path.append(str(index))
+                raise
+        if build is None:
+            return out
+        try:
+            return build(out)
+        except TypeError:
+            raise _expect("an array of hashable items", value) from None
+
+    return decode
+
+
+def _fixed_tuple_decoder(items: tuple[_Decoder, ...]) -> _Decoder:
+    size = len(items)
+
+    def decode(value: Any) -> Any:
+        if not isinstance(value, (list, tuple)) or len(value) != size:
+            raise _expect(f"an array of {size} items", value)
+        out = []
+        for index, (item, element) in enumerate(zip(items, value, strict=True)):
+            try:
+                out.append(item(element))
+            except _Mismatch as mismatch:
+                mismatch.path.append(str(index))
+                raise
+        return tuple(out)
+
+    return decode
+
+
+def _mapping_decoder(item: _Decoder) -> _Decoder:
+    def decode(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise _expect("an object", value)
+        out = {}
+        for key, element in value.items():
+            if not isinstance(key, str):
+                raise _Mismatch(f"object keys must be strings, got {key!r}")
+            try:
+                out[key] = item(element)
+            except _Mismatch as mismatch:
+                mismatch.path.append(key)
+                raise
+        return out
+
+    return decode
+
+
+def _object_decoder(
+    label: str,
+    fields: dict[str, _Decoder],
+    required: frozenset[str],
+    build: Callable[..., Any] | None,
+) -> _Decoder:
+    def decode(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise _expect(f"an object ({label})", value)
+        out: dict[str, Any] = {}
+        for key, element in value.items():
+            item = fields.get(key)
+            if item is None:
+                raise _Mismatch(f"unexpected property {key!r}: {label} has no such field")
+            try:
+                out[key] = item(element)
+            except _Mismatch as mismatch:
+                mismatch.path.append(key)
+                raise
+        if len(out) < len(required) or not required.issubset(out):
+            missing = sorted(required.difference(out))
+            raise _Mismatch(f"missing required property {missing[0]!r} of {label}")
+        if build is None:
+            return out
+        try:
+            return build(**out)
+        except ValueError as exc:  # a __post_init__ that checks its values
+            raise _Mismatch(f"{label} rejected the values: {exc}") from None
+
+    return decode
+
+
+def _late_decoder(entry: _Named) -> _Decoder:
+    """Decoder of a recursive type, looked up when called because it is still being built."""
+
+    def decode(value: Any) -> Any:
+        assert entry.decode is not None
+        return entry.decode(value)
+
+    return decode
+
+
+# --------------------------------------------------------------------------- decode_arguments_as
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_decoder(target: Any, spelling: str) -> _Decoder:
+    # ``spelling`` is part of the key because typing finds Union[int, float] equal to
+    # Union[float, int], while the first arm that decodes depends on the order.
+    return _compile_decoder(target)
+
+
+def _compile_decoder(target: Any) -> _Decoder:
+    return (
+        _Compiler(f"decode_arguments_as({_type_name(target)})").compile(target, "the target").decode
+    )
+
+
+def decode_arguments_as(arguments: Any, target: Any) -> Any:
+    """Decode a validated JSON value into ``target`` without coercion; never mutates the input.
+
+    ``target`` may be a dataclass (built recursively), a TypedDict (a new dict), an Enum (by
+    value), ``str``/``int``/``float``/``bool``, ``list[T]``, ``tuple[...]``, ``set[T]``,
+    ``dict[str, T]``, ``Optional``/``Union`` (first arm that decodes), ``Literal`` or ``Any``.
+    Raises :class:`ArgumentsError` with the JSON pointer of the first mismatch, or
+    :class:`ToolDefinitionError` if ``target`` is not a supported type.
+    """
+    try:
+        decode = _cached_decoder(target, repr(target))
+    except TypeError:  # an unhashable target, e.g. Annotated[..., {"minimum": 0}]
+        decode = _compile_decoder(target)
+    try:
+        return decode(arguments)
+    except _Mismatch as mismatch:
+        raise ArgumentsError(
+            f"arguments do not fit {_type_name(target)}",
+            [(_pointer(mismatch.path), mismatch.message)],
+        ) from None
+
+
+# --------------------------------------------------------------------------- function_schema
+
+
+class _Never:
+    """No JSON value has this type: parameters without a fast path use it."""
+
+
+# Decoders that return a value of exactly this type unchanged.
+_EXACT: dict[_Decoder, type] = {
+    _decode_str: str,
+    _decode_int: int,
+    _decode_float: float,
+    _decode_bool: bool,
+    _decode_none: NoneType,
+}
+
+
+class _CallPlan:
+    """Per-parameter decoders, precomputed so that decoding a call is a few dict lookups."""
+
+    __slots__ = ("context_keyword", "keyword", "names", "owner", "positional", "required")
+
+    def __init__(
+        self,
+        owner: str,
+        keyword: tuple[tuple[str, _Decoder, type], ...],
+        positional: tuple[tuple[str, _Decoder | None, Any], ...],
+        required: frozenset[str],
+        context_keyword: tuple[str, ...],
+    ) -> None:
+        self.owner = owner
+        self.keyword = keyword
+        # Positional-only parameters in order; a None decoder marks a context parameter.
+        self.positional = positional
+        self.required = required
+        self.names = frozenset(name for name, _, _ in keyword) | frozenset(
+            name for name, decode, _ in positional if decode is not None
+        )
+        self.context_keyword = context_keyword
+
+    def decode(
+        self, arguments: Mapping[str, Any], context: Mapping[str, Any] | None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        if type(arguments) is not dict and not isinstance(arguments, Mapping):
+            raise ArgumentsError(
+                f"arguments of {self.owner} must be a JSON object, got {_describe(arguments)}"
+            )
+        problems: list[tuple[str, str]] = []
+        found = 0
+        kwargs: dict[str, Any] = {}
+        for name, decode, exact in self.keyword:
+            value = arguments.get(name, _MISSING)
+            if type(value) is exact:  # a str for a str parameter: nothing to convert
+                kwargs[name] = value
+                found += 1
+                continue
+            if value is _MISSING:
+                if name in self.required:
+                    problems.append((_pointer([name]), "missing required argument"))
+                continue
+            found += 1
+            try:
+                kwargs[name] = decode(value)
+            except _Mismatch as mismatch:
+                problems.append((_pointer([*mismatch.path, name]), mismatch.message))
+        args: list[Any] = []
+        if self.positional:
+            found += self._positional(arguments, context, args, problems)
+        if found != len(arguments):
+            for key in arguments:
+                if key not in self.names:
+                    problems.append((_pointer([str(key)]), "unexpected argument"))
+        if problems:
+            raise ArgumentsError(f"arguments of {self.owner} do not fit its parameters", problems)
+        if context:
+            for name in self.context_keyword:
+                if name in context:
+                    kwargs[name] = context[name]
+        return args, kwargs
+
+    def _positional(
+        self,
+        arguments: Mapping[str, Any],
+        context: Mapping[str, Any] | None,
+        args: list[Any],
+        problems: list[tuple[str, str]],
+    ) -> int:
+        found = 0
+        values: list[Any] = []
+        for name, decode, _ in self.positional:
+            if decode is None:
+                values.append(context.get(name, _MISSING) if context else _MISSING)
+                continue
+            value = arguments.get(name, _MISSING)
+            if value is _MISSING:
+                if name in self.required:
+                    problems.append((_pointer([name]), "missing required argument"))
+            else:
+                found += 1
+                try:
+                    value = decode(value)
+                except _Mismatch as mismatch:
+                    problems.append((_pointer([*mismatch.path, name]), mismatch.message))
+            values.append(value)
+        if problems:
+            return found  # the call will not be made
+        while values and values[-1] is _MISSING:
+            values.pop()
+        # A gap before a later positional argument is filled with the function's own default.
+        for (name, _, default), value in zip(self.positional, values, strict=False):
+            if value is _MISSING:
+                if default is inspect.Parameter.empty:
+                    raise ToolDefinitionError(f"{self.owner}: no value for parameter {name!r}")
+                value = default
+            args.append(value)
+        return found
+
+
+def _callable_name(fn: Any) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name) if name else type(fn).__qualname__
+
+
+def _hint_target(fn: Any) -> Any:
+    """The object whose annotations and globals describe ``fn``'s parameters."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isclass(fn):
+        return fn.__init__
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn):
+        return fn
+    return type(fn).__call__
+
+
+def _resolve_hints(
+    fn: Any, parameters: Sequence[inspect.Parameter], skip: Collection[str], owner: str
+) -> dict[str, Any]:
+    target = _hint_target(fn)
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception:
+        pass
+    # Something failed: resolve one parameter at a time, so that an unresolvable hint on a
+    # skipped (context) parameter or on the return type does not matter, and the error can
+    # name the parameter whose hint is at fault.
+    unwrapped = inspect.unwrap(target.__func__ if inspect.ismethod(target) else target)
+    globalns = getattr(unwrapped, "__globals__", {})
+    hints: dict[str, Any] = {}
+    for parameter in parameters:
+        if parameter.name in skip or parameter.annotation is inspect.Parameter.empty:
+            continue
+
+        def holder() -> None: ...
+
+        holder.__annotations__ = {parameter.name: parameter.annotation}
+        try:
+            hints.update(typing.get_type_hints(holder, globalns, include_extras=True))
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"{owner}: the type hint of parameter {parameter.name!r} "
+                f"({parameter.annotation!r}) could not be resolved: {exc}. Import or define "
+                "the name at module level, or pass schema= to @tool"
+            ) from None
+    return hints
+
+
+def function_schema(fn: Callable[..., Any], *, skip: Collection[str] = ()) -> FunctionSchema:
+    """Build the input schema of ``fn`` from its type hints and docstring.
+
+    Parameters named in ``skip`` (context parameters) are left out. Raises
+    :class:`ToolDefinitionError` naming the parameter for anything the schema cannot express:
+    ``*args``/``**kwargs``, a missing or unresolvable hint, an unsupported type.
+    """
+    owner = _callable_name(fn)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(f"cannot read the signature of {owner}: {exc}") from None
+    parameters = list(signature.parameters.values())
+    for parameter in parameters:
+        if parameter.name in skip:
+            continue
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            stars = "*" if parameter.kind is parameter.VAR_POSITIONAL else "**"
+            raise ToolDefinitionError(
+                f"{owner}: parameter {stars}{parameter.name} cannot be expressed as a JSON "
+                "Schema property; name each parameter, or pass schema= to @tool"
+            )
+        if parameter.annotation is parameter.empty:
+            raise ToolDefinitionError(
+                f"{owner}: parameter {parameter.name!r} has no type hint; "
+                "add a type hint or pass schema= to @tool"
+            )
+    hints = _resolve_hints(fn, parameters, skip, owner)
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    description, parameter_docs = _parse_docstring(inspect.getdoc(target))
+
+    compiler = _Compiler(owner)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    keyword: list[tuple[str, _Decoder, type]] = []
+    positional: list[tuple[str, _Decoder | None, Any]] = []
+    context_keyword: list[str] = []
+    for parameter in parameters:
+        positional_only = parameter.kind is parameter.POSITIONAL_ONLY
+        if parameter.name in skip:
+            if positional_only:
+                positional.append((parameter.name, None, parameter.default))
+            elif parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                context_keyword.append(parameter.name)
+            continue
+        node = compiler.compile(hints[parameter.name], f"parameter {parameter.name!r}")
+        _describe_property(node.schema, parameter_docs.get(parameter.name))
+        if parameter.default is parameter.empty:
+            required.append(parameter.name)
+        else:
+            _add_default(node.schema, parameter.default)
+        properties[parameter.name] = node.schema
+        if positional_only:
+            positional.append((parameter.name, node.decode, parameter.default))
+        else:
+            keyword.append((parameter.name, node.decode, _EXACT.get(node.decode, _Never)))
+
+    schema = _object_schema(properties, required, "")
+    defs = compiler.definitions()
+    if defs:
+        schema["$defs"] = defs
+    plan = _CallPlan(
+        owner, tuple(keyword), tuple(positional), frozenset(required), tuple(context_keyword)
+    )
+    return FunctionSchema(
+        schema=schema,
+        description=description,
+        parameters=tuple(properties),
+        positional_only=tuple(n for n, decode, _ in positional if decode is not None),
+        _plan=plan,
+    )
+
+
+# --------------------------------------------------------------------------- docstrings
+
+_SECTION_NAMES = (
+    "Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|Attributes"
+)
+_GOOGLE_HEADER = re.compile(rf"^(\s*)(?:{_SECTION_NAMES})\s*:\s*$")
+_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(.*)$")
+_NUMPY_HEADER = re.compile(rf"^\s*(?:{_SECTION_NAMES})\s*$")
+_UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
+_SPHINX_PARAM = re.compile(
+    r"^\s*:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*?\s+)?\*{0,2}(\w+)\s*:(.*)$"
+)
+_SPHINX_TYPE = re.compile(r"^\s*:type\s+\*{0,2}\w+\s*:")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _join(lines: Sequence[str]) -> str:
+    """Join wrapped lines into paragraphs (one blank line between paragraphs)."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if text:
+            current.append(text)
+        elif current:
+            paragraphs.append(" ".join(current))
+            current = []
+    if current:
+        paragraphs.append(" ".join(current))
+    return "\n\n".join(paragraphs)
+
+
+def _block_end(lines: Sequence[str], start: int, indent: int) -> int:
+    """Index after the lines from ``start`` indented deeper than ``indent`` (blank lines too)."""
+    end = start
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > indent):
+        end += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return end
+
+
+def _is_numpy_header(lines: Sequence[str], index: int) -> bool:
+    return (
+        index + 1 < len(lines)
+        and bool(lines[index].strip())
+        and not _UNDERLINE.match(lines[index])
+        and bool(_UNDERLINE.match(lines[index + 1]))
+    )
+
+
+def _google_entries(block: Sequence[str]) -> dict[str, str]:
+    entries: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    base = min((_indent(line) for line in block if line.strip()), default=0)
+    for line in block:
+        match = _GOOGLE_ENTRY.match(line.strip()) if _indent(line) == base else None
+        if match:
+            current = entries[match.group(1)] = [match.group(2)]
+        elif current is not None:
+            current.append(line)
+    return {name: _join(text) for name, text in entries.items()}
+
+
+def _numpy_entries(block: Sequence[str]) -> dict[str, str]:
+    entries: dict[str, list[str]] = {}
+    names: list[str] = []
+    base = min((_indent(line) for line in block if line.strip()), default=0)
+    for line in block:
+        if line.strip() and _indent(line) == base:
+            head = line.split(":", 1)[0]
+            names = [n.strip().lstrip("*") for n in head.split(",")]
+            names = [n for n in names if n.isidentifier()]
+            for name in names:
+                entries[name] = []
+        else:
+            for name in names:
+                entries[name].append(line)
+    return {name: _join(text) for name, text in entries.items()}
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its description and per-parameter descriptions.
+
+    Understands Google (``Args:``), NumPy (``Parameters`` + dashes) and Sphinx (``:param x:``)
+    parameter sections; other sections (``Returns``, ``Raises`` …) stay in the description.
+    """
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    kept: list[str] = []
+    params: dict[str, str] = {}
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        google = _GOOGLE_HEADER.match(line)
+        if google:
+            end = _block_end(lines, index + 1, len(google.group(1)))
+            entries = _google_entries(lines[index + 1 : end])
+            if entries:
+                params.update(entries)
+                index = end
+                continue
+        elif _NUMPY_HEADER.match(line) and _is_numpy_header(lines, index):
+            end = index + 2
+            while end < len(lines) and not _is_numpy_header(lines, end):
+                end += 1
+            params.update(_numpy_entries(lines[index + 2 : end]))
+            index = end
+            continue
+        else:
+            sphinx = _SPHINX_PARAM.match(line)
+            if sphinx or _SPHINX_TYPE.match(line):
+                end = _block_end(lines, index + 1, _indent(line))
+                if sphinx:
+                    params[sphinx.group(1)] = _join([sphinx.group(2), *lines[index + 1 : end]])
+                index = end
+                continue
+        kept.append(line.rstrip())
+        index += 1
+    description = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+    return description, params
