@@ -260,13 +260,17 @@ def _class_doc(cls: type) -> str:
     return doc
 
 
-def _td_qualifiers() -> tuple[Any, ...]:
-    names = ("Required", "NotRequired", "ReadOnly")
-    found = [getattr(typing, n) for n in names if hasattr(typing, n)]
-    extensions = sys.modules.get("typing_extensions")
-    if extensions is not None:
-        found += [getattr(extensions, n) for n in names if hasattr(extensions, n)]
-    return tuple(found)
+def _td_qualifiers() -> dict[Any, bool | None]:
+    """TypedDict key qualifiers (from typing and typing_extensions if loaded): required or not."""
+    meaning = {"Required": True, "NotRequired": False, "ReadOnly": None}
+    modules = [typing, sys.modules.get("typing_extensions")]
+    return {
+        getattr(module, name): required
+        for module in modules
+        if module is not None
+        for name, required in meaning.items()
+        if hasattr(module, name)
+    }
 
 
 def _is_typeddict(tp: Any) -> bool:
@@ -536,7 +540,7 @@ class _Compiler:
             ) from None
 
 
-def _strip_qualifiers(hint: Any, qualifiers: tuple[Any, ...]) -> tuple[Any, bool | None]:
+def _strip_qualifiers(hint: Any, qualifiers: dict[Any, bool | None]) -> tuple[Any, bool | None]:
     """Remove Required / NotRequired / ReadOnly (also under Annotated); say which was seen."""
     required: bool | None = None
     origin = get_origin(hint)
@@ -545,15 +549,9 @@ def _strip_qualifiers(hint: Any, qualifiers: tuple[Any, ...]) -> tuple[Any, bool
         inner, required = _strip_qualifiers(inner, qualifiers)
         rebuilt = (inner, *metadata)
         return Annotated[rebuilt], required
-    while origin in qualifiers:
-        name = getattr(origin, "_name", "")
-        if name in ("Required", "NotRequired"):
-            required = name == "Required"
-        hint = get_args(hint)[0]
-        origin = get_origin(hint)
-    if origin is Annotated:
-        stripped, inner_required = _strip_qualifiers(hint, qualifiers)
-        return stripped, required if inner_required is None else inner_required
+    if origin in qualifiers:
+        stripped, inner_required = _strip_qualifiers(get_args(hint)[0], qualifiers)
+        return stripped, qualifiers[origin] if inner_required is None else inner_required
     return hint, required
 
 

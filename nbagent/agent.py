@@ -91,8 +91,9 @@ class Agent:
         if isinstance(model, str) or model is None:
             from .providers import resolve_generator
 
-            model = resolve_generator(model)
-        self.generator: Generator = model
+            self.generator: Generator = resolve_generator(model)
+        else:
+            self.generator = model
         tool_list = list(tools)
         self._schemas = validate_tools(tool_list)
         self.tools: dict[str, Tool] = {t.name: t for t in tool_list}
@@ -183,9 +184,9 @@ class Agent:
             async for event in run.events():
                 yield event
         finally:
-            if not run.done():
+            if run._task is not None and not run._task.done():
                 run.cancel()
-                await asyncio.wait({run._task})  # type: ignore[arg-type]
+                await asyncio.wait({run._task})
 
     async def run(
         self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
@@ -206,7 +207,8 @@ class Agent:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(prompt, **kwargs))
-        return _run_on_thread(lambda: self.run(prompt, **kwargs))
+        result: RunResult = _run_on_thread(lambda: self.run(prompt, **kwargs))
+        return result
 
 
 class Run:
@@ -513,7 +515,8 @@ class Run:
                 self.agent._schemas[call.name].validate(input_value)
         except ArgumentsError as exc:
             result: ToolResult | None = error_result(
-                f"Invalid arguments for {call.name}, nothing was run; fix them and call again.\n{exc}"
+                f"Invalid arguments for {call.name}, nothing was run; "
+                f"fix them and call again.\n{exc}"
             )
             status = "invalid"
         else:
@@ -535,9 +538,11 @@ class Run:
                 result = error_result(f"The person denied this call to {call.name}: {reason}")
                 status = "denied"
         if result is None and found is not None:
-            lock = sequential.setdefault(call.name, asyncio.Lock()) if (
-                found.execution_mode == "sequential"
-            ) else None
+            lock = (
+                sequential.setdefault(call.name, asyncio.Lock())
+                if (found.execution_mode == "sequential")
+                else None
+            )
             result, status, trace = await self._execute(found, call, input_value, semaphore, lock)
         assert result is not None
         part = ToolResultPart(call.id, call.name, result.content, result.is_error)
@@ -555,7 +560,7 @@ class Run:
             return None
         request = ApprovalRequest.for_call(call, input_value, found.title)
         known = getattr(self.approver, "known_decision", None)
-        decision = known(request) if known is not None else None
+        decision: Decision | None = known(request) if known is not None else None
         if decision is not None:  # e.g. "always allow": nobody needs to be asked
             self.emit(ApprovalResolved(call.id, decision))
             return decision
@@ -724,4 +729,3 @@ def _run_on_thread(make: Callable[[], Any]) -> Any:
             raise NbagentError("the run was cancelled") from None
         raise error
     return box["result"]
-

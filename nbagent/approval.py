@@ -100,7 +100,9 @@ class AutoApprove:
 class DenyAll:
     """Deny every call that needs approval, with a reason the model reads."""
 
-    def __init__(self, reason: str = "denied by policy: no one can approve calls in this run") -> None:
+    def __init__(
+        self, reason: str = "denied by policy: no one can approve calls in this run"
+    ) -> None:
         self.reason = reason
 
     async def decide(self, request: ApprovalRequest) -> Decision:
@@ -163,7 +165,7 @@ class RuleApprover:
         if rule == "deny":
             return Decision(False, f"calls to {request.tool_name} are denied by rule", by="rule")
         known = getattr(self.fallback, "known_decision", None)
-        return known(request) if known is not None else None  # type: ignore[no-any-return]
+        return known(request) if known is not None else None
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         known = self.known_decision(request)
@@ -181,9 +183,7 @@ class ScriptedApprover:
     Records every request it saw. Running out of scripted decisions denies, saying so.
     """
 
-    def __init__(
-        self, decisions: Iterable[DecisionLike] | Mapping[str, DecisionLike] = ()
-    ) -> None:
+    def __init__(self, decisions: Iterable[DecisionLike] | Mapping[str, DecisionLike] = ()) -> None:
         self.by_tool: dict[str, DecisionLike] = {}
         self.queue: list[DecisionLike] = []
         if isinstance(decisions, Mapping):

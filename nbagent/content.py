@@ -40,7 +40,12 @@ IMAGE_MAX_SIDE = 2048
 #: Images declaring more pixels than this are refused before decoding (decompression bombs).
 IMAGE_MAX_PIXELS = 40_000_000
 
-_MIME_BY_FORMAT = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+_MIME_BY_FORMAT = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +235,8 @@ def to_tool_result(value: Any) -> ToolResult:
             except ImportError:  # pandas.to_markdown needs `tabulate`; fall back to to_string
                 continue
     try:
-        return ToolResult((TextPart(json.dumps(value, ensure_ascii=False, default=str)),), value=value)
+        return ToolResult(
+            (TextPart(json.dumps(value, ensure_ascii=False, default=str)),), value=value
+        )
     except (TypeError, ValueError):
         return ToolResult((TextPart(repr(value)),), value=value)

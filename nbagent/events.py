@@ -51,7 +51,7 @@ CallStatus = Literal["done", "error", "timeout", "denied", "invalid", "cancelled
 
 @dataclass(frozen=True)
 class RunResult:
-    """The outcome of one run: the final text, the messages it added, steps, usage, why it stopped."""
+    """The outcome of one run: final text, messages it added, steps, usage, why it stopped."""
 
     text: str
     messages: tuple[Message, ...]

@@ -300,9 +300,7 @@ class Answer:
                 f"the response did not finish normally ({reason}); its tool calls may be "
                 "truncated and must not be executed"
             )
-        return tuple(
-            self._calls[i] for i in self._order if not self._calls[i].provider_executed
-        )
+        return tuple(self._calls[i] for i in self._order if not self._calls[i].provider_executed)
 
     @property
     def partial_tool_calls(self) -> tuple[ToolCall, ...]:
@@ -317,9 +315,11 @@ class Answer:
         """
         self._flush_text()
         include = self.ok if with_calls is None else with_calls
-        parts = self._parts if include else [
-            p for p in self._parts if not isinstance(p, (ToolCall, ProviderToolResult))
-        ]
+        parts = (
+            self._parts
+            if include
+            else [p for p in self._parts if not isinstance(p, (ToolCall, ProviderToolResult))]
+        )
         return AssistantMessage(tuple(parts))
 
 
@@ -357,5 +357,3 @@ def parse_partial_json(text: str) -> Any:
             return json.loads(text)
         except ValueError:
             return None
-
-

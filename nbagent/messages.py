@@ -76,9 +76,7 @@ class AssistantMessage:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """Calls the loop must answer (provider-executed ones are answered by the provider)."""
-        return tuple(
-            p for p in self.content if isinstance(p, ToolCall) and not p.provider_executed
-        )
+        return tuple(p for p in self.content if isinstance(p, ToolCall) and not p.provider_executed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +120,28 @@ def _part_to_dict(part: Any) -> dict[str, Any]:
             "height": part.height,
         }
     if isinstance(part, ReasoningPart):
-        return {"type": "reasoning", "text": part.text, "signature": part.signature,
-                "redacted": part.redacted}
+        return {
+            "type": "reasoning",
+            "text": part.text,
+            "signature": part.signature,
+            "redacted": part.redacted,
+        }
     if isinstance(part, ToolCall):
-        return {"type": "tool_call", "id": part.id, "name": part.name,
-                "arguments": part.arguments, "provider_executed": part.provider_executed}
+        return {
+            "type": "tool_call",
+            "id": part.id,
+            "name": part.name,
+            "arguments": part.arguments,
+            "provider_executed": part.provider_executed,
+        }
     if isinstance(part, ProviderToolResult):
-        return {"type": "provider_tool_result", "call_id": part.call_id, "name": part.name,
-                "content": part.content, "is_error": part.is_error}
+        return {
+            "type": "provider_tool_result",
+            "call_id": part.call_id,
+            "name": part.name,
+            "content": part.content,
+            "is_error": part.is_error,
+        }
     raise TypeError(f"cannot serialize {type(part).__name__}")
 
 
@@ -138,16 +150,25 @@ def _part_from_dict(data: Mapping[str, Any]) -> Any:
     if kind == "text":
         return TextPart(data["text"])
     if kind == "image":
-        return ImagePart(base64.b64decode(data["data"]), data["mime_type"],
-                         data.get("width", 0), data.get("height", 0))
+        return ImagePart(
+            base64.b64decode(data["data"]),
+            data["mime_type"],
+            data.get("width", 0),
+            data.get("height", 0),
+        )
     if kind == "reasoning":
         return ReasoningPart(data["text"], data.get("signature"), data.get("redacted"))
     if kind == "tool_call":
-        return ToolCall(data["id"], data["name"], data.get("arguments", "{}"),
-                        bool(data.get("provider_executed", False)))
+        return ToolCall(
+            data["id"],
+            data["name"],
+            data.get("arguments", "{}"),
+            bool(data.get("provider_executed", False)),
+        )
     if kind == "provider_tool_result":
-        return ProviderToolResult(data["call_id"], data["name"], data.get("content"),
-                                  bool(data.get("is_error", False)))
+        return ProviderToolResult(
+            data["call_id"], data["name"], data.get("content"), bool(data.get("is_error", False))
+        )
     raise ValueError(f"unknown part type {kind!r}")
 
 
@@ -158,9 +179,18 @@ def message_to_dict(message: Message) -> dict[str, Any]:
     if isinstance(message, AssistantMessage):
         return {"role": "assistant", "content": [_part_to_dict(p) for p in message.content]}
     if isinstance(message, ToolMessage):
-        return {"role": "tool", "results": [
-            {"call_id": r.call_id, "name": r.name, "is_error": r.is_error,
-             "content": [_part_to_dict(p) for p in r.content]} for r in message.results]}
+        return {
+            "role": "tool",
+            "results": [
+                {
+                    "call_id": r.call_id,
+                    "name": r.name,
+                    "is_error": r.is_error,
+                    "content": [_part_to_dict(p) for p in r.content],
+                }
+                for r in message.results
+            ],
+        }
     raise TypeError(f"not a message: {type(message).__name__}")
 
 
@@ -172,11 +202,17 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     if role == "assistant":
         return AssistantMessage(tuple(_part_from_dict(p) for p in data["content"]))
     if role == "tool":
-        return ToolMessage(tuple(
-            ToolResultPart(r["call_id"], r["name"],
-                           tuple(_part_from_dict(p) for p in r["content"]),
-                           bool(r.get("is_error", False)))
-            for r in data["results"]))
+        return ToolMessage(
+            tuple(
+                ToolResultPart(
+                    r["call_id"],
+                    r["name"],
+                    tuple(_part_from_dict(p) for p in r["content"]),
+                    bool(r.get("is_error", False)),
+                )
+                for r in data["results"]
+            )
+        )
     raise ValueError(f"unknown message role {role!r}")
 
 

@@ -37,7 +37,7 @@ __all__ = [
 
 T = TypeVar("T")
 ExecutionMode = Literal["concurrent", "sequential"]
-NeedsApproval = Union[bool, Callable[[Mapping[str, Any]], Union[bool, Awaitable[bool]]]]
+NeedsApproval = Union[bool, Callable[[Mapping[str, Any]], bool | Awaitable[bool]]]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -190,8 +190,10 @@ class Tool(Definition):
 
 
 def _is_context_param(annotation: Any) -> bool:
-    return annotation is ToolContext or annotation == "ToolContext" or (
-        isinstance(annotation, str) and annotation.endswith(".ToolContext")
+    return (
+        annotation is ToolContext
+        or annotation == "ToolContext"
+        or (isinstance(annotation, str) and annotation.endswith(".ToolContext"))
     )
 
 
@@ -216,7 +218,7 @@ def tool(
     provider_options: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-    """Make a :class:`Tool` from a typed function: schema from hints, descriptions from the docstring.
+    """Make a :class:`Tool` from a typed function: schema from hints, docs from the docstring.
 
     Use bare (``@tool``) or with options (``@tool(needs_approval=True)``). A parameter annotated
     ``ToolContext`` receives the call's context (progress updates, cancellation) and is not part
@@ -243,7 +245,7 @@ def _make_tool(
 
     if not callable(fn):
         raise ToolDefinitionError(f"@tool needs a function, got {type(fn).__name__}")
-    tool_name = name or getattr(fn, "__name__", "")
+    tool_name = str(name or getattr(fn, "__name__", ""))
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
@@ -269,17 +271,21 @@ def _make_tool(
             kwargs[param] = context
         return args, kwargs
 
+    execute: Execute
     if is_async:
 
-        async def execute(context: ToolContext) -> Any:
+        async def execute_async(context: ToolContext) -> Any:
             args, kwargs = call_args(context)
             return await fn(*args, **kwargs)
 
+        execute = execute_async
     else:
 
-        def execute(context: ToolContext) -> Any:
+        def execute_sync(context: ToolContext) -> Any:
             args, kwargs = call_args(context)
             return fn(*args, **kwargs)
+
+        execute = execute_sync
 
     try:
         made = Tool(

@@ -15,8 +15,8 @@ from nbagent import (
     Decision,
     InteractiveApprover,
     RunResult,
-    ScriptedApprover,
     SchemaError,
+    ScriptedApprover,
     Tool,
     ToolContext,
     text_result,
@@ -44,7 +44,10 @@ OBJ = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": [
 
 
 def recording_tool(
-    name: str = "echo", log: list[Any] | None = None, schema: dict[str, Any] | None = None, **kw: Any
+    name: str = "echo",
+    log: list[Any] | None = None,
+    schema: dict[str, Any] | None = None,
+    **kw: Any,
 ) -> Tool:
     calls = log if log is not None else []
 
@@ -212,7 +215,9 @@ async def test_sync_tool_progress_from_a_thread() -> None:
         return "done"
 
     model = ScriptedModel([Turn(Call("w", {"x": 1})), "ok"])
-    events = [e async for e in Agent(model, [Tool(name="w", input_schema=OBJ, execute=work)]).stream("go")]
+    events = [
+        e async for e in Agent(model, [Tool(name="w", input_schema=OBJ, execute=work)]).stream("go")
+    ]
     assert [e.update.text for e in events if isinstance(e, ToolProgress)] == ["0%", "50%", "100%"]
     order = [type(e).__name__ for e in events]
     assert order.index("ToolProgress") < order.index("ToolFinished")
@@ -571,8 +576,14 @@ async def test_event_order_for_one_call() -> None:
     agent = Agent(model, [recording_tool(needs_approval=True)], approver=ScriptedApprover([True]))
     names = [type(e).__name__ async for e in agent.stream("go")]
     expected = [
-        "ToolCallStarted", "ToolArgumentsDelta", "StepFinished", "ToolCallReady",
-        "ApprovalRequested", "ApprovalResolved", "ToolStarted", "ToolFinished",
+        "ToolCallStarted",
+        "ToolArgumentsDelta",
+        "StepFinished",
+        "ToolCallReady",
+        "ApprovalRequested",
+        "ApprovalResolved",
+        "ToolStarted",
+        "ToolFinished",
     ]
     positions = [names.index(n) for n in expected]
     assert positions == sorted(positions)

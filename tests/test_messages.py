@@ -21,13 +21,15 @@ from nbagent.tools import ToolCall
 def test_round_trip() -> None:
     conversation = [
         user("look", ImagePart(b"\x89PNG...", "image/png", 1, 1)),
-        AssistantMessage((
-            ReasoningPart("hmm", signature="sig"),
-            TextPart("calling"),
-            ToolCall("c1", "t", '{"a": 1}'),
-            ToolCall("s1", "web_search", '{"q": "x"}', provider_executed=True),
-            ProviderToolResult("s1", "web_search", [{"url": "https://example.com"}]),
-        )),
+        AssistantMessage(
+            (
+                ReasoningPart("hmm", signature="sig"),
+                TextPart("calling"),
+                ToolCall("c1", "t", '{"a": 1}'),
+                ToolCall("s1", "web_search", '{"q": "x"}', provider_executed=True),
+                ProviderToolResult("s1", "web_search", [{"url": "https://example.com"}]),
+            )
+        ),
         ToolMessage((ToolResultPart("c1", "t", (TextPart("ok"),), False),)),
     ]
     data = json.loads(json.dumps(messages_to_json(conversation)))

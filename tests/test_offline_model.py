@@ -1,4 +1,4 @@
-"""The offline default: calls the tools the prompt names, answers from results, says it is offline."""
+"""The offline default: calls the tools a prompt names, answers from results, says so."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ async def test_without_a_named_tool_it_says_what_it_is() -> None:
     log: list[Any] = []
     result = await Agent(OfflineModel(), [forecast(log)]).run("What is the meaning of life?")
     assert log == []
-    assert OFFLINE_LABEL in result.text and "not an LLM" in result.text and "forecast" in result.text
+    assert (
+        OFFLINE_LABEL in result.text and "not an LLM" in result.text and "forecast" in result.text
+    )
 
 
 async def test_values_are_clamped_to_the_schema() -> None:

@@ -49,7 +49,10 @@ def _resolve(schema: Any, root: Mapping[str, Any], depth: int) -> Any:
 
 
 def example_for(
-    schema: Any, values: PromptValues, root: Mapping[str, Any] | None = None, depth: int = 0,
+    schema: Any,
+    values: PromptValues,
+    root: Mapping[str, Any] | None = None,
+    depth: int = 0,
     name: str = "",
 ) -> Any:
     """A value valid for ``schema`` (as far as a simple walk can tell), using prompt values."""
@@ -60,7 +63,7 @@ def example_for(
         return values.take_string() or "example"
     if "const" in schema:
         return schema["const"]
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         options = list(schema["enum"])
         lowered = values.text.lower()
         for option in options:
@@ -68,11 +71,11 @@ def example_for(
                 return option
         return options[0]
     for key in ("anyOf", "oneOf"):
-        if key in schema and schema[key]:
+        if schema.get(key):
             arms = [_resolve(a, root, depth) for a in schema[key]]
             non_null = [a for a in arms if not (isinstance(a, Mapping) and a.get("type") == "null")]
             return example_for((non_null or arms)[0], values, root, depth + 1, name)
-    if "allOf" in schema and schema["allOf"]:
+    if schema.get("allOf"):
         merged: dict[str, Any] = {}
         for arm in schema["allOf"]:
             arm = _resolve(arm, root, depth)

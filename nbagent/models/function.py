@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Union
+from typing import Any
 
 from ..generation import Request, StreamEvent
 from .scripted import TurnLike, as_turn, play_turn
 
 __all__ = ["FunctionModel"]
 
-Decide = Callable[[Request], Union[TurnLike, Awaitable[TurnLike], AsyncIterator[StreamEvent]]]
+Decide = Callable[[Request], TurnLike | Awaitable[TurnLike] | AsyncIterator[StreamEvent]]
 
 
 class FunctionModel:
@@ -34,8 +34,8 @@ class FunctionModel:
         self.requests.append(request)
         outcome: Any = self.decide(request)
         if inspect.isasyncgen(outcome):
-            async for event in outcome:
-                yield event
+            async for raw in outcome:
+                yield cast(StreamEvent, raw)
             return
         if inspect.isawaitable(outcome):
             outcome = await outcome

@@ -91,7 +91,9 @@ class Turn:
     def __init__(
         self, *items: Item | str, finish: FinishReason | None = None, usage: Usage | None = None
     ) -> None:
-        object.__setattr__(self, "items", tuple(Text(i) if isinstance(i, str) else i for i in items))
+        object.__setattr__(
+            self, "items", tuple(Text(i) if isinstance(i, str) else i for i in items)
+        )
         object.__setattr__(self, "finish", finish)
         object.__setattr__(self, "usage", usage)
 
