@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from ..generation import Request, StreamEvent
 from .scripted import TurnLike, as_turn, play_turn
