@@ -264,12 +264,11 @@ def _make_tool(
 
     def call_args(context: ToolContext) -> tuple[list[Any], dict[str, Any]]:
         if fschema is not None:
-            args, kwargs = fschema.decode(context.input)
-        else:
-            args, kwargs = [], dict(context.input)
+            return fschema.decode(context.input, {p: context for p in context_params})
+        kwargs = dict(context.input)
         for param in context_params:
             kwargs[param] = context
-        return args, kwargs
+        return [], kwargs
 
     execute: Execute
     if is_async:
