@@ -264,7 +264,7 @@ def _make_tool(
 
     def call_args(context: ToolContext) -> tuple[list[Any], dict[str, Any]]:
         if fschema is not None:
-            return fschema.decode(context.input, {p: context for p in context_params})
+            return fschema.decode(context.input, dict.fromkeys(context_params, context))
         kwargs = dict(context.input)
         for param in context_params:
             kwargs[param] = context
