@@ -542,7 +542,6 @@ class _Compiler:
 
 def _strip_qualifiers(hint: Any, qualifiers: dict[Any, bool | None]) -> tuple[Any, bool | None]:
     """Remove Required / NotRequired / ReadOnly (also under Annotated); say which was seen."""
-    required: bool | None = None
     origin = get_origin(hint)
     if origin is Annotated:
         inner, *metadata = get_args(hint)
@@ -550,9 +549,9 @@ def _strip_qualifiers(hint: Any, qualifiers: dict[Any, bool | None]) -> tuple[An
         rebuilt = (inner, *metadata)
         return Annotated[rebuilt], required
     if origin in qualifiers:
-        stripped, inner_required = _strip_qualifiers(get_args(hint)[0], qualifiers)
-        return stripped, qualifiers[origin] if inner_required is None else inner_required
-    return hint, required
+        stripped, required = _strip_qualifiers(get_args(hint)[0], qualifiers)
+        return stripped, qualifiers[origin] if required is None else required
+    return hint, None
 
 
 def _is_json_scalar(value: Any) -> bool:

@@ -117,6 +117,7 @@ class Movie(TypedDict):
 
     title: Annotated[str, "The title"]
     year: NotRequired[int]
+    rating: Annotated[NotRequired[float], "Stars"]
 
 
 class Draft(TypedDict, total=False):
@@ -261,7 +262,7 @@ def test_no_parameters_gives_an_empty_object_without_required() -> None:
         (Optional[int], {"type": ["integer", "null"]}),  # noqa: UP045
         (int | str, {"type": ["integer", "string"]}),
         (
-            Union[int, list[int]],  # noqa: UP007
+            Union[int, list[int]],
             {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}}]},
         ),
         (Color, {"type": "string", "enum": ["red", "green"], "description": "A paint colour."}),
@@ -310,6 +311,7 @@ def test_typeddict_required_keys_and_annotated_field_description() -> None:
         "properties": {
             "title": {"type": "string", "description": "The title"},
             "year": {"type": "integer"},
+            "rating": {"type": "number", "description": "Stars"},
         },
         "required": ["title"],
         "additionalProperties": False,
@@ -410,7 +412,7 @@ _SAMPLES: list[tuple[Any, list[Any], list[Any]]] = [
     (list, [[1, "a", None]], [{}, "abc"]),
     (dict, [{"a": [1]}], [[], "abc"]),
     (Optional[Point], [None, {"x": 1}], [{"y": 1}, {"x": 1, "z": 2}, "p"]),  # noqa: UP045
-    (Union[int, Color], [1, "red"], ["blue", 1.5]),  # noqa: UP007
+    (Union[int, Color], [1, "red"], ["blue", 1.5]),
     (Point, [{"x": 1.5, "y": 2}], [{"x": "1"}, {}, {"x": 1, "q": 1}]),
     (Route, [{"start": {"x": 0}, "stops": []}], [{"start": {"x": 0}, "stops": [{"y": 1}]}]),
     (TreeNode, [{"value": 1, "children": [{"value": 2}]}], [{"value": 1, "children": [{}]}]),
@@ -814,8 +816,8 @@ def test_decode_plain_types() -> None:
 
 
 def test_union_takes_the_first_arm_that_decodes() -> None:
-    assert decode_arguments_as(1, Union[int, float]) == 1  # noqa: UP007
-    assert isinstance(decode_arguments_as(1, Union[float, int]), float)  # noqa: UP007
+    assert decode_arguments_as(1, Union[int, float]) == 1
+    assert isinstance(decode_arguments_as(1, Union[float, int]), float)
     assert decode_arguments_as(True, int | bool) is True
     assert decode_arguments_as({"x": 1}, Point | Movie) == Point(1.0)
     assert decode_arguments_as({"title": "t"}, Point | Movie) == {"title": "t"}
