@@ -1,0 +1,39 @@
+"""Model providers: OpenAI Chat Completions (and compatible servers) and Anthropic Messages.
+
+Importing this package is cheap: the adapters (and httpx2) load on first use, through
+:func:`resolve_generator` or by touching ``OpenAIChat`` / ``AnthropicMessages`` here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._config import describe_config, resolve_generator
+
+if TYPE_CHECKING:
+    from ._strict import strict_schema
+    from .anthropic import AnthropicMessages
+    from .openai import OpenAIChat
+
+__all__ = [
+    "AnthropicMessages",
+    "OpenAIChat",
+    "describe_config",
+    "resolve_generator",
+    "strict_schema",
+]
+
+_LAZY = {
+    "OpenAIChat": ".openai",
+    "AnthropicMessages": ".anthropic",
+    "strict_schema": "._strict",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,0 +1,232 @@
+"""Turn a model string (``openai:gpt-4.1-mini``) and the environment into a Generator.
+
+Lookup order for every setting: the explicit argument, then ``NBAGENT_MODEL`` /
+``NBAGENT_API_KEY`` / ``NBAGENT_BASE_URL``, then the vendor's own variables
+(``OPENAI_API_KEY``/``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
+``OLLAMA_BASE_URL``). With no model anywhere, the offline model is used (it says so itself).
+
+Spec strings:
+
+``openai:MODEL``             OpenAI Chat Completions (key needed)
+``anthropic:MODEL``          Anthropic Messages (key needed)
+``ollama:MODEL``             Ollama's OpenAI-compatible API at http://localhost:11434/v1 (no key)
+``openai-compatible:MODEL``  any Chat Completions server; needs a base URL, key optional
+``offline``                  the offline model (no key, no network)
+
+A bare model name whose vendor is obvious (``gpt-…``, ``o3…``, ``claude-…``) is accepted too.
+For ``openai-compatible``, ``OPENAI_API_KEY`` is only sent when the base URL also came from
+``OPENAI_BASE_URL``, so a key is never sent to a server it was not set up for.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..generation import Generator
+
+__all__ = ["describe_config", "resolve_generator"]
+
+PROVIDERS = ("openai", "anthropic", "ollama", "openai-compatible", "offline")
+_ALIASES = {"compatible": "openai-compatible", "openai_compatible": "openai-compatible"}
+_DEFAULT_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "ollama": "http://localhost:11434/v1",
+}
+_VENDOR_KEY = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_VENDOR_URL = {
+    "openai": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "ollama": "OLLAMA_BASE_URL",
+    "openai-compatible": "OPENAI_BASE_URL",
+}
+_OFFLINE_HINT = "or use the model 'offline', which needs no key"
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    provider: str
+    model: str
+    base_url: str | None
+    base_url_source: str | None
+    api_key: str | None
+    key_source: str | None
+
+
+def _env(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def _parse(spec: str) -> tuple[str, str]:
+    text = spec.strip()
+    provider, sep, model = text.partition(":")
+    provider = _ALIASES.get(provider.lower(), provider.lower())
+    if sep and provider in PROVIDERS:
+        return provider, model.strip()
+    if text.lower() == "offline":
+        return "offline", ""
+    if re.match(r"^(gpt-|o\d|chatgpt-)", text):
+        return "openai", text
+    if text.startswith("claude-"):
+        return "anthropic", text
+    raise ConfigurationError(
+        f"cannot tell which provider the model {spec!r} belongs to: write it as "
+        "'provider:model' with provider one of openai, anthropic, ollama, openai-compatible "
+        "(e.g. 'openai:gpt-4.1-mini', 'anthropic:claude-sonnet-4-5', 'ollama:qwen2.5'), or "
+        "use 'offline'"
+    )
+
+
+def _resolve(
+    spec: str | None,
+    api_key: str | None,
+    base_url: str | None,
+    environ: Mapping[str, str],
+) -> _Resolved:
+    text = spec if spec else _env(environ, "NBAGENT_MODEL")
+    if not text:
+        return _Resolved("offline", "offline", None, None, None, None)
+    provider, model = _parse(text)
+    if provider == "offline":
+        return _Resolved("offline", "offline", None, None, None, None)
+    if not model:
+        raise ConfigurationError(
+            f"the model spec {text!r} names no model: write '{provider}:MODEL', e.g. "
+            "'openai:gpt-4.1-mini'"
+        )
+    # base URL: argument, NBAGENT_BASE_URL, the vendor's variable, the default
+    url_source: str | None = "argument" if base_url else None
+    if not base_url:
+        for name in ("NBAGENT_BASE_URL", _VENDOR_URL.get(provider, "")):
+            if name and _env(environ, name):
+                base_url, url_source = _env(environ, name), name
+                break
+    if not base_url:
+        base_url = _DEFAULT_URLS.get(provider)
+        url_source = "default" if base_url else None
+    # key: argument, NBAGENT_API_KEY, the vendor's variable
+    key_source: str | None = "argument" if api_key else None
+    if not api_key:
+        candidates = ["NBAGENT_API_KEY"]
+        if provider in _VENDOR_KEY:
+            candidates.append(_VENDOR_KEY[provider])
+        elif provider == "openai-compatible" and url_source == "OPENAI_BASE_URL":
+            candidates.append("OPENAI_API_KEY")
+        for name in candidates:
+            if _env(environ, name):
+                api_key, key_source = _env(environ, name), name
+                break
+    return _Resolved(provider, model, base_url, url_source, api_key, key_source)
+
+
+def resolve_generator(
+    spec: str | Generator | None = None,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Generator:
+    """The Generator for ``spec`` (see the module docs); a Generator passes through unchanged.
+
+    ``overrides`` go to the adapter (``timeout``, ``max_retries``, ``headers`` …). Raises
+    :class:`ConfigurationError` saying which variable to set when a key or base URL is missing.
+    """
+    if spec is not None and not isinstance(spec, str):
+        if isinstance(spec, Generator):
+            return spec
+        raise ConfigurationError(
+            f"expected a model string such as 'openai:gpt-4.1-mini' or a Generator, got "
+            f"{type(spec).__name__}"
+        )
+    env = os.environ if environ is None else environ
+    resolved = _resolve(spec, api_key, base_url, env)
+    provider = resolved.provider
+    if provider == "offline":
+        from ..models import OfflineModel
+
+        return OfflineModel(**overrides)
+    if provider in _VENDOR_KEY and not resolved.api_key:
+        raise ConfigurationError(
+            f"no API key for {provider}:{resolved.model}: set {_VENDOR_KEY[provider]} (or "
+            f"NBAGENT_API_KEY), or pass api_key=...; {_OFFLINE_HINT}"
+        )
+    if provider == "openai-compatible" and not resolved.base_url:
+        raise ConfigurationError(
+            f"openai-compatible:{resolved.model} needs the server's address: set "
+            "NBAGENT_BASE_URL (e.g. http://localhost:8080/v1), or pass base_url=...; "
+            f"{_OFFLINE_HINT}"
+        )
+    if provider == "anthropic":
+        from .anthropic import AnthropicMessages
+
+        return AnthropicMessages(
+            resolved.model, api_key=resolved.api_key, base_url=resolved.base_url, **overrides
+        )
+    from .openai import OpenAIChat
+
+    settings: dict[str, Any] = {"api_key": resolved.api_key, "base_url": resolved.base_url}
+    if provider == "ollama":
+        settings.update(max_tokens_field="max_tokens", provider_name="Ollama", key_env="")
+    elif provider == "openai-compatible":
+        settings.update(
+            max_tokens_field="max_tokens",
+            provider_name="the OpenAI-compatible server",
+            key_env="NBAGENT_API_KEY",
+        )
+    settings.update(overrides)
+    return OpenAIChat(resolved.model, **settings)
+
+
+def describe_config(
+    spec: str | Generator | None = None,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Where each setting comes from, for ``%agent config``: never the key itself.
+
+    Returns ``provider``, ``model``, ``base_url``, ``base_url_source``, ``key_source`` (the
+    variable's name, ``"argument"`` or None) and ``problem`` (what is missing, or None).
+    """
+    if spec is not None and not isinstance(spec, str):
+        return {
+            "provider": type(spec).__name__,
+            "model": getattr(spec, "model", ""),
+            "base_url": getattr(spec, "base_url", None),
+            "base_url_source": "object",
+            "key_source": "object",
+            "problem": None,
+        }
+    env = os.environ if environ is None else environ
+    try:
+        resolved = _resolve(spec, api_key, base_url, env)
+    except ConfigurationError as exc:
+        return {
+            "provider": None,
+            "model": None,
+            "base_url": None,
+            "base_url_source": None,
+            "key_source": None,
+            "problem": str(exc),
+        }
+    problem = None
+    if resolved.provider in _VENDOR_KEY and not resolved.api_key:
+        problem = f"no API key: set {_VENDOR_KEY[resolved.provider]} (or NBAGENT_API_KEY)"
+    elif resolved.provider == "openai-compatible" and not resolved.base_url:
+        problem = "no base URL: set NBAGENT_BASE_URL"
+    return {
+        "provider": resolved.provider,
+        "model": resolved.model,
+        "base_url": resolved.base_url,
+        "base_url_source": resolved.base_url_source,
+        "key_source": resolved.key_source,
+        "problem": problem,
+    }

@@ -1,0 +1,422 @@
+"""Anthropic Messages, streamed.
+
+How nbagent's conversation maps onto the API:
+
+* ``Request.instructions`` → ``system``.
+* A user message → ``text`` and ``image`` (base64) blocks; empty text is left out (the API
+  rejects empty text blocks).
+* An assistant message → its blocks in order: ``text``; reasoning sent back verbatim
+  (``thinking`` with its ``signature``, or ``redacted_thinking``; reasoning without either, as
+  other providers produce, is dropped); ``tool_use`` with the arguments as an object (arguments
+  that are not a JSON object become ``{}``); provider-executed calls as ``server_tool_use``; and
+  provider tool results as the ``<name>_tool_result`` block they came from.
+* Tool results → one ``user`` message of ``tool_result`` blocks (text and image blocks,
+  ``is_error``). Consecutive messages of the same role are merged into one turn, tool results
+  first, as the API requires.
+* Tools → ``name``, ``description``, ``input_schema``, ``input_examples`` (the API's own field),
+  ``strict: true`` when asked; ``provider_options["anthropic"]`` is merged in (``cache_control``
+  …). A provider-executed tool sends ``provider_options["tool"]`` verbatim (for example
+  ``{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}``).
+* ``tool_choice``: auto → ``{"type": "auto"}``, none → ``{"type": "none"}``, required →
+  ``{"type": "any"}``, named → ``{"type": "tool", "name": ...}``;
+  ``parallel_tool_calls=False`` → ``disable_parallel_tool_use``.
+
+Streaming: ``message_start`` (input usage), ``content_block_start`` (text, tool_use,
+server_tool_use, thinking, redacted_thinking, ``*_tool_result``), ``content_block_delta``
+(``text_delta``, ``input_json_delta``, ``thinking_delta``, ``signature_delta``),
+``content_block_stop``, ``message_delta`` (stop reason, cumulative usage), ``message_stop``,
+``ping``, and ``error`` (e.g. ``overloaded_error``) mid-stream → a ``StreamError`` event.
+
+A provider tool result becomes ``ProviderToolResult(call_id=tool_use_id, name=<block type
+without "_tool_result">, content=<the block's content>)``; ``is_error`` is set when the content is
+an ``*_error`` object. Usage: ``input_tokens`` counts every input token (uncached, cache reads
+and cache writes); the cache parts are also given separately.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx2
+
+from ..content import ImagePart, TextPart
+from ..generation import (
+    Finish,
+    FinishReason,
+    NamedToolChoice,
+    ProviderToolResultReceived,
+    ReasoningDelta,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    Usage,
+)
+from ..messages import (
+    AssistantMessage,
+    Message,
+    ProviderToolResult,
+    ReasoningPart,
+    ToolMessage,
+    UserMessage,
+)
+from ..tools import Definition, ToolCall
+from ._http import HTTPGenerator, StreamFailure
+from ._shared import b64, input_object, normalize_schema, provider_tool_spec
+
+__all__ = ["AnthropicMessages"]
+
+API_VERSION = "2023-06-01"
+_RESULT_SUFFIX = "_tool_result"
+
+_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+
+class AnthropicMessages(HTTPGenerator):
+    """A Claude model behind the Messages API.
+
+    ``max_tokens`` is the default output limit (the API requires one; ``Options.max_tokens``
+    overrides it). ``betas`` are sent as the ``anthropic-beta`` header. See
+    :class:`HTTPGenerator` for timeouts, retries, ``client``/``transport`` and ``aclose()``.
+    """
+
+    provider = "Anthropic"
+    key_env = "ANTHROPIC_API_KEY"
+    default_base_url = "https://api.anthropic.com"
+
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_tokens: int = 8192,
+        betas: Sequence[str] = (),
+        client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 2,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 8.0,
+        retry_after_cap: float = 60.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            client=client,
+            transport=transport,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            retry_after_cap=retry_after_cap,
+            headers=headers,
+        )
+        self.max_tokens = max_tokens
+        self.betas = tuple(betas)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "anthropic-version": API_VERSION,
+        }
+        if self._key:
+            headers["x-api-key"] = self._key.reveal()
+        if self.betas:
+            headers["anthropic-beta"] = ",".join(self.betas)
+        headers.update(self.extra_headers)
+        return headers
+
+    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], _EventParser]:
+        path = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
+        return path, self.build_body(request), _EventParser(self.provider)
+
+    def build_body(self, request: Request) -> dict[str, Any]:
+        """The JSON body for ``request`` (public for inspection and tests)."""
+        options = request.options
+        body: dict[str, Any] = {
+            "model": request.model or self.model,
+            "max_tokens": options.max_tokens if options.max_tokens is not None else self.max_tokens,
+            "messages": anthropic_messages(request.messages),
+            "stream": True,
+        }
+        if request.instructions:
+            body["system"] = request.instructions
+        if request.tools:
+            body["tools"] = [_tool(d) for d in request.tools]
+            choice = options.tool_choice
+            if isinstance(choice, NamedToolChoice):
+                tool_choice: dict[str, Any] = {"type": "tool", "name": choice.name}
+            else:
+                tool_choice = {"type": {"required": "any"}.get(choice, choice)}
+            if options.parallel_tool_calls is False and tool_choice["type"] != "none":
+                tool_choice["disable_parallel_tool_use"] = True
+            body["tool_choice"] = tool_choice
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        if options.stop:
+            body["stop_sequences"] = list(options.stop)
+        body.update(options.extra)
+        return body
+
+
+# --- request building ------------------------------------------------------------------------
+
+
+def _tool(definition: Definition) -> dict[str, Any]:
+    if getattr(definition, "provider_executed", False):
+        return provider_tool_spec(definition)
+    tool: dict[str, Any] = {
+        "name": definition.name,
+        "description": definition.description,
+        "input_schema": normalize_schema(definition.input_schema),
+    }
+    if definition.input_examples:
+        tool["input_examples"] = [dict(e) for e in definition.input_examples]
+    if definition.strict:
+        tool["strict"] = True
+    extra = definition.provider_options.get("anthropic")
+    if isinstance(extra, Mapping):
+        tool.update(extra)
+    return tool
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": part.mime_type, "data": b64(part.data)},
+    }
+
+
+def _parts(parts: Sequence[Any]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            blocks.append(_image(part))
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ReasoningPart):
+            if part.redacted:
+                blocks.append({"type": "redacted_thinking", "data": part.redacted})
+            elif part.signature:
+                blocks.append(
+                    {"type": "thinking", "thinking": part.text, "signature": part.signature}
+                )
+        elif isinstance(part, ToolCall):
+            blocks.append(
+                {
+                    "type": "server_tool_use" if part.provider_executed else "tool_use",
+                    "id": part.id,
+                    "name": part.name,
+                    "input": input_object(part.arguments),
+                }
+            )
+        elif isinstance(part, ProviderToolResult):
+            blocks.append(
+                {
+                    "type": part.name + _RESULT_SUFFIX,
+                    "tool_use_id": part.call_id,
+                    "content": part.content,
+                }
+            )
+    return blocks
+
+
+def _tool_results(message: ToolMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for result in message.results:
+        has_image = any(isinstance(p, ImagePart) for p in result.content)
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": result.call_id,
+            "content": _parts(result.content) if has_image else result.text,
+        }
+        if result.is_error:
+            block["is_error"] = True
+        blocks.append(block)
+    return blocks
+
+
+def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """nbagent messages as Messages API turns (see the module docs for the mapping)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            role, blocks = "user", _parts(message.content)
+        elif isinstance(message, AssistantMessage):
+            role, blocks = "assistant", _assistant_blocks(message)
+        elif isinstance(message, ToolMessage):
+            role, blocks = "user", _tool_results(message)
+        else:
+            raise TypeError(f"not a message: {type(message).__name__}")
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+# --- stream parsing --------------------------------------------------------------------------
+
+
+class _Block:
+    __slots__ = ("args", "id", "initial", "kind", "name")
+
+    def __init__(self, kind: str, block_id: str, name: str, initial: Any) -> None:
+        self.kind = kind
+        self.id = block_id
+        self.name = name
+        self.initial = initial
+        self.args: list[str] = []
+
+
+class _EventParser:
+    """Messages stream events → StreamEvents."""
+
+    __slots__ = ("_blocks", "_calls", "_provider", "_reason", "_usage", "out")
+
+    def __init__(self, provider: str) -> None:
+        self.out: list[StreamEvent] = []
+        self._provider = provider
+        self._blocks: dict[int, _Block] = {}
+        self._calls = 0  # calls the loop must answer (not provider-executed)
+        self._reason: str | None = None
+        self._usage: dict[str, int] = {}
+
+    def event(self, name: str, data: str) -> bool:
+        payload = json.loads(data)
+        kind = payload.get("type") or name
+        if kind == "content_block_delta":
+            delta = payload["delta"]
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                if delta["text"]:
+                    self.out.append(TextDelta(delta["text"]))
+            elif dtype == "input_json_delta":
+                fragment = delta.get("partial_json")
+                block = self._blocks.get(payload["index"])
+                if fragment and block is not None:
+                    block.args.append(fragment)
+                    self.out.append(ToolInputDelta(block.id, fragment))
+            elif dtype == "thinking_delta":
+                self.out.append(ReasoningDelta(delta["thinking"]))
+            elif dtype == "signature_delta":
+                self.out.append(ReasoningDelta(signature=delta["signature"]))
+        elif kind == "content_block_start":
+            self._start(payload["index"], payload["content_block"])
+        elif kind == "content_block_stop":
+            self._stop(payload["index"])
+        elif kind == "message_delta":
+            reason = (payload.get("delta") or {}).get("stop_reason")
+            if reason:
+                self._reason = reason
+            self._add_usage(payload.get("usage"))
+        elif kind == "message_start":
+            self._add_usage((payload.get("message") or {}).get("usage"))
+        elif kind == "message_stop":
+            return True
+        elif kind == "error":
+            error = payload.get("error") or {}
+            etype = error.get("type", "error")
+            message = error.get("message", "")
+            raise StreamFailure(f"{self._provider} reported {etype} mid-stream: {message}")
+        return False
+
+    def _start(self, index: int, block: Mapping[str, Any]) -> None:
+        btype = block.get("type", "")
+        if btype == "text":
+            if block.get("text"):
+                self.out.append(TextDelta(block["text"]))
+        elif btype in ("tool_use", "server_tool_use"):
+            executed = btype == "server_tool_use"
+            self._blocks[index] = _Block(btype, block["id"], block["name"], block.get("input"))
+            self.out.append(ToolInputStart(block["id"], block["name"], executed))
+        elif btype == "thinking":
+            if block.get("thinking") or block.get("signature"):
+                self.out.append(ReasoningDelta(block.get("thinking", ""), block.get("signature")))
+        elif btype == "redacted_thinking":
+            self.out.append(ReasoningDelta(redacted=block.get("data", "")))
+        elif btype.endswith(_RESULT_SUFFIX):
+            content = block.get("content")
+            failed = bool(block.get("is_error")) or (
+                isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error")
+            )
+            result = ProviderToolResult(
+                block.get("tool_use_id", ""), btype[: -len(_RESULT_SUFFIX)], content, failed
+            )
+            self.out.append(ProviderToolResultReceived(result))
+
+    def _stop(self, index: int) -> None:
+        block = self._blocks.pop(index, None)
+        if block is None:
+            return
+        arguments = "".join(block.args)
+        if not arguments.strip():
+            arguments = json.dumps(block.initial) if block.initial else "{}"
+        executed = block.kind == "server_tool_use"
+        if not executed:
+            self._calls += 1
+        self.out.append(ToolInputEnd(block.id))
+        self.out.append(ToolCallReceived(ToolCall(block.id, block.name, arguments, executed)))
+
+    def _add_usage(self, usage: Mapping[str, Any] | None) -> None:
+        if usage:
+            for key, value in usage.items():
+                if isinstance(value, int):
+                    self._usage[key] = value
+
+    def finished(self) -> bool:
+        return self._reason is not None
+
+    def end(self) -> None:
+        raw = self._reason
+        if raw is None:
+            raise StreamFailure(
+                f"the {self._provider} stream ended without a stop reason; the answer is incomplete"
+            )
+        reason = _REASONS.get(raw, "other")
+        if reason == "stop" and self._calls:
+            reason = "tool_calls"
+        elif reason == "tool_calls" and not self._calls:
+            reason = "stop"
+        u = self._usage
+        cache_read = u.get("cache_read_input_tokens", 0)
+        cache_write = u.get("cache_creation_input_tokens", 0)
+        usage = Usage(
+            input_tokens=u.get("input_tokens", 0) + cache_read + cache_write,
+            output_tokens=u.get("output_tokens", 0),
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
+        self.out.append(Finish(reason, usage, raw))

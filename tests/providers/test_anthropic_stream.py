@@ -1,0 +1,344 @@
+"""Anthropic Messages streams over a real socket: whole, split, slow, server tools and faults."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nbagent import errors
+from nbagent.generation import (
+    Finish,
+    ProviderToolResultReceived,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    Usage,
+    generate,
+)
+from nbagent.messages import ProviderToolResult, ReasoningPart
+from nbagent.tools import ToolCall
+
+from . import wire
+from .conftest import Reply, Server
+from .helpers import HELLO, KEY, answer_of, anthropic, chunked_transport, collect, on_transport
+from .wire import (
+    MESSAGE_STOP,
+    PING,
+    an_block_start,
+    an_block_stop,
+    an_json,
+    an_message_delta,
+    an_message_start,
+    an_text,
+    anthropic_sse,
+)
+
+SHORT = [
+    ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 3}}}),
+    an_block_start(0, {"type": "text", "text": ""}),
+    an_text(0, "héllo 🌍"),
+    an_block_stop(0),
+    an_block_start(1, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}),
+    an_json(1, '{"q": "é'),
+    an_json(1, '🌍"}'),
+    an_block_stop(1),
+    (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 4},
+        },
+    ),
+    MESSAGE_STOP,
+]
+SHORT_EVENTS = [
+    TextDelta("héllo 🌍"),
+    ToolInputStart("t1", "f"),
+    ToolInputDelta("t1", '{"q": "é'),
+    ToolInputDelta("t1", '🌍"}'),
+    ToolInputEnd("t1"),
+    ToolCallReceived(ToolCall("t1", "f", '{"q": "é🌍"}')),
+    Finish("tool_calls", Usage(3, 4), "tool_use"),
+]
+
+
+async def test_whole_turn_events_answer_and_request(server: Server) -> None:
+    server.queue(Reply(anthropic_sse(wire.ANTHROPIC_TURN)))
+    model = anthropic(server)
+    assert await collect(model) == wire.ANTHROPIC_TURN_EVENTS
+    sent = server.requests[0]
+    assert (sent.method, sent.path) == ("POST", "/v1/messages")
+    assert sent.headers["x-api-key"] == KEY
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in sent.headers
+
+    server.queue(Reply(anthropic_sse(wire.ANTHROPIC_TURN)))
+    answer = await generate(model, HELLO)
+    assert answer.ok and answer.text == "héllo 🌍"
+    assert answer.message().content[0] == ReasoningPart(
+        "The user wants the weather.", "EqQBCgIYAhIM1gbcDa9GJwZA"
+    )
+    assert [c.input for c in answer.tool_calls()] == [{"city": "Zürich"}, {}]
+    await model.aclose()
+
+
+async def test_split_at_every_byte_over_the_socket(server: Server) -> None:
+    body = anthropic_sse(SHORT)
+    model = anthropic(server)
+    for at in range(1, len(body)):
+        server.queue(Reply([body[:at], body[at:]]))
+        assert await collect(model) == SHORT_EVENTS, f"split at byte {at}"
+    assert server.connections == 1
+    await model.aclose()
+
+
+async def test_split_at_every_byte_with_crlf() -> None:
+    body = anthropic_sse(SHORT, eol="\r\n")
+    for at in range(1, len(body)):
+        model = on_transport("anthropic", chunked_transport([body[:at], body[at:]]))
+        assert await collect(model) == SHORT_EVENTS, f"split at byte {at}"
+
+
+async def test_slow_stream_arrives_incrementally(server: Server) -> None:
+    events = [
+        an_message_start(),
+        an_block_start(0, {"type": "text", "text": ""}),
+        *[an_text(0, f"w{i} ") for i in range(5)],
+        an_block_stop(0),
+        an_message_delta("end_turn"),
+        MESSAGE_STOP,
+    ]
+    server.queue(Reply([anthropic_sse([e]) for e in events], delay=0.05))
+    model = anthropic(server)
+    arrivals = []
+    start = time.monotonic()
+    async for event in model.stream(HELLO):
+        arrivals.append((time.monotonic() - start, event))
+    assert arrivals[-1][1] == Finish("stop", Usage(472, 89), "end_turn")
+    assert arrivals[-1][0] - arrivals[0][0] > 0.25  # the first word came long before the end
+    await model.aclose()
+
+
+async def test_pings_comments_and_unknown_events_are_ignored(server: Server) -> None:
+    body = anthropic_sse(
+        [
+            PING,
+            SHORT[0],
+            ": keep-alive\n\n",
+            PING,
+            *SHORT[1:4],
+            ("future_event", {"type": "future_event", "x": 1}),
+            an_block_start(9, {"type": "future_block"}),
+            an_block_stop(9),
+            *SHORT[4:],
+        ]
+    )
+    server.queue(Reply(body))
+    model = anthropic(server)
+    assert await collect(model) == SHORT_EVENTS
+    await model.aclose()
+
+
+async def test_server_tools_and_redacted_thinking(server: Server) -> None:
+    result_content = [
+        {
+            "type": "web_search_result",
+            "url": "https://example.org/zurich",
+            "title": "Zürich weather",
+            "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5LTQ1NGUtODgxNC1kNjNjNTk1ZWI3Y",
+            "page_age": "April 30, 2025",
+        }
+    ]
+    server.queue(
+        Reply(
+            anthropic_sse(
+                [
+                    an_message_start(),
+                    an_block_start(0, {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}),
+                    an_block_stop(0),
+                    an_block_start(
+                        1,
+                        {
+                            "type": "server_tool_use",
+                            "id": "srvtoolu_1",
+                            "name": "web_search",
+                            "input": {},
+                        },
+                    ),
+                    an_json(1, '{"query": "weather Zürich"}'),
+                    an_block_stop(1),
+                    an_block_start(
+                        2,
+                        {
+                            "type": "web_search_tool_result",
+                            "tool_use_id": "srvtoolu_1",
+                            "content": result_content,
+                        },
+                    ),
+                    an_block_stop(2),
+                    an_block_start(3, {"type": "text", "text": ""}),
+                    an_text(3, "Sunny."),
+                    an_block_stop(3),
+                    an_message_delta("end_turn"),
+                    MESSAGE_STOP,
+                ]
+            )
+        )
+    )
+    model = anthropic(server)
+    events = await collect(model)
+    call = ToolCall(
+        "srvtoolu_1", "web_search", '{"query": "weather Zürich"}', provider_executed=True
+    )
+    result = ProviderToolResult("srvtoolu_1", "web_search", result_content)
+    assert events == [
+        ReasoningDelta(redacted="EmwKAhgBEgy3va3pzix"),
+        ToolInputStart("srvtoolu_1", "web_search", provider_executed=True),
+        ToolInputDelta("srvtoolu_1", '{"query": "weather Zürich"}'),
+        ToolInputEnd("srvtoolu_1"),
+        ToolCallReceived(call),
+        ProviderToolResultReceived(result),
+        TextDelta("Sunny."),
+        Finish("stop", Usage(472, 89), "end_turn"),  # provider-run calls are not the loop's
+    ]
+    answer = answer_of(events)
+    assert answer.ok and answer.tool_calls() == ()
+    assert answer.message().content == (
+        ReasoningPart("", None, "EmwKAhgBEgy3va3pzix"),
+        call,
+        result,
+        answer.message().content[3],
+    )
+    await model.aclose()
+
+
+async def test_web_search_error_result_is_marked(server: Server) -> None:
+    error = {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}
+    server.queue(
+        Reply(
+            anthropic_sse(
+                [
+                    an_message_start(),
+                    an_block_start(
+                        0, {"type": "web_search_tool_result", "tool_use_id": "s", "content": error}
+                    ),
+                    an_block_stop(0),
+                    an_message_delta("end_turn"),
+                    MESSAGE_STOP,
+                ]
+            )
+        )
+    )
+    model = anthropic(server)
+    events = await collect(model)
+    assert events[0] == ProviderToolResultReceived(
+        ProviderToolResult("s", "web_search", error, True)
+    )
+    await model.aclose()
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "reason"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("refusal", "content_filter"),
+        ("pause_turn", "other"),
+        ("model_context_window_exceeded", "length"),
+    ],
+)
+async def test_stop_reasons(server: Server, stop_reason: str, reason: str) -> None:
+    server.queue(Reply(wire.anthropic_text("ok", stop_reason)))
+    model = anthropic(server)
+    events = await collect(model)
+    assert events[-1] == Finish(reason, Usage(472, 5), stop_reason)  # type: ignore[arg-type]
+    await model.aclose()
+
+
+# --- faults -------------------------------------------------------------------------------------
+
+PARTIAL = anthropic_sse(
+    [
+        an_message_start(),
+        an_block_start(0, {"type": "text", "text": ""}),
+        an_text(0, "hé"),
+        an_block_stop(0),
+        an_block_start(1, {"type": "tool_use", "id": "t", "name": "rm", "input": {}}),
+        an_json(1, '{"path": "/'),
+    ]
+)
+OVERLOADED = (
+    b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
+    b'"message": "Overloaded"}}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "end", "message"),
+    [
+        pytest.param([PARTIAL[:-7]], "drop", "dropped mid-response", id="drop"),
+        pytest.param([PARTIAL], "finish", "without a stop reason", id="eof-no-stop"),
+        pytest.param(
+            [PARTIAL + anthropic_sse([MESSAGE_STOP])],
+            "finish",
+            "without a stop reason",
+            id="message-stop-without-reason",
+        ),
+        pytest.param(
+            [PARTIAL + OVERLOADED],
+            "finish",
+            "overloaded_error mid-stream: Overloaded",
+            id="overloaded",
+        ),
+        pytest.param(
+            [PARTIAL + b"event: content_block_delta\ndata: {oops\n\n"],
+            "finish",
+            "not valid JSON",
+            id="json",
+        ),
+        pytest.param(
+            [PARTIAL + b"event: x\ndata: \xc3\x28\n\n"], "finish", "not valid UTF-8", id="utf8"
+        ),
+        pytest.param(
+            [PARTIAL + b'event: content_block_delta\ndata: {"type": "content_block_delta"}\n\n'],
+            "finish",
+            "unexpected shape",
+            id="shape",
+        ),
+    ],
+)
+async def test_faults(server: Server, body: list[bytes], end: str, message: str) -> None:
+    server.queue(Reply(body, end=end))  # type: ignore[arg-type]
+    model = anthropic(server)
+    events = await collect(model)
+    assert events[0] == TextDelta("hé")
+    assert isinstance(events[-1], StreamError), events
+    assert isinstance(events[-1].error, errors.StreamError)
+    assert message in str(events[-1].error)
+    assert not any(isinstance(e, (Finish, ToolCallReceived)) for e in events)
+    answer = answer_of(events)
+    assert answer.status == "failed" and answer.partial_tool_calls == ()
+    with pytest.raises(errors.AnswerIncompleteError):
+        answer.tool_calls()
+    await model.aclose()
+    await server.wait_all_closed()
+
+
+async def test_error_event_after_a_complete_call_still_fails_the_answer(server: Server) -> None:
+    body = PARTIAL + anthropic_sse([an_json(1, '"}'), an_block_stop(1)]) + OVERLOADED
+    server.queue(Reply(body))
+    model = anthropic(server)
+    events = await collect(model)
+    assert ToolCallReceived(ToolCall("t", "rm", '{"path": "/"}')) in events
+    answer = answer_of(events)
+    assert answer.status == "failed"
+    with pytest.raises(errors.AnswerIncompleteError):
+        answer.tool_calls()
+    await model.aclose()

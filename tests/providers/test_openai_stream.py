@@ -1,0 +1,359 @@
+"""OpenAI Chat Completions streams over a real socket: whole, split, slow, quirks and faults."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nbagent import errors
+from nbagent.generation import (
+    Finish,
+    Generator,
+    ReasoningDelta,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    Usage,
+    generate,
+    parse_partial_json,
+)
+from nbagent.tools import ToolCall
+
+from . import wire
+from .conftest import Reply, Server
+from .helpers import HELLO, KEY, answer_of, chunked_transport, collect, on_transport, openai
+from .wire import oa_call, oa_chunk, oa_usage, openai_sse
+
+#: A short turn for the every-byte tests: multi-byte text and one call in two fragments.
+SHORT = [
+    {"choices": [{"index": 0, "delta": {"content": "héllo 🌍"}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [oa_call(0, "c1", "f", '{"q": "é')]}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [oa_call(0, args='🌍"}')]}}]},
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+]
+SHORT_EVENTS = [
+    TextDelta("héllo 🌍"),
+    ToolInputStart("c1", "f"),
+    ToolInputDelta("c1", '{"q": "é'),
+    ToolInputDelta("c1", '🌍"}'),
+    ToolInputEnd("c1"),
+    ToolCallReceived(ToolCall("c1", "f", '{"q": "é🌍"}')),
+    Finish("tool_calls", Usage(3, 4), "tool_calls"),
+]
+
+
+async def test_whole_turn_events_answer_and_request(server: Server) -> None:
+    server.queue(Reply(openai_sse(wire.OPENAI_TURN)))
+    model = openai(server)
+    assert await collect(model) == wire.OPENAI_TURN_EVENTS
+    sent = server.requests[0]
+    assert (sent.method, sent.path) == ("POST", "/v1/chat/completions")
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.json["stream"] is True
+    assert sent.json["stream_options"] == {"include_usage": True}
+
+    server.queue(Reply(openai_sse(wire.OPENAI_TURN)))
+    answer = await generate(model, HELLO)
+    assert answer.ok and answer.text == "héllo 🌍"
+    assert [c.input for c in answer.tool_calls()] == [{"city": "Zürich"}, {}]
+    assert answer.usage == Usage(82, 17, 64)
+    await model.aclose()
+
+
+async def test_split_at_every_byte_over_the_socket(server: Server) -> None:
+    body = openai_sse(SHORT)
+    model = openai(server)
+    for at in range(1, len(body)):
+        server.queue(Reply([body[:at], body[at:]]))
+        assert await collect(model) == SHORT_EVENTS, f"split at byte {at}"
+    assert server.connections == 1  # one kept-alive connection served them all
+    await model.aclose()
+
+
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+async def test_split_at_every_byte_with_cr_line_ends(eol: str) -> None:
+    body = openai_sse(SHORT, eol=eol)
+    for at in range(1, len(body)):
+        model = on_transport("openai", chunked_transport([body[:at], body[at:]]))
+        assert await collect(model) == SHORT_EVENTS, f"split at byte {at}"
+
+
+async def test_one_byte_at_a_time(server: Server) -> None:
+    body = openai_sse(SHORT)
+    server.queue(Reply([body[i : i + 1] for i in range(len(body))]))
+    model = openai(server)
+    assert await collect(model) == SHORT_EVENTS
+    await model.aclose()
+
+
+async def test_slow_stream_arrives_incrementally(server: Server) -> None:
+    chunks = [oa_chunk({"content": f"w{i} "}) for i in range(6)] + [oa_chunk({}, "stop")]
+    pieces = [openai_sse([c], done=False) for c in chunks] + [b"data: [DONE]\n\n"]
+    server.queue(Reply(pieces, delay=0.05))
+    model = openai(server)
+    arrivals = []
+    start = time.monotonic()
+    async for event in model.stream(HELLO):
+        arrivals.append((time.monotonic() - start, event))
+    assert [e for _, e in arrivals][-1] == Finish("stop", Usage(), "stop")
+    assert arrivals[-1][0] - arrivals[0][0] > 0.25  # the first word came long before the end
+    await model.aclose()
+
+
+# --- quirks of compatible servers ---------------------------------------------------------------
+
+
+async def test_comments_keepalives_crlf_and_no_done(server: Server) -> None:
+    body = (
+        ": OPENROUTER PROCESSING\r\n\r\n:\r\n"
+        + openai_sse(SHORT[:2], done=False, eol="\r\n").decode()
+        + ": keep-alive\r\n\r\n"
+        + openai_sse(SHORT[2:], done=False, eol="\r\n").decode()
+    ).encode()
+    server.queue(Reply(body))
+    model = openai(server)
+    assert await collect(model) == SHORT_EVENTS
+    await model.aclose()
+
+
+async def test_missing_usage_chunk_gives_zero_usage(server: Server) -> None:
+    server.queue(Reply(openai_sse([oa_chunk({"content": "ok"}), oa_chunk({}, "stop")])))
+    model = openai(server)
+    assert await collect(model) == [TextDelta("ok"), Finish("stop", Usage(), "stop")]
+    await model.aclose()
+
+
+async def test_calls_sharing_one_index_are_told_apart_by_id(server: Server) -> None:
+    # Ollama-style: every call complete in one chunk, all at index 0
+    server.queue(
+        Reply(
+            openai_sse(
+                [
+                    oa_chunk({"tool_calls": [oa_call(0, "call_1", "a", '{"x": 1}')]}),
+                    oa_chunk({"tool_calls": [oa_call(0, "call_2", "b", '{"y": 2}')]}),
+                    oa_chunk({}, "tool_calls"),
+                ]
+            )
+        )
+    )
+    model = openai(server)
+    events = await collect(model)
+    calls = [e.call for e in events if isinstance(e, ToolCallReceived)]
+    assert calls == [ToolCall("call_1", "a", '{"x": 1}'), ToolCall("call_2", "b", '{"y": 2}')]
+    await model.aclose()
+
+
+async def test_empty_string_arguments_become_an_empty_object(server: Server) -> None:
+    server.queue(
+        Reply(
+            openai_sse(
+                [oa_chunk({"tool_calls": [oa_call(0, "c", "now", "")]}), oa_chunk({}, "tool_calls")]
+            )
+        )
+    )
+    model = openai(server)
+    events = await collect(model)
+    assert events == [
+        ToolInputStart("c", "now"),
+        ToolInputEnd("c"),
+        ToolCallReceived(ToolCall("c", "now", "{}")),
+        Finish("tool_calls", Usage(), "tool_calls"),
+    ]
+    await model.aclose()
+
+
+async def test_finish_reason_stop_with_calls_is_reported_as_tool_calls(server: Server) -> None:
+    server.queue(
+        Reply(
+            openai_sse(
+                [
+                    oa_chunk({"tool_calls": [oa_call(0, "c", "f", "{}")]}),
+                    oa_chunk({}, "stop"),
+                    oa_usage(),
+                ]
+            )
+        )
+    )
+    model = openai(server)
+    events = await collect(model)
+    assert events[-1] == Finish("tool_calls", Usage(82, 17), "stop")
+    await model.aclose()
+
+
+async def test_several_calls_in_one_chunk_and_missing_ids(server: Server) -> None:
+    server.queue(
+        Reply(
+            openai_sse(
+                [
+                    oa_chunk(
+                        {"tool_calls": [oa_call(0, None, "a", "{"), oa_call(1, None, "b", "{")]}
+                    ),
+                    oa_chunk({"tool_calls": [oa_call(0, args="}"), oa_call(1, args="}")]}),
+                    oa_chunk({}, "tool_calls"),
+                ]
+            )
+        )
+    )
+    model = openai(server)
+    events = await collect(model)
+    calls = [e.call for e in events if isinstance(e, ToolCallReceived)]
+    assert [(c.name, c.arguments) for c in calls] == [("a", "{}"), ("b", "{}")]
+    assert calls[0].id != calls[1].id and all(c.id.startswith("call_") for c in calls)
+    await model.aclose()
+
+
+async def test_reasoning_and_refusal_deltas(server: Server) -> None:
+    server.queue(
+        Reply(
+            openai_sse(
+                [
+                    oa_chunk({"reasoning_content": "thinking…"}),
+                    oa_chunk({"reasoning": "more"}),
+                    oa_chunk({"refusal": "I can't."}),
+                    oa_chunk({}, "content_filter"),
+                ]
+            )
+        )
+    )
+    model = openai(server)
+    assert await collect(model) == [
+        ReasoningDelta("thinking…"),
+        ReasoningDelta("more"),
+        TextDelta("I can't."),
+        Finish("content_filter", Usage(), "content_filter"),
+    ]
+    await model.aclose()
+
+
+@pytest.mark.parametrize("framing", ["length", "close"])
+async def test_other_framings(server: Server, framing: str) -> None:
+    server.queue(Reply(openai_sse(SHORT), framing=framing))  # type: ignore[arg-type]
+    model = openai(server)
+    assert await collect(model) == SHORT_EVENTS
+    await model.aclose()
+
+
+async def test_length_stop_keeps_partial_calls_out_of_reach(server: Server) -> None:
+    server.queue(
+        Reply(
+            openai_sse(
+                [
+                    oa_chunk({"tool_calls": [oa_call(0, "c", "f", '{"a": "trunc')]}),
+                    oa_chunk({}, "length"),
+                ]
+            )
+        )
+    )
+    model = openai(server)
+    answer = await generate(model, HELLO)
+    assert answer.status == "length"
+    with pytest.raises(errors.AnswerIncompleteError):
+        answer.tool_calls()
+    await model.aclose()
+
+
+# --- faults: the answer is failed, its partial calls never executable ---------------------------
+
+PARTIAL = openai_sse(
+    [oa_chunk({"content": "hé"}), oa_chunk({"tool_calls": [oa_call(0, "c", "rm", '{"path": "/')]})],
+    done=False,
+)
+
+
+async def fails(model: Generator, message: str) -> list[StreamEvent]:
+    events = await collect(model)
+    assert isinstance(events[-1], StreamError), events
+    error = events[-1].error
+    assert isinstance(error, errors.StreamError)
+    assert message in str(error), str(error)
+    assert not any(isinstance(e, Finish) for e in events)
+    assert not any(isinstance(e, ToolCallReceived) for e in events)
+    return events
+
+
+@pytest.mark.parametrize(
+    ("body", "end", "message"),
+    [
+        pytest.param([PARTIAL[:-9]], "drop", "dropped mid-response", id="drop"),
+        pytest.param([PARTIAL], "finish", "without a finish reason", id="eof-no-finish"),
+        pytest.param(
+            [PARTIAL + b"data: [DONE]\n\n"],
+            "finish",
+            "without a finish reason",
+            id="done-no-finish",
+        ),
+        pytest.param(
+            [
+                PARTIAL + b'data: {"error": {"message": "The server had an error", '
+                b'"type": "server_error"}}\n\n'
+            ],
+            "finish",
+            "error mid-stream (server_error): The server had an error",
+            id="error-object",
+        ),
+        pytest.param(
+            [PARTIAL + b'data: {"choices": [{"delta": {"conte\n\n'],
+            "finish",
+            "not valid JSON",
+            id="bad-json",
+        ),
+        pytest.param(
+            [PARTIAL + b'data: {"x": "\xff\xfe"}\n\n'], "finish", "not valid UTF-8", id="bad-utf8"
+        ),
+        pytest.param(
+            [PARTIAL + b"data: [1, 2]\n\n"], "finish", "unexpected shape", id="not-an-object"
+        ),
+    ],
+)
+async def test_faults(server: Server, body: list[bytes], end: str, message: str) -> None:
+    server.queue(Reply(body, end=end))  # type: ignore[arg-type]
+    model = openai(server)
+    events = await fails(model, message)
+    assert events[0] == TextDelta("hé")
+    answer = answer_of(events)
+    assert answer.status == "failed"
+    with pytest.raises(errors.AnswerIncompleteError):
+        answer.tool_calls()
+    await model.aclose()
+    await server.wait_all_closed()
+
+
+async def test_drop_after_the_finish_reason_loses_nothing(server: Server) -> None:
+    body = openai_sse([oa_chunk({"content": "ok"}), oa_chunk({}, "stop")], done=False)
+    server.queue(Reply([body], end="drop"))
+    model = openai(server)
+    assert await collect(model) == [TextDelta("ok"), Finish("stop", Usage(), "stop")]
+    await model.aclose()
+
+
+async def test_partial_arguments_parse_as_they_grow(server: Server) -> None:
+    fragments = ['{"ci', 'ty": "Zü', 'rich", "days": [1', ", 2]}"]
+    server.queue(
+        Reply(
+            openai_sse(
+                [oa_chunk({"tool_calls": [oa_call(0, "c", "w")]})]
+                + [oa_chunk({"tool_calls": [oa_call(0, args=f)]}) for f in fragments]
+                + [oa_chunk({}, "tool_calls")]
+            )
+        )
+    )
+    model = openai(server)
+    text = ""
+    partials = []
+    for event in await collect(model):
+        if isinstance(event, ToolInputDelta):
+            text += event.delta
+            partials.append(parse_partial_json(text))
+    assert partials == [
+        {},
+        {"city": "Zü"},
+        {"city": "Zürich", "days": [1]},
+        {"city": "Zürich", "days": [1, 2]},
+    ]
+    await model.aclose()
