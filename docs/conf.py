@@ -1,0 +1,90 @@
+"""Sphinx configuration: MyST pages, the teaching notebooks executed at build, API from docstrings.
+
+The notebooks live in ../notebooks (one copy in git). Each build copies them into ``course/``
+(git-ignored) and myst-nb executes them there, always on the offline model, so the rendered
+outputs match what a reader without an API key sees.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+import nbagent  # noqa: E402
+
+project = "nbagent"
+author = "nbagent developers"
+copyright = "nbagent developers"
+release = version = nbagent.__version__
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+]
+
+# --- the notebooks ------------------------------------------------------------------------------
+
+COURSE = HERE / "course"
+
+
+def _copy_notebooks() -> None:
+    """Mirror ../notebooks/*.ipynb into course/ (only files that changed, so caching works)."""
+    COURSE.mkdir(exist_ok=True)
+    sources = {p.name: p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+    for stale in COURSE.glob("*.ipynb"):
+        if stale.name not in sources:
+            stale.unlink()
+    for name, source in sources.items():
+        target = COURSE / name
+        if not target.exists() or target.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, target)
+
+
+_copy_notebooks()
+
+# Docs always show the offline model, whatever the builder's shell has configured, and a build
+# must never wait for an approval click.
+for _name in [n for n in os.environ if n.startswith("NBAGENT_")]:
+    del os.environ[_name]
+os.environ["NBAGENT_MODEL"] = "offline"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+nb_execution_mode = os.environ.get("NBAGENT_DOCS_EXECUTE", "force")
+nb_execution_timeout = 120
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_kernel_rgx_aliases = {".*": "python3"}
+nb_merge_streams = True
+
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# --- API reference ------------------------------------------------------------------------------
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_class_signature = "separated"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+# --- pages --------------------------------------------------------------------------------------
+
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb", ".rst": "restructuredtext"}
+exclude_patterns = ["_build", "course/.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+html_theme = "pydata_sphinx_theme"
+html_title = "nbagent"
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+}
+html_static_path: list[str] = []
