@@ -78,6 +78,8 @@ class Server:
         self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
+        for task in list(self._tasks):
+            task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=2.0)
         await self._server.wait_closed()
@@ -126,8 +128,8 @@ class Server:
                     reply = Reply(b'{"error": "no reply queued"}', 500, content_type="text/plain")
                 if not await self._send(reply, reader, writer):
                     break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client left, or the fixture is shutting the server down
         finally:
             self._writers.discard(writer)
             writer.close()

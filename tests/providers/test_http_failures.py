@@ -1,0 +1,312 @@
+"""Retries, typed errors, timeouts, cancellation and connection hygiene, for both adapters."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import pickle
+import time
+import traceback
+from typing import Any
+
+import httpx2
+import pytest
+
+from nbagent import errors
+from nbagent.generation import Finish, StreamError, TextDelta
+
+from . import wire
+from .conftest import Reply, Server
+from .helpers import ADAPTERS, HELLO, KEY, collect, on_transport
+
+pytestmark = pytest.mark.parametrize("kind", ["openai", "anthropic"])
+
+
+def ok_body(kind: str) -> bytes:
+    return wire.openai_text("ok") if kind == "openai" else wire.anthropic_text("ok")
+
+
+def make(kind: str, server: Server, **options: Any) -> Any:
+    return ADAPTERS[kind](server, **options)
+
+
+def error_body(kind: str, message: str, etype: str = "invalid_request_error") -> bytes:
+    import json
+
+    if kind == "openai":
+        return json.dumps({"error": {"message": message, "type": etype, "code": None}}).encode()
+    return json.dumps({"type": "error", "error": {"type": etype, "message": message}}).encode()
+
+
+def json_reply(
+    kind: str, status: int, message: str, etype: str = "invalid_request_error", **options: Any
+) -> Reply:
+    body = error_body(kind, message, etype)
+    return Reply(body, status, content_type="application/json", **options)
+
+
+def assert_no_key(error: BaseException) -> None:
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    assert KEY not in text and KEY not in repr(error) and KEY not in str(error)
+    assert error.__cause__ is None and error.__context__ is None
+
+
+# --- retries -------------------------------------------------------------------------------------
+
+
+async def test_429_retry_after_seconds_then_success(kind: str, server: Server) -> None:
+    server.queue(json_reply(kind, 429, "slow down", headers={"retry-after": "0.2"}))
+    server.queue(Reply(ok_body(kind)))
+    model = make(kind, server)
+    start = time.monotonic()
+    events = await collect(model)
+    assert time.monotonic() - start >= 0.19  # honoured, not the 1 ms backoff
+    assert events[0] == TextDelta("ok") and isinstance(events[-1], Finish)
+    assert len(server.requests) == 2
+    assert server.requests[0].body == server.requests[1].body
+    await model.aclose()
+
+
+async def test_429_retry_after_http_date_is_capped(kind: str, server: Server) -> None:
+    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    server.queue(json_reply(kind, 429, "slow down", headers={"retry-after": later}))
+    server.queue(Reply(ok_body(kind)))
+    model = make(kind, server, retry_after_cap=0.15)
+    start = time.monotonic()
+    await collect(model)
+    assert 0.14 <= time.monotonic() - start < 1.0  # waited the cap, not an hour
+    await model.aclose()
+
+
+async def test_garbage_retry_after_is_ignored(kind: str, server: Server) -> None:
+    for value in ("soon", "-5", "nan", "Thu, 99 Foo 20x"):
+        server.queue(json_reply(kind, 429, "slow down", headers={"retry-after": value}))
+    server.queue(Reply(ok_body(kind)))
+    model = make(kind, server, max_retries=4, backoff_base=0.001)
+    start = time.monotonic()
+    await collect(model)
+    assert time.monotonic() - start < 0.5  # fell back to the (tiny) exponential backoff
+    assert len(server.requests) == 5
+    await model.aclose()
+
+
+@pytest.mark.parametrize("status", [408, 409, 500, 502, 503, 529])
+async def test_retryable_status_then_success(kind: str, server: Server, status: int) -> None:
+    server.queue(json_reply(kind, status, "hiccup", etype="api_error"), Reply(ok_body(kind)))
+    model = make(kind, server)
+    assert (await collect(model))[0] == TextDelta("ok")
+    assert len(server.requests) == 2
+    await model.aclose()
+
+
+async def test_attempts_are_bounded(kind: str, server: Server, caplog: Any) -> None:
+    server.default = json_reply(kind, 503, "unavailable", etype="overloaded_error")
+    model = make(kind, server, max_retries=2)
+    with (
+        caplog.at_level(logging.INFO, logger="nbagent.providers"),
+        pytest.raises(errors.ServerError) as raised,
+    ):
+        await collect(model)
+    assert len(server.requests) == 3
+    assert raised.value.status == 503 and raised.value.retryable
+    assert "unavailable" in str(raised.value) and "try again later" in str(raised.value)
+    assert len([r for r in caplog.records if "retrying" in r.getMessage()]) == 2
+    assert_no_key(raised.value)
+    await model.aclose()
+
+
+async def test_x_should_retry_false_is_obeyed(kind: str, server: Server) -> None:
+    server.default = json_reply(kind, 500, "no", headers={"x-should-retry": "false"})
+    model = make(kind, server)
+    with pytest.raises(errors.ServerError):
+        await collect(model)
+    assert len(server.requests) == 1
+    await model.aclose()
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "advice"),
+    [
+        (400, errors.BadRequestError, "fix the request"),
+        (401, errors.AuthenticationError, "KEY (or NBAGENT_API_KEY)"),
+        (403, errors.PermissionDeniedError, "may not use this model"),
+        (404, errors.NotFoundError, "check the model name"),
+        (422, errors.BadRequestError, "check the request"),
+    ],
+)
+async def test_client_errors_are_typed_and_never_retried(
+    kind: str, server: Server, status: int, error_type: type, advice: str
+) -> None:
+    # the server echoes the key, as some proxies do: it must not reach the message
+    server.default = json_reply(kind, status, f"Incorrect API key provided: {KEY}")
+    model = make(kind, server)
+    with pytest.raises(error_type) as raised:
+        await collect(model)
+    error = raised.value
+    assert len(server.requests) == 1
+    assert error.status == status and not error.retryable
+    assert f"HTTP {status}" in str(error) and advice in str(error)
+    assert "Incorrect API key provided: ***" in str(error)
+    assert_no_key(error)
+    assert KEY not in repr(model)
+    await model.aclose()
+
+
+async def test_plain_text_error_body(kind: str, server: Server) -> None:
+    server.default = Reply(b"upstream exploded", 400, content_type="text/plain")
+    model = make(kind, server)
+    with pytest.raises(errors.BadRequestError, match="upstream exploded"):
+        await collect(model)
+    await model.aclose()
+
+
+async def test_connection_refused_after_bounded_attempts(
+    kind: str, free_port: int, caplog: Any
+) -> None:
+    model = ADAPTERS[kind](_Nowhere(free_port), max_retries=2)
+    with (
+        caplog.at_level(logging.INFO, logger="nbagent.providers"),
+        pytest.raises(errors.ProviderConnectionError) as raised,
+    ):
+        await collect(model)
+    message = str(raised.value)
+    assert f"127.0.0.1:{free_port}" in message and "server is running" in message
+    assert "after 3 attempts" in message
+    assert len([r for r in caplog.records if "retrying" in r.getMessage()]) == 2
+    assert_no_key(raised.value)
+    assert all(KEY not in r.getMessage() for r in caplog.records)
+    await model.aclose()
+
+
+class _Nowhere:
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+
+
+# --- timeouts -------------------------------------------------------------------------------------
+
+
+async def test_no_response_in_time_raises_a_timeout(kind: str, server: Server) -> None:
+    server.default = Reply(ok_body(kind), before_headers=1.0)
+    model = make(kind, server, timeout=0.1, max_retries=1)
+    start = time.monotonic()
+    with pytest.raises(errors.ProviderTimeoutError, match=r"no response within 0\.1 s") as raised:
+        await collect(model)
+    assert time.monotonic() - start < 0.9
+    assert len(server.requests) == 2  # retried once
+    assert_no_key(raised.value)
+    await model.aclose()
+
+
+async def test_a_stalled_stream_becomes_a_stream_error(kind: str, server: Server) -> None:
+    body = ok_body(kind)
+    server.queue(Reply([body[: len(body) // 2]], end="hang"))
+    model = make(kind, server, timeout=0.15)
+    events = await collect(model)
+    assert isinstance(events[-1], StreamError)
+    assert "stalled" in str(events[-1].error) and "0.15 s" in str(events[-1].error)
+    await model.aclose()
+    await server.wait_all_closed()
+
+
+async def test_connect_timeout_is_configurable_and_mapped(kind: str) -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectTimeout("timed out", request=request)
+
+    model = on_transport(kind, httpx2.MockTransport(handler), connect_timeout=0.25, max_retries=0)
+    with pytest.raises(errors.ProviderTimeoutError, match=r"longer than 0.25 s") as raised:
+        await collect(model)
+    assert "connect_timeout" in str(raised.value)
+    client = model._get_client()
+    assert (client.timeout.connect, client.timeout.read) == (0.25, 600.0)
+    await model.aclose()
+
+
+# --- cancellation and connection hygiene ------------------------------------------------------
+
+
+async def test_cancelling_the_consumer_closes_the_connection_promptly(
+    kind: str, server: Server
+) -> None:
+    body = ok_body(kind)
+    first_event_end = body.index(b"\n\n", body.index(b'"ok"')) + 2
+    server.queue(Reply([body[:first_event_end]], end="hang"))
+    model = make(kind, server)
+    got_first = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in model.stream(HELLO):
+            got_first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(got_first.wait(), 2)
+    assert server.open == 1
+    cancelled_at = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    closed_at = await server.wait_all_closed(timeout=1.0)
+    assert closed_at - cancelled_at < 0.5
+    await model.aclose()
+
+
+async def test_closing_the_stream_early_closes_the_connection(kind: str, server: Server) -> None:
+    body = ok_body(kind)
+    server.queue(Reply([body[: body.index(b"\n\n", body.index(b'"ok"')) + 2]], end="hang"))
+    model = make(kind, server)
+    stream = model.stream(HELLO)
+    async for _ in stream:  # type: ignore[attr-defined]
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    await server.wait_all_closed(timeout=1.0)
+    await model.aclose()
+
+
+async def test_cancel_while_waiting_for_a_retry(kind: str, server: Server) -> None:
+    server.default = json_reply(kind, 429, "wait", headers={"retry-after": "30"})
+    model = make(kind, server, retry_after_cap=30)
+    task = asyncio.create_task(collect(model))
+    await asyncio.sleep(0.2)  # the first attempt is answered; the retry waits 30 s
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(server.requests) == 1
+    await model.aclose()
+    await server.wait_all_closed()
+
+
+async def test_pool_has_no_busy_connection_after_runs(kind: str, server: Server) -> None:
+    model = make(kind, server)
+    for reply in (
+        Reply(ok_body(kind)),
+        Reply([ok_body(kind)[:40]], end="drop"),
+        Reply(ok_body(kind)),
+    ):
+        server.queue(reply)
+        await collect(model)
+    pool = model._get_client()._transport._pool
+    assert all(c.is_idle() or c.is_closed() for c in pool.connections)
+    assert server.open <= 1  # the kept-alive one, idle
+    await model.aclose()
+    await server.wait_all_closed(timeout=1.0)
+    assert server.open == 0
+
+
+async def test_adapter_repr_and_events_never_show_the_key(kind: str, server: Server) -> None:
+    body = (
+        b'data: {"error": {"message": "bad key ' + KEY.encode() + b'"}}\n\n'
+        if kind == "openai"
+        else b'event: error\ndata: {"type": "error", "error": {"type": "authentication_error", '
+        b'"message": "bad key ' + KEY.encode() + b'"}}\n\n'
+    )
+    server.queue(Reply(body))
+    model = make(kind, server)
+    events = await collect(model)
+    assert isinstance(events[-1], StreamError)
+    assert KEY not in repr(events) and KEY not in str(events[-1].error)
+    assert KEY not in repr(model) and "***" in repr(model)
+    assert KEY not in repr(vars(model))
+    with pytest.raises(TypeError):
+        pickle.dumps(model)
+    await model.aclose()
