@@ -1,0 +1,88 @@
+"""nbagent in Jupyter: ``%load_ext nbagent``, then ``%agent`` and ``@nbagent.tool`` in any cell.
+
+Loading the extension is cheap: widgets are imported when the first run starts. After it is
+loaded, every ``@nbagent.tool`` defined in a cell is registered when the cell finishes (a post-run
+hook scans the notebook's namespace); :func:`register` adds tools from elsewhere at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from ..tools import Definition, Tool
+    from .session import Session
+
+__all__ = ["current_session", "load_ipython_extension", "register", "unload_ipython_extension"]
+
+_session: Session | None = None
+
+
+def current_session() -> Session:
+    """The session of this kernel (created on first use): tools, conversation, runs."""
+    global _session
+    from .session import Session
+
+    shell = _shell()
+    if _session is None or (shell is not None and _session.shell is not shell):
+        _session = Session(shell)
+    return _session
+
+
+def _shell() -> Any:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _after_cell(*_args: Any) -> None:
+    from . import report
+
+    try:
+        report.problems(current_session().scan())
+    except Exception as exc:  # a hook must never break the notebook
+        report.problems([f"could not scan the namespace for tools: {exc}"])
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%agent`` / ``%%agent`` and the post-cell hook that picks up tools."""
+    from . import report
+    from .magics import AgentMagics
+
+    global _session
+    if _session is None or _session.shell is not ipython:
+        from .session import Session
+
+        _session = Session(ipython)
+    ipython.register_magics(AgentMagics(ipython, _session))
+    if _after_cell not in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.register("post_run_cell", _after_cell)
+    report.problems(_session.scan())
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Stop picking up tools after each cell (the session and its runs stay)."""
+    if _after_cell in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", _after_cell)
+
+
+@overload
+def register(item: Tool | Definition | Callable[..., Any], /, *, function: None = None) -> Tool: ...
+@overload
+def register(item: Definition, /, *, function: Callable[..., Any]) -> Tool: ...
+@overload
+def register(
+    *items: Tool | Definition | Callable[..., Any], function: None = None
+) -> tuple[Tool, ...]: ...
+def register(*items: Any, function: Callable[..., Any] | None = None) -> Tool | tuple[Tool, ...]:
+    """Register tools in this kernel's session now; the same name replaces the old tool.
+
+    Pass Tools (``@nbagent.tool`` functions, e.g. imported from a module), plain functions (made
+    into tools), or one Definition with ``function=`` (called with the arguments as keywords).
+    The schema is compiled now: a rejected tool raises here, naming what is wrong.
+    """
+    made = current_session().register(*items, function=function)
+    return made[0] if len(items) == 1 else tuple(made)

@@ -1,0 +1,132 @@
+"""ToolCard: one tool call in the run view — name, live arguments, approval, progress, result.
+
+Parts appear only when needed (an approval bar, a progress bar, a traceback), so a plain call
+costs a handful of widgets. Every piece of model or tool text is escaped before it reaches an
+HTML widget, or shown through :class:`TextStream` / text outputs.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..approval import ApprovalRequest, Decision
+from ..content import ToolResult
+from .approval_bar import ApprovalBar
+from .render import pretty_arguments, result_outputs
+from .stream import TextStream
+from .transcript import CallRecord, call_line
+
+__all__ = ["ToolCard"]
+
+_COLORS = {
+    "done": "#2e7d32",
+    "error": "#c62828",
+    "timeout": "#c62828",
+    "invalid": "#c62828",
+    "denied": "#ad1457",
+    "cancelled": "#757575",
+    "waiting": "#ef6c00",
+    "running": "#1565c0",
+}
+
+
+class ToolCard:
+    """The widgets of one call; the run view feeds it the call's events."""
+
+    def __init__(self, record: CallRecord) -> None:
+        self.record = record
+        self.header = widgets.HTML()
+        self.arguments = TextStream(format="code")
+        self.approval: ApprovalBar | None = None
+        self.progress: widgets.FloatProgress | None = None
+        self.progress_text: widgets.Label | None = None
+        self.result: widgets.Output | None = None
+        self.traceback: widgets.Accordion | None = None
+        self.widget = widgets.VBox(
+            [self.header, self.arguments],
+            layout=widgets.Layout(
+                border="1px solid var(--jp-border-color2, #ddd)",
+                padding="2px 8px 6px 8px",
+                margin="4px 0",
+            ),
+        )
+        self.widget.add_class("nbagent-card")
+        self._header_text = ""
+        self.refresh()
+
+    def _add(self, child: widgets.Widget) -> None:
+        self.widget.children = (*self.widget.children, child)
+
+    def refresh(self, now: float | None = None) -> bool:
+        """Redraw the header (decision, status, elapsed); True if it changed."""
+        record = self.record
+        waiting = record.open and record.approval_asked and record.decision is None
+        color = _COLORS.get("waiting" if waiting else record.status, "#555")
+        title = (
+            f' <span style="opacity:0.7">{html.escape(record.title)}</span>' if record.title else ""
+        )
+        text = (
+            f"<b>🔧 {html.escape(record.name)}</b>{title} · "
+            f'<span style="color:{color}">{html.escape(call_line(record, now))}</span>'
+        )
+        if text == self._header_text:
+            return False
+        self._header_text = text
+        self.header.value = text
+        return True
+
+    def arguments_ready(self) -> None:
+        """The call is complete: show its arguments as indented JSON."""
+        self.arguments.replace(pretty_arguments(self.record.input, self.record.arguments))
+        self.arguments.finish()
+
+    def ask(self, request: ApprovalRequest, decide: Callable[[Decision], bool]) -> ApprovalBar:
+        """Show Approve / Deny / Always allow for this call."""
+        self.approval = ApprovalBar(request, decide)
+        self._add(self.approval.widget)
+        return self.approval
+
+    def close_approval(self) -> None:
+        if self.approval is not None:
+            self.approval.close()
+
+    def show_progress(self, update: ToolResult) -> None:
+        """A provisional update: a fraction fills the bar; anything else replaces the preview."""
+        value: Any = update.value
+        if isinstance(value, float) and 0.0 <= value <= 1.0:
+            if self.progress is None:
+                self.progress = widgets.FloatProgress(min=0.0, max=1.0)
+                self._add(self.progress)
+            self.progress.value = value
+            return
+        if isinstance(value, str) or (value is None and not update.images):
+            if self.progress_text is None:
+                self.progress_text = widgets.Label()
+                self._add(self.progress_text)
+            self.progress_text.value = update.text[:300]
+            return
+        self.show_result(update)
+
+    def show_result(self, result: ToolResult) -> None:
+        """Render a result for a person inside the card."""
+        if self.result is None:
+            self.result = widgets.Output()
+            self._add(self.result)
+        self.result.outputs = tuple(result_outputs(result))
+
+    def finished(self, result: ToolResult, traceback: str | None) -> None:
+        """The final result: render it, drop the progress parts, fold away any traceback."""
+        if self.progress is not None and self.record.status == "done":
+            self.progress.value = 1.0
+        self.close_approval()
+        self.show_result(result)
+        if traceback:
+            out = widgets.Output()
+            out.outputs = ({"output_type": "stream", "name": "stderr", "text": traceback},)
+            self.traceback = widgets.Accordion(children=[out], selected_index=None)
+            self.traceback.set_title(0, "Traceback")
+            self._add(self.traceback)

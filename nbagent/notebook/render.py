@@ -1,0 +1,209 @@
+"""What a person sees of a tool result, and model or tool text made safe to show.
+
+Model and tool text is never trusted HTML. JupyterLab renders outputs of a live session (and
+everything inside an Output widget) as *trusted*: Markdown there may carry raw HTML and
+``javascript:`` links that run. So text goes out as ``text/plain``, or as Markdown passed
+through :func:`safe_markdown`, or as HTML we build ourselves with every value escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from typing import Any
+
+from ..content import ImagePart, ToolResult
+
+__all__ = [
+    "MAX_TEXT",
+    "code_span",
+    "fenced",
+    "result_outputs",
+    "safe_markdown",
+    "shorten",
+    "table_html",
+]
+
+#: Longest text shown for one result (the model may have received more).
+MAX_TEXT = 20_000
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_SCHEME = re.compile(r"(?i)(javascript|vbscript|livescript|data|file)(\s*):")
+_BACKTICKS = re.compile(r"`+")
+
+
+def shorten(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… ({len(text) - limit:,} more characters not shown)"
+
+
+def _defuse(text: str) -> str:
+    """Outside code: no raw HTML (``<`` and ``&`` escaped), no script URL schemes."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    return _SCHEME.sub(lambda m: f"{m.group(1)}\u200b{m.group(2)}:", text)
+
+
+def _defuse_inline(line: str) -> str:
+    """Escape a line's text but keep its code spans (which show their text literally)."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        opening = _BACKTICKS.search(line, pos)
+        if opening is None:
+            break
+        run = opening.group()
+        closing = re.compile(rf"(?<!`){run}(?!`)").search(line, opening.end())
+        if closing is None:
+            break
+        out.append(_defuse(line[pos : opening.start()]))
+        out.append(line[opening.start() : closing.end()])
+        pos = closing.end()
+    out.append(_defuse(line[pos:]))
+    return "".join(out)
+
+
+def safe_markdown(text: str) -> str:
+    """Markdown that reads the same but can run nothing: raw HTML is escaped and ``javascript:``
+    (and similar) URLs are broken, outside code spans and fenced blocks, which stay literal."""
+    lines = text.split("\n")
+    fence: str | None = None
+    for index, line in enumerate(lines):
+        match = _FENCE.match(line)
+        if fence is not None:
+            closes = match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence)
+            if closes and match and not match.group(2).strip():
+                fence = None
+            continue
+        if match and not (match.group(1)[0] == "`" and "`" in match.group(2)):
+            fence = match.group(1)
+            lines[index] = match.group(1) + _defuse(match.group(2))
+            continue
+        lines[index] = _defuse_inline(line)
+    return "\n".join(lines)
+
+
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span, whatever backticks it holds."""
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fenced(text: str, info: str = "") -> str:
+    """``text`` as a fenced Markdown code block, whatever fences it holds."""
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def _looks_like_table(value: Any) -> bool:
+    return (
+        hasattr(value, "columns")
+        and (hasattr(value, "itertuples") or hasattr(value, "iter_rows"))
+        and not isinstance(value, type)
+    )
+
+
+def table_html(value: Any, *, max_rows: int = 50, max_cols: int = 30) -> str | None:
+    """A DataFrame (pandas or polars) as an HTML table with every value escaped."""
+    if hasattr(value, "to_frame") and not hasattr(value, "columns"):
+        value = value.to_frame()  # a pandas Series
+    if not _looks_like_table(value):
+        return None
+    try:
+        columns = [str(c) for c in list(value.columns)[:max_cols]]
+        total_rows = len(value)
+        head = value.head(max_rows)
+        if hasattr(head, "itertuples"):
+            index_name = str(getattr(head.index, "name", "") or "")
+            rows = [
+                (str(row[0]), [str(v) for v in row[1 : max_cols + 1]])
+                for row in head.itertuples(index=True, name=None)
+            ]
+        else:
+            index_name = ""
+            rows = [("", [str(v) for v in row[:max_cols]]) for row in head.iter_rows()]
+        total_cols = len(value.columns)
+    except Exception:  # an exotic frame: the text form still shows
+        return None
+    show_index = any(label for label, _ in rows) and hasattr(head, "itertuples")
+    esc = html.escape
+    parts = ['<table class="nbagent-table"><thead><tr>']
+    if show_index:
+        parts.append(f"<th>{esc(index_name)}</th>")
+    parts.extend(f"<th>{esc(c)}</th>" for c in columns)
+    parts.append("</tr></thead><tbody>")
+    for label, cells in rows:
+        parts.append("<tr>")
+        if show_index:
+            parts.append(f"<th>{esc(label)}</th>")
+        parts.extend(f"<td>{esc(v)}</td>" for v in cells)
+        parts.append("</tr>")
+    parts.append("</tbody></table>")
+    if total_rows > len(rows) or total_cols > len(columns):
+        parts.append(f"<p><small>{total_rows:,} rows × {total_cols:,} columns</small></p>")
+    return "".join(parts)
+
+
+def _display(data: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"output_type": "display_data", "data": data, "metadata": metadata or {}}
+
+
+def _image_output(part: ImagePart) -> dict[str, Any]:
+    encoded = base64.b64encode(part.data).decode("ascii")
+    label = f"[image {part.width}×{part.height}, {part.mime_type}]"
+    metadata = {part.mime_type: {"width": part.width, "height": part.height}}
+    if part.mime_type in ("image/png", "image/jpeg", "image/gif"):
+        return _display({part.mime_type: encoded, "text/plain": label}, metadata)
+    return _display({"text/plain": label})
+
+
+def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[str, Any]]:
+    """nbformat outputs showing ``result`` to a person: text, Markdown, a table, images, an error.
+
+    The person sees ``result.value`` (what the tool returned) where it has a better form than
+    the text the model reads; images come from the already encoded parts.
+    """
+    text = result.text
+    value = result.value
+    if result.is_error:
+        return [{"output_type": "stream", "name": "stderr", "text": shorten(text, limit)}]
+    outputs: list[dict[str, Any]] = []
+    table = table_html(value) if value is not None else None
+    markdown = getattr(value, "_repr_markdown_", None)
+    if table is not None:
+        outputs.append(_display({"text/html": table, "text/plain": shorten(text, limit)}))
+    elif callable(markdown) and not isinstance(value, type):
+        try:
+            body = markdown()
+            source = body[0] if isinstance(body, tuple) else body
+        except Exception:
+            source = None
+        if isinstance(source, str):
+            outputs.append(
+                _display(
+                    {"text/markdown": safe_markdown(shorten(source, limit)), "text/plain": source}
+                )
+            )
+        elif text:
+            outputs.append(_display({"text/plain": shorten(text, limit)}))
+    elif text:
+        outputs.append(_display({"text/plain": shorten(text, limit)}))
+    outputs.extend(_image_output(part) for part in result.images)
+    if not outputs:
+        outputs.append(_display({"text/plain": "(no output)"}))
+    return outputs
+
+
+def pretty_arguments(value: Any, raw: str) -> str:
+    """Arguments as indented JSON (the raw text when they did not parse)."""
+    if value is None:
+        return raw
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return raw

@@ -1,0 +1,248 @@
+"""Session: one per kernel — the tool registry, the conversation, the settings, the runs.
+
+Tools come from two places. Every :class:`~nbagent.tools.Tool` defined in a cell (``@nbagent.tool``
+on a function) is picked up from the user namespace after each cell runs: a re-run cell
+replaces its tool by name, and a tool whose variable is gone or rebound to something else is
+dropped, so the registry matches what the notebook shows. Tools passed to :meth:`Session.register`
+(imported ones, or a Definition plus a function) stay until replaced or unregistered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from ..approval import InteractiveApprover
+from ..errors import NbagentError, RunInProgressError
+from ..tools import Definition, Tool, ToolContext, tool, validate_tools
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..generation import Generator
+    from .runner import Job
+
+__all__ = ["Session", "as_tool"]
+
+
+def as_tool(item: Any, function: Callable[..., Any] | None = None) -> Tool:
+    """A Tool from a Tool, a plain function, or a Definition plus the function that runs it."""
+    if isinstance(item, Tool):
+        if function is not None:
+            raise TypeError("function= goes with a Definition, not with a Tool")
+        return item
+    if isinstance(item, Definition):
+        if function is None:
+            raise TypeError(f"Definition {item.name!r} needs function= to run it")
+        fn = function
+        values = {f.name: getattr(item, f.name) for f in fields(Definition)}
+        if inspect.iscoroutinefunction(fn):
+
+            async def execute_async(context: ToolContext) -> Any:
+                return await fn(**dict(context.input))
+
+            return Tool(**values, execute=execute_async, function=fn)
+
+        def execute(context: ToolContext) -> Any:
+            return fn(**dict(context.input))
+
+        return Tool(**values, execute=execute, function=fn)
+    if callable(item):
+        if function is not None:
+            raise TypeError("function= goes with a Definition")
+        return tool(item)
+    raise TypeError(
+        f"cannot register a {type(item).__name__}: pass a Tool (@nbagent.tool), a function, "
+        "or a Definition with function="
+    )
+
+
+def _defined_in_notebook(value: Tool) -> bool:
+    if getattr(value, "__module__", None) == "__main__":
+        return True
+    for attr in ("function", "execute"):
+        if getattr(getattr(value, attr, None), "__module__", None) == "__main__":
+            return True
+    return False
+
+
+class Session:
+    """Everything ``%agent`` keeps between cells in one kernel."""
+
+    def __init__(self, shell: Any = None) -> None:
+        self.shell = shell
+        self.tools: dict[str, Tool] = {}
+        self._explicit: set[str] = set()
+        self._from_namespace: set[str] = set()
+        self._seen: dict[str, Tool] = {}
+        self.model_spec: str | Generator | None = None
+        self._agent: Agent | None = None
+        self.approver = InteractiveApprover()
+        self.jobs: list[Job] = []
+        self.active: Job | None = None
+        self.queue: deque[Job] = deque()
+        self._lock = threading.RLock()
+
+    # --- the model and the conversation ----------------------------------------------------------
+
+    @property
+    def agent(self) -> Agent:
+        """The Agent holding the conversation (created on first use, with the session's model)."""
+        if self._agent is None:
+            from ..agent import Agent
+
+            self._agent = Agent(self.model_spec, approver=self.approver)
+        return self._agent
+
+    def set_model(self, spec: str | Generator | None) -> None:
+        """Use another model from now on (the conversation goes on)."""
+        if self._agent is None:
+            from ..agent import Agent
+
+            self._agent = Agent(spec, approver=self.approver)
+        else:
+            if isinstance(spec, str) or spec is None:
+                from ..providers import resolve_generator
+
+                generator = resolve_generator(spec)
+            else:
+                generator = spec
+            self._agent.generator = generator
+        self.model_spec = spec
+
+    def sync_agent(self) -> Agent:
+        """Give the agent exactly the registered tools (at the start of a run, never during)."""
+        agent = self.agent
+        for name, item in self.tools.items():
+            if agent.tools.get(name) is not item:
+                agent.add_tool(item)
+        for name in [n for n in agent.tools if n not in self.tools]:
+            del agent.tools[name]
+        return agent
+
+    # --- tools --------------------------------------------------------------------------------
+
+    def register(self, *items: Any, function: Callable[..., Any] | None = None) -> list[Tool]:
+        """Register tools now (their schemas are compiled now); same name replaces."""
+        if function is not None and len(items) != 1:
+            raise TypeError("function= goes with exactly one Definition")
+        made = [as_tool(item, function) for item in items]
+        validate_tools(made)
+        with self._lock:
+            for item in made:
+                self.tools[item.name] = item
+                self._explicit.add(item.name)
+                self._from_namespace.discard(item.name)
+        return made
+
+    def unregister(self, name: str) -> bool:
+        """Forget a tool; True if there was one."""
+        with self._lock:
+            self._explicit.discard(name)
+            self._from_namespace.discard(name)
+            return self.tools.pop(name, None) is not None
+
+    def scan(self, namespace: dict[str, Any] | None = None) -> list[str]:
+        """Pick up the Tools defined in the notebook's namespace; returns problems to show."""
+        if namespace is None:
+            namespace = getattr(self.shell, "user_ns", None) or {}
+        candidates: dict[str, list[tuple[str, Tool]]] = {}
+        for var, value in list(namespace.items()):
+            if var.startswith("_") or not isinstance(value, Tool):
+                continue
+            if _defined_in_notebook(value):
+                candidates.setdefault(value.name, []).append((var, value))
+        problems: list[str] = []
+        with self._lock:
+            seen = self._seen
+            for name, found in candidates.items():
+                new = [(var, v) for var, v in found if seen.get(var) is not v]
+                if not new:
+                    continue  # unchanged since the last cell: keep whatever is registered
+                var, chosen = new[-1]
+                try:
+                    validate_tools([chosen])
+                except NbagentError as exc:
+                    note = ""
+                    if name in self._from_namespace:
+                        self._from_namespace.discard(name)
+                        self.tools.pop(name, None)
+                        note = " (its previous version was removed too)"
+                    problems.append(f"tool {name!r} ({var}) was not registered{note}: {exc}")
+                    continue
+                if len({id(v) for _, v in found}) > 1:
+                    names = ", ".join(v for v, _ in found)
+                    problems.append(
+                        f"several tools are named {name!r} ({names}); using the one in {var}"
+                    )
+                self.tools[name] = chosen
+                self._from_namespace.add(name)
+                self._explicit.discard(name)
+            self._seen = {var: v for found in candidates.values() for var, v in found}
+            for name in list(self._from_namespace):
+                if name not in candidates:
+                    self._from_namespace.discard(name)
+                    self.tools.pop(name, None)
+        return problems
+
+    # --- runs -----------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.active is not None
+
+    def submit(self, job: Job) -> None:
+        """Start ``job`` now, or queue it behind the running one (runs never interleave)."""
+        with self._lock:
+            self.jobs.append(job)
+            if job.foreground:
+                if self.active is not None:
+                    self.jobs.remove(job)
+                    raise RunInProgressError(
+                        f"{self.active.label} is still running in the background: wait for it, "
+                        "or stop it with `%agent stop`, then run this cell again"
+                    )
+                self.active = job
+            elif self.active is not None:
+                self.queue.append(job)
+                set_status = getattr(job.view, "set_status", None)
+                if callable(set_status):
+                    set_status(f"queued: starts when {self.active.label} ends")
+                return
+            else:
+                self.active = job
+        if job.foreground:
+            job.run_foreground()
+        else:
+            job.start_background()
+
+    def job_ended(self, job: Job) -> None:
+        """Called by every job at its end: start the next queued one."""
+        with self._lock:
+            if job in self.queue:
+                self.queue.remove(job)
+            if self.active is not job:
+                return
+            self.active = None
+            while self.queue:
+                nxt = self.queue.popleft()
+                if not nxt.done:
+                    self.active = nxt
+                    break
+            else:
+                return
+        nxt.start_background()
+
+    def stop(self) -> int:
+        """Cancel the running run and everything queued; returns how many were stopped."""
+        with self._lock:
+            targets = [j for j in [self.active, *self.queue] if j is not None and not j.done]
+        for job in reversed(targets):
+            job.cancel()
+        return len(targets)
+
+    def tool_list(self) -> Iterable[Tool]:
+        return list(self.tools.values())

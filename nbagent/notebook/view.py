@@ -1,0 +1,269 @@
+"""RunView: one run as live widgets — text, tool cards, approvals, Stop, and a footer.
+
+Text and argument deltas are buffered and sent together at a bounded rate (:attr:`interval`),
+each stream sending only its new text, so the traffic to the browser stays linear in the text's
+length however fast the model streams. Everything else (a new card, a decision, a result) is
+sent when it happens, after the buffered text, so the order on screen is the order of events.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+import traceback as tb
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..approval import Decision, InteractiveApprover
+from ..events import (
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantTextDelta,
+    ReasoningTextDelta,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolArgumentsDelta,
+    ToolCallReady,
+    ToolCallStarted,
+    ToolFinished,
+    ToolProgress,
+    ToolStarted,
+)
+from .card import ToolCard
+from .stream import TextStream
+from .transcript import Transcript
+
+__all__ = ["RunView"]
+
+#: Seconds between two sends of buffered text (≤ 10 text updates a second per stream).
+INTERVAL = 0.1
+#: Below this many new characters a send waits (up to :data:`MAX_WAIT`) for more, so that the
+#: fixed cost of a message stays small next to the text it carries.
+MIN_CHARS = 48
+MAX_WAIT = 0.3
+
+
+class RunView:
+    """Widgets for one run. Feed it events with :meth:`handle`; call :meth:`tick` regularly."""
+
+    def __init__(
+        self,
+        prompt: str = "",
+        *,
+        approver: InteractiveApprover | None = None,
+        on_stop: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        interval: float = INTERVAL,
+    ) -> None:
+        self.transcript = Transcript(prompt=prompt)
+        self.approver = approver
+        self.on_stop = on_stop
+        self.clock = clock
+        self.interval = interval
+        self.cards: dict[str, ToolCard] = {}
+        self._streams: list[TextStream] = []
+        self._text: TextStream | None = None
+        self._text_kind = ""
+        self._last_send = clock()
+        self._last_second = -1
+        self.finished = False
+
+        self.header = widgets.HTML(self._header_html())
+        self.body = widgets.VBox([])
+        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run")
+        self.stop.on_click(self._on_stop)
+        self.footer = widgets.HTML(self._footer_html())
+        self.errors: widgets.Output | None = None
+        self.widget = widgets.VBox(
+            [self.header, self.body, widgets.HBox([self.stop, self.footer])],
+            layout=widgets.Layout(padding="2px 0"),
+        )
+        self.widget.add_class("nbagent-run")
+
+    # --- Stop ---------------------------------------------------------------------------------
+
+    def _on_stop(self, _button: Any) -> None:
+        if self.finished or self.on_stop is None:
+            return
+        self.stop.disabled = True
+        self.stop.description = "Stopping…"
+        self.on_stop()
+
+    # --- rendering helpers ------------------------------------------------------------------
+
+    def _header_html(self) -> str:
+        t = self.transcript
+        model = f" · <code>{html.escape(t.model)}</code>" if t.model else ""
+        prompt = html.escape(t.prompt).replace("\n", "<br>")
+        return f'<div style="opacity:0.8"><b>You:</b> {prompt}{model}</div>'
+
+    def _footer_html(self) -> str:
+        return f'<span style="opacity:0.7">{html.escape(self.transcript.footer())}</span>'
+
+    def set_status(self, words: str) -> None:
+        """A note in the footer, e.g. "queued behind run-3"."""
+        self.footer.value = f'<span style="opacity:0.7">{html.escape(words)}</span>'
+
+    def _append_block(self, widget: widgets.Widget) -> None:
+        self.body.children = (*self.body.children, widget)
+
+    def _stream_for(self, kind: str, step: int) -> TextStream:
+        key = f"{kind}:{step}"
+        if self._text is None or self._text_kind != key:
+            self._finish_text()
+            self._text = TextStream(format="reasoning" if kind == "reasoning" else "markdown")
+            self._text_kind = key
+            self._streams.append(self._text)
+            self._append_block(self._text)
+        return self._text
+
+    def _finish_text(self) -> None:
+        if self._text is not None:
+            self._text.finish()
+            self._text = None
+            self._text_kind = ""
+
+    # --- sending at a bounded rate -----------------------------------------------------------
+
+    def _pending(self) -> int:
+        return sum(s.pending_chars for s in self._streams)
+
+    def flush(self) -> int:
+        """Send every buffered delta now; returns how many messages went out."""
+        sent = sum(1 for s in self._streams if s.pending_chars and s.flush())
+        self._last_send = self.clock()
+        return sent
+
+    def _maybe_flush(self) -> None:
+        waited = self.clock() - self._last_send
+        if waited < self.interval:
+            return
+        pending = self._pending()
+        if pending >= MIN_CHARS or (pending and waited >= MAX_WAIT):
+            self.flush()
+
+    def tick(self) -> None:
+        """Call every :attr:`interval` seconds: sends stalled text, refreshes clocks each second."""
+        self._maybe_flush()
+        second = int(self.clock())
+        if second != self._last_second and not self.finished:
+            self._last_second = second
+            now = time.monotonic()
+            for card in self.cards.values():
+                if card.record.open and card.record.started is not None:
+                    card.refresh(now)
+            self.footer.value = self._footer_html()
+
+    # --- events -------------------------------------------------------------------------------
+
+    def handle(self, event: AgentEvent) -> None:
+        """Show one event (deltas are buffered; everything else is shown at once)."""
+        self.transcript.handle(event)
+        if isinstance(event, AssistantTextDelta):
+            self._stream_for("text", event.step).append(event.text)
+            self._maybe_flush()
+            return
+        if isinstance(event, ToolArgumentsDelta):
+            card = self.cards.get(event.call_id)
+            if card is not None:
+                card.arguments.append(event.delta)
+                self._maybe_flush()
+            return
+        if isinstance(event, ReasoningTextDelta):
+            self._stream_for("reasoning", event.step).append(event.text)
+            self._maybe_flush()
+            return
+        self.flush()
+        if isinstance(event, ToolCallStarted):
+            self._finish_text()
+            self._card(event.call_id)
+        elif isinstance(event, ToolCallReady):
+            self._finish_text()
+            card = self._card(event.call.id)
+            card.arguments_ready()
+            card.refresh()
+        elif isinstance(event, ApprovalRequested):
+            card = self._card(event.request.call.id)
+            approver = self.approver
+            if approver is not None:
+                request = event.request
+
+                def decide(decision: Decision) -> bool:
+                    return approver.resolve(
+                        request.call.id, decision, fingerprint=request.fingerprint
+                    )
+
+                card.ask(request, decide)
+            card.refresh()
+        elif isinstance(event, ApprovalResolved):
+            card = self._card(event.call_id)
+            card.close_approval()
+            card.refresh()
+        elif isinstance(event, ToolStarted):
+            self._card(event.call.id).refresh()
+        elif isinstance(event, ToolProgress):
+            card = self._card(event.call_id)
+            card.show_progress(event.update)
+        elif isinstance(event, ToolFinished):
+            card = self._card(event.call.id)
+            card.finished(event.result, event.traceback)
+            card.refresh()
+        elif isinstance(event, RunStarted):
+            self.header.value = self._header_html()
+        elif isinstance(event, StepFinished):
+            self._finish_text()
+            self.footer.value = self._footer_html()
+        elif isinstance(event, StepStarted):
+            self.footer.value = self._footer_html()
+        elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
+            if isinstance(event, RunFailed):
+                self.show_error(event.error)
+            self.close()
+
+    def _card(self, call_id: str) -> ToolCard:
+        card = self.cards.get(call_id)
+        if card is None:
+            record = self.transcript.calls[call_id]
+            card = ToolCard(record)
+            self.cards[call_id] = card
+            self._streams.append(card.arguments)
+            self._append_block(card.widget)
+        return card
+
+    # --- the end --------------------------------------------------------------------------------
+
+    def show_error(self, error: BaseException, trace: str | None = None) -> None:
+        """Show an exception (a failed run, or a crash of the task driving it)."""
+        if self.errors is None:
+            self.errors = widgets.Output()
+            self.widget.children = (*self.widget.children, self.errors)
+        text = trace or "".join(tb.format_exception_only(type(error), error))
+        self.errors.outputs = (
+            *self.errors.outputs,
+            {"output_type": "stream", "name": "stderr", "text": text},
+        )
+
+    def close(self, stop_reason: str | None = None) -> None:
+        """The run is over: send what is left, disable every button, final footer."""
+        if self.finished:
+            return
+        self.finished = True
+        if stop_reason is not None and not self.transcript.done:
+            self.transcript.end(stop_reason)
+        self.flush()
+        for stream in self._streams:
+            if stream.streaming:
+                stream.finish()
+        for card in self.cards.values():
+            card.close_approval()
+            card.refresh()
+        self.stop.disabled = True
+        self.stop.description = "Stop"
+        self.footer.value = self._footer_html()

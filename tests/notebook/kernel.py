@@ -1,0 +1,208 @@
+"""A real kernel driven the way a frontend drives it: execute cells, read iopub, click widgets.
+
+The harness keeps every iopub message, folds widget comm messages into per-widget state (as the
+browser's widget manager would), and sends clicks as the shell ``comm_msg`` a browser sends.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import queue
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+WIDGET_TARGET = "jupyter.widget"
+
+
+class CellError(AssertionError):
+    """A cell raised; the message holds the kernel's traceback."""
+
+
+def make_kernel_manager(python: str, spec_dir: Path) -> KernelManager:
+    """A KernelManager for ``python -m ipykernel_launcher`` with a kernelspec of its own."""
+    kernel_dir = spec_dir / "kernels" / "nbagent-test"
+    kernel_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "nbagent test kernel",
+        "language": "python",
+    }
+    (kernel_dir / "kernel.json").write_text(json.dumps(spec))
+    specs = KernelSpecManager(kernel_dirs=[str(spec_dir / "kernels")])
+    return KernelManager(kernel_name="nbagent-test", kernel_spec_manager=specs)
+
+
+class Kernel:
+    """One running kernel plus what a widget frontend would know about it."""
+
+    def __init__(self, km: KernelManager) -> None:
+        self.km = km
+        self.kc = km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        self.iopub: list[dict[str, Any]] = []
+        self.widgets: dict[str, dict[str, Any]] = {}
+        self.customs: dict[str, list[Any]] = {}
+        self.comm_messages = 0
+
+    def shutdown(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+    # --- iopub ------------------------------------------------------------------------------
+
+    def _apply(self, msg: dict[str, Any]) -> None:
+        self.iopub.append(msg)
+        kind = msg["msg_type"]
+        content = msg["content"]
+        if kind == "comm_open" and content.get("target_name") == WIDGET_TARGET:
+            self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
+            self.comm_messages += 1
+        elif kind == "comm_msg":
+            self.comm_messages += 1
+            comm_id = content["comm_id"]
+            data = content.get("data", {})
+            method = data.get("method")
+            if method in ("update", "echo_update"):
+                self.widgets.setdefault(comm_id, {}).update(data.get("state", {}))
+            elif method == "custom":
+                self.customs.setdefault(comm_id, []).append(data.get("content"))
+
+    def pump(self, timeout: float = 0.05) -> bool:
+        """Read one iopub message if one comes within ``timeout``."""
+        try:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+        except queue.Empty:
+            return False
+        self._apply(msg)
+        return True
+
+    def drain(self, quiet: float = 0.3) -> None:
+        """Read until iopub has been quiet for ``quiet`` seconds."""
+        while self.pump(quiet):
+            pass
+
+    def wait_for(self, check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+        """Read iopub until ``check()`` is truthy; return its value."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = check()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what or check}")
+            self.pump(0.05)
+
+    # --- shell ------------------------------------------------------------------------------
+
+    def execute(
+        self, code: str, *, timeout: float = 60.0, allow_errors: bool = False
+    ) -> list[dict[str, Any]]:
+        """Run a cell and return the iopub messages it produced (until the kernel went idle)."""
+        msg_id = self.kc.execute(code)
+        reply = None
+        deadline = time.monotonic() + timeout
+        while reply is None:
+            msg = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if msg["parent_header"].get("msg_id") == msg_id:
+                reply = msg
+        idle = False
+        while not idle:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"cell did not finish: {code[:80]!r}")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=1)
+            except queue.Empty:
+                continue
+            self._apply(msg)
+            idle = (
+                msg["parent_header"].get("msg_id") == msg_id
+                and msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"
+            )
+        mine = [m for m in self.iopub if m["parent_header"].get("msg_id") == msg_id]
+        if reply["content"]["status"] != "ok" and not allow_errors:
+            trace = "\n".join(reply["content"].get("traceback", []))
+            raise CellError(f"cell failed: {reply['content'].get('ename')}\n{trace}")
+        return mine
+
+    def eval(self, expression: str) -> Any:
+        """The value of a Python literal expression evaluated in the kernel."""
+        msg_id = self.kc.execute("", user_expressions={"x": f"repr({expression})"})
+        while True:
+            msg = self.kc.get_shell_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id:
+                break
+        found = msg["content"]["user_expressions"]["x"]
+        if found["status"] != "ok":
+            raise CellError(f"{expression}: {found.get('ename')}: {found.get('evalue')}")
+        return ast.literal_eval(ast.literal_eval(found["data"]["text/plain"]))
+
+    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
+        """Send a comm message on the shell channel, exactly as a browser does."""
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+
+    def click(self, comm_id: str) -> None:
+        self.send_comm(comm_id, {"method": "custom", "content": {"event": "click"}})
+
+    def type_into(self, comm_id: str, value: str) -> None:
+        """What a Text widget sends when the person types."""
+        self.send_comm(comm_id, {"method": "update", "state": {"value": value}, "buffer_paths": []})
+        self.widgets[comm_id]["value"] = value
+
+    # --- widget queries ---------------------------------------------------------------------
+
+    def widget_ids(self, model: str, **state: Any) -> list[str]:
+        """Widgets of a model class (e.g. "ButtonModel") whose state matches ``state``."""
+        return [
+            comm_id
+            for comm_id, s in self.widgets.items()
+            if s.get("_model_name") == model and all(s.get(k) == v for k, v in state.items())
+        ]
+
+    def buttons(self, description: str, *, enabled: bool | None = None) -> list[str]:
+        found = self.widget_ids("ButtonModel", description=description)
+        if enabled is not None:
+            found = [c for c in found if (not self.widgets[c].get("disabled")) == enabled]
+        return found
+
+    def stream_text(self, comm_id: str) -> str:
+        """A TextStream's text, rebuilt from its state and deltas as the browser does."""
+        value = self.widgets[comm_id].get("value", "")
+        for content in self.customs.get(comm_id, []):
+            if isinstance(content, list) and len(content) == 2 and content[0] == len(value):
+                value += content[1]
+        return value
+
+    def streams(self) -> list[str]:
+        return [
+            c for c, s in self.widgets.items() if s.get("_anywidget_id", "").endswith("TextStream")
+        ]
+
+    def html_texts(self) -> list[str]:
+        return [
+            s.get("value", "") for s in self.widgets.values() if s.get("_model_name") == "HTMLModel"
+        ]
+
+    def outputs_of(self, comm_id: str) -> list[dict[str, Any]]:
+        return list(self.widgets[comm_id].get("outputs", []))
+
+    def all_output_text(self) -> str:
+        """Every text inside every Output widget (results, errors, tracebacks)."""
+        parts = []
+        for state in self.widgets.values():
+            if state.get("_model_name") != "OutputModel":
+                continue
+            for output in state.get("outputs", []):
+                if output.get("output_type") == "stream":
+                    parts.append(output.get("text", ""))
+                else:
+                    parts.append(str(output.get("data", {}).get("text/plain", "")))
+        return "\n".join(parts)
