@@ -1,0 +1,138 @@
+"""Every teaching notebook runs top to bottom, headless, on the offline model, and leaks no key.
+
+Each notebook is executed by nbclient in a real ``python3`` kernel (the kernelspec that ipykernel
+installs into this environment, so the kernel runs this interpreter). The environment holds fake
+API keys but no model setting: a notebook that picked up a key instead of the offline model, or
+printed one, fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+CELL_TIMEOUT = 120
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+#: Fresh fake keys each session, so that finding one in an output cannot be a coincidence.
+FAKE_KEYS = {
+    "OPENAI_API_KEY": f"sk-test-{secrets.token_hex(16)}",
+    "ANTHROPIC_API_KEY": f"sk-ant-test-{secrets.token_hex(16)}",
+}
+
+
+@pytest.fixture
+def headless_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Fake keys set, every nbagent setting cleared: the notebooks must choose the offline model."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("NBAGENT_") or name in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+            monkeypatch.delenv(name)
+    for name, value in FAKE_KEYS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    return dict(FAKE_KEYS)
+
+
+def tiny_notebook(path: Path, *sources: str) -> Path:
+    """Write a notebook of code cells, with the kernelspec every notebook here has."""
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for source in sources],
+        metadata={"kernelspec": KERNELSPEC},
+    )
+    nbformat.write(notebook, path)
+    return path
+
+
+def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
+    """Run a notebook like ``jupyter execute`` does, from its own folder; save the result."""
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    try:
+        client.execute()
+    finally:
+        nbformat.write(notebook, out_dir / path.name)
+    return notebook
+
+
+def test_the_course_is_complete() -> None:
+    numbers = [p.name[:2] for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 8)], [p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_saved_without_outputs_and_with_a_kernelspec(path: Path) -> None:
+    """Outputs are made by running (CI, the docs build), never committed; the kernelspec saves a
+    kernel-picker dialog in JupyterLab."""
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    assert notebook.metadata.get("kernelspec", {}).get("name") == "python3"
+    stale = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code" and c.outputs]
+    assert not stale, f"cells {stale} have saved outputs: clear them before committing"
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert len(code) >= 3, "a notebook teaches by running code"
+    assert len(notebook.cells) <= 30, "keep each notebook short"
+
+
+@pytest.mark.timeout(CELL_TIMEOUT * 3)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_headless(
+    path: Path, tmp_path: Path, headless_env: dict[str, str]
+) -> None:
+    try:
+        executed = execute(path, tmp_path)
+    except CellExecutionError as error:
+        pytest.fail(f"{path.name} failed (executed copy in {tmp_path}):\n{error}", pytrace=False)
+
+    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs, f"{path.name} produced no output at all"
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    assert not errors, f"{path.name} recorded errors: {errors}"
+
+    saved = json.dumps(executed)
+    for name, key in headless_env.items():
+        # The whole key, and its random half alone (a truncated or re-quoted key is still a leak).
+        assert key not in saved, f"{name} appears in the executed {path.name}"
+        assert key[-16:] not in saved, f"part of {name} appears in the executed {path.name}"
+
+
+@pytest.mark.timeout(CELL_TIMEOUT)
+def test_a_failing_cell_fails_the_run(tmp_path: Path, headless_env: dict[str, str]) -> None:
+    """The harness itself can fail: a broken notebook is reported, not silently saved."""
+    path = tiny_notebook(tmp_path / "broken.ipynb", "print('before')", "1 / 0")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(CellExecutionError, match="ZeroDivisionError"):
+        execute(path, out)
+
+
+@pytest.mark.timeout(CELL_TIMEOUT)
+def test_the_kernel_is_this_environment(tmp_path: Path) -> None:
+    """``python3`` must start this interpreter, or the notebooks would test another install."""
+    import sys
+
+    path = tiny_notebook(
+        tmp_path / "probe.ipynb", "import sys, nbagent; print(sys.prefix); print(nbagent.__file__)"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    ran = execute(path, out)
+    prefix, package = ran.cells[0].outputs[0]["text"].split()
+    assert Path(prefix).resolve() == Path(sys.prefix).resolve()
+    import nbagent
+
+    assert Path(package).resolve() == Path(nbagent.__file__).resolve()
