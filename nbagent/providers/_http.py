@@ -78,7 +78,7 @@ class StreamParser(Protocol):
 
     out: list[StreamEvent]
 
-    def event(self, name: str, data: str) -> bool:
+    def event(self, name: bytes, data: bytes) -> bool:
         """Handle one event; True when it was the last one of the response."""
         ...
 
@@ -255,14 +255,10 @@ class HTTPGenerator:
                         out.clear()
                     if done:
                         break
-                    if decoder.error is not None:
-                        raise decoder.error
                 if not done:
                     for name, data in decoder.flush():
                         if parser.event(name, data):
                             break
-                    if decoder.error is not None:
-                        raise decoder.error
                 parser.end()
                 for event in out:
                     yield event

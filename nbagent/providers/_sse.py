@@ -1,37 +1,53 @@
 """An incremental Server-Sent Events decoder that works on raw bytes.
 
 Bytes may arrive split anywhere (inside a line, a CRLF pair or a multi-byte UTF-8 character):
-lines are assembled as bytes first and decoded only when complete, strictly as UTF-8. Invalid
-UTF-8 is never replaced silently: decoding stops there, the events before it are returned, and
-:attr:`SSEDecoder.error` holds the :class:`UnicodeDecodeError`. Lines may end in
+lines are assembled as bytes and an event's data is handed on as bytes, to be parsed as JSON by
+:func:`loads`, which checks UTF-8 strictly (invalid UTF-8 raises :class:`UnicodeDecodeError`,
+never a silent replacement character). Lines may end in
 CR, LF or CRLF; comment lines (``: keep-alive``) are skipped; several ``data:`` lines of one event
 are joined with ``\\n``; ``id`` and ``retry`` are ignored (nbagent never reconnects a stream).
 
 httpx2 ships an ``EventSource`` too, but it decodes text with replacement characters and builds an
-object per event; this one returns plain ``(event, data)`` tuples and does the minimum per chunk.
+object per event; this one returns plain ``(event, data)`` byte tuples and does the minimum per
+chunk.
 """
 
 from __future__ import annotations
 
-__all__ = ["SSEDecoder"]
+import json
+from typing import Any
+
+import jiter
+
+__all__ = ["SSEDecoder", "loads"]
+
+
+def loads(data: bytes) -> Any:
+    """Parse one event's JSON data; invalid UTF-8 raises :class:`UnicodeDecodeError`.
+
+    jiter is the fast path (it rejects invalid UTF-8 itself); the standard library parser is
+    the fallback that tells bad UTF-8 from bad JSON and accepts what jiter is stricter about
+    (lone surrogate escapes).
+    """
+    try:
+        return jiter.from_json(data)
+    except ValueError:
+        return json.loads(data.decode())  # strict UTF-8; raises the precise error
 
 
 class SSEDecoder:
-    """Feed bytes, get complete ``(event, data)`` pairs. ``event`` is ``""`` when not named."""
+    """Feed bytes, get complete ``(event, data)`` pairs; ``event`` is ``b""`` when not named."""
 
-    __slots__ = ("_cr", "_data", "_event", "_pending", "error")
+    __slots__ = ("_cr", "_data", "_event", "_pending")
 
     def __init__(self) -> None:
-        self.error: UnicodeDecodeError | None = None  # set once invalid UTF-8 was met
         self._pending: list[bytes] = []  # an unterminated line, in pieces
         self._cr = False  # the last chunk ended in CR: a leading LF in the next one is its pair
         self._event = b""
         self._data: list[bytes] | None = None
 
-    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+    def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
         """Decode one chunk; returns the events it completed (often none or one)."""
-        if self.error is not None:
-            return []
         if self._cr:
             self._cr = False
             if chunk[:1] == b"\n":
@@ -53,25 +69,20 @@ class SSEDecoder:
             self._cr = True
         return self._lines(head.splitlines())
 
-    def flush(self) -> list[tuple[str, str]]:
+    def flush(self) -> list[tuple[bytes, bytes]]:
         """The stream ended: complete a final line and event that lacked their terminators."""
-        if self.error is not None:
-            return []
         lines = [b"".join(self._pending)] if self._pending else []
         self._pending.clear()
         lines.append(b"")
         return self._lines(lines)
 
-    def _lines(self, lines: list[bytes]) -> list[tuple[str, str]]:
-        events: list[tuple[str, str]] = []
+    def _lines(self, lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+        events: list[tuple[bytes, bytes]] = []
         for line in lines:
             if not line:
                 if self._data is not None:
-                    try:
-                        events.append((self._event.decode(), b"\n".join(self._data).decode()))
-                    except UnicodeDecodeError as exc:
-                        self.error = exc
-                        return events
+                    data = self._data
+                    events.append((self._event, data[0] if len(data) == 1 else b"\n".join(data)))
                 self._data = None
                 self._event = b""
             elif line.startswith(b"data:"):

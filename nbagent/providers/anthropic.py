@@ -68,6 +68,7 @@ from ..messages import (
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
 from ._shared import b64, input_object, normalize_schema, provider_tool_spec
+from ._sse import loads
 
 __all__ = ["AnthropicMessages"]
 
@@ -314,9 +315,9 @@ class _EventParser:
         self._reason: str | None = None
         self._usage: dict[str, int] = {}
 
-    def event(self, name: str, data: str) -> bool:
-        payload = json.loads(data)
-        kind = payload.get("type") or name
+    def event(self, name: bytes, data: bytes) -> bool:
+        payload = loads(data)
+        kind = payload.get("type") or name.decode()
         if kind == "content_block_delta":
             delta = payload["delta"]
             dtype = delta.get("type")

@@ -56,6 +56,7 @@ from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
 from ._shared import b64, description_with_examples, normalize_schema, provider_tool_spec
+from ._sse import loads
 from ._strict import drop_added_nulls, strict_schema
 
 __all__ = ["OpenAIChat", "strict_schema"]
@@ -295,10 +296,10 @@ class _ChunkParser:
         self._usage: Usage | None = None
         self._closed = False
 
-    def event(self, name: str, data: str) -> bool:
-        if data == "[DONE]":
+    def event(self, name: bytes, data: bytes) -> bool:
+        if data == b"[DONE]":
             return True
-        chunk = json.loads(data)
+        chunk = loads(data)
         if chunk.get("error"):
             raise StreamFailure(_error_message(self._provider, chunk["error"]))
         choices = chunk.get("choices")

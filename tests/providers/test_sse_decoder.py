@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent.providers._sse import SSEDecoder
+from nbagent.providers._sse import SSEDecoder, loads
 
 STREAM = (
     ": comment\n"
@@ -33,8 +36,7 @@ def decode(pieces: list[bytes]) -> list[tuple[str, str]]:
     for piece in pieces:
         events.extend(decoder.feed(piece))
     events.extend(decoder.flush())
-    assert decoder.error is None
-    return events
+    return [(name.decode(), data.decode()) for name, data in events]
 
 
 def test_every_split_with_every_line_end() -> None:
@@ -72,12 +74,13 @@ def test_flush_completes_an_unterminated_last_event() -> None:
     assert decode([b"data: x\r"]) == [("", "x")]
 
 
-def test_invalid_utf8_stops_after_the_events_before_it() -> None:
-    decoder = SSEDecoder()
-    events = decoder.feed(b"data: ok\n\ndata: \xe2\x82\n\ndata: later\n\n")
-    assert events == [("", "ok")]
-    assert isinstance(decoder.error, UnicodeDecodeError)
-    assert decoder.feed(b"data: more\n\n") == [] and decoder.flush() == []
+def test_loads_is_strict_about_utf8_and_lenient_about_surrogates() -> None:
+    assert loads('{"a": "é🌍"}'.encode()) == {"a": "é🌍"}
+    with pytest.raises(UnicodeDecodeError):
+        loads(b'{"a": "\xe2\x82"}')
+    with pytest.raises(json.JSONDecodeError):
+        loads(b'{"a": ')
+    assert loads(b'{"a": "\\ud83c"}') == {"a": "\ud83c"}  # a lone surrogate escape
 
 
 def test_utf8_split_inside_a_character_is_fine() -> None:
