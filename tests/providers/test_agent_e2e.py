@@ -1,0 +1,212 @@
+"""The agent loop through each adapter against the loopback server: a multi-step conversation
+with a parallel batch, a denied call and an image result; a failed stream; a cancelled run."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from nbagent.agent import Agent
+from nbagent.approval import ScriptedApprover, deny
+from nbagent.content import ToolResult, image_result
+from nbagent.tools import tool
+
+from . import wire
+from .conftest import Reply, Server
+from .helpers import ADAPTERS
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+PNG_B64 = base64.b64encode(PNG).decode()
+
+# (call id, tool, arguments) per model turn; the last turn answers in text
+TURNS: list[list[tuple[str, str, str]]] = [
+    [
+        ("c_weather", "get_weather", '{"city": "Zürich"}'),
+        ("c_delete", "delete_file", '{"path": "/tmp/x"}'),
+        ("c_plot", "plot", "{}"),
+    ],
+    [("c_weather2", "get_weather", '{"city": "Bern"}')],
+]
+FINAL = "Zürich and Bern are sunny; I did not delete anything."
+
+
+def openai_turn(calls: list[tuple[str, str, str]], text: str = "") -> bytes:
+    chunks: list[Any] = [wire.oa_chunk({"role": "assistant", "content": ""})]
+    if text:
+        chunks += [wire.oa_chunk({"content": text[:10]}), wire.oa_chunk({"content": text[10:]})]
+    for index, (call_id, name, args) in enumerate(calls):
+        chunks.append(wire.oa_chunk({"tool_calls": [wire.oa_call(index, call_id, name)]}))
+        half = len(args) // 2
+        chunks.append(wire.oa_chunk({"tool_calls": [wire.oa_call(index, args=args[:half])]}))
+        chunks.append(wire.oa_chunk({"tool_calls": [wire.oa_call(index, args=args[half:])]}))
+    chunks += [wire.oa_chunk({}, "tool_calls" if calls else "stop"), wire.oa_usage(100, 10)]
+    return wire.openai_sse(chunks)
+
+
+def anthropic_turn(calls: list[tuple[str, str, str]], text: str = "") -> bytes:
+    events: list[Any] = [wire.an_message_start(100)]
+    index = 0
+    if text:
+        events += [
+            wire.an_block_start(0, {"type": "text", "text": ""}),
+            wire.an_text(0, text[:10]),
+            wire.an_text(0, text[10:]),
+            wire.an_block_stop(0),
+        ]
+        index = 1
+    for offset, (call_id, name, args) in enumerate(calls):
+        i = index + offset
+        half = len(args) // 2
+        events += [
+            wire.an_block_start(i, {"type": "tool_use", "id": call_id, "name": name, "input": {}}),
+            wire.an_json(i, args[:half]),
+            wire.an_json(i, args[half:]),
+            wire.an_block_stop(i),
+        ]
+    events += [wire.an_message_delta("tool_use" if calls else "end_turn", 10), wire.MESSAGE_STOP]
+    return wire.anthropic_sse(events)
+
+
+TURN_BUILDERS: dict[str, Callable[..., bytes]] = {
+    "openai": openai_turn,
+    "anthropic": anthropic_turn,
+}
+
+
+def make_tools(ran: list[str]) -> list[Any]:
+    @tool
+    async def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        ran.append(f"get_weather:{city}")
+        await asyncio.sleep(0.01)
+        return f"Sunny in {city}"
+
+    @tool(needs_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(f"delete_file:{path}")
+        return "deleted"
+
+    @tool
+    def plot() -> ToolResult:
+        """Draw the chart."""
+        ran.append("plot")
+        return image_result(PNG, "image/png")
+
+    return [get_weather, delete_file, plot]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_multi_step_conversation(kind: str, server: Server, history_valid: Any) -> None:
+    build = TURN_BUILDERS[kind]
+    server.queue(
+        Reply(build(TURNS[0], "Let me look at that.")),
+        Reply(build(TURNS[1])),
+        Reply(build([], FINAL)),
+    )
+    ran: list[str] = []
+    approver = ScriptedApprover({"delete_file": deny("not today")})
+    model = ADAPTERS[kind](server)
+    agent = Agent(model=model, tools=make_tools(ran), approver=approver, instructions="Be brief.")
+    result = await agent.run("Weather in Zürich and Bern? Delete /tmp/x. Plot it.")
+    await model.aclose()
+
+    assert result.stop_reason == "finished", result.error
+    assert result.text.endswith(FINAL)
+    assert sorted(ran) == ["get_weather:Bern", "get_weather:Zürich", "plot"]  # never deleted
+    assert [r.tool_name for r in approver.requests] == ["delete_file"]
+    assert result.steps == 3 and result.usage.output_tokens == 30
+    history_valid(agent.messages)
+    assert len(server.requests) == 3
+
+    second = server.requests[1].json
+    third = server.requests[2].json
+    if kind == "openai":
+        messages = second["messages"]
+        assert messages[0] == {"role": "system", "content": "Be brief."}
+        assert [c["id"] for c in messages[2]["tool_calls"]] == ["c_weather", "c_delete", "c_plot"]
+        assert messages[3] == {
+            "role": "tool",
+            "tool_call_id": "c_weather",
+            "content": "Sunny in Zürich",
+        }
+        assert messages[4]["tool_call_id"] == "c_delete" and "not today" in messages[4]["content"]
+        assert messages[4]["content"].startswith("Error: ")
+        assert messages[5]["tool_call_id"] == "c_plot"
+        assert messages[6]["role"] == "user"
+        assert messages[6]["content"][0]["text"] == "Images from tool call c_plot (plot):"
+        assert messages[6]["content"][1]["image_url"]["url"] == f"data:image/png;base64,{PNG_B64}"
+        assert third["messages"][-1] == {
+            "role": "tool",
+            "tool_call_id": "c_weather2",
+            "content": "Sunny in Bern",
+        }
+        assert [t["function"]["name"] for t in second["tools"]] == [
+            "get_weather",
+            "delete_file",
+            "plot",
+        ]
+    else:
+        assert second["system"] == "Be brief."
+        assistant, results = second["messages"][1], second["messages"][2]
+        assert [b["type"] for b in assistant["content"]] == [
+            "text",
+            "tool_use",
+            "tool_use",
+            "tool_use",
+        ]
+        assert assistant["content"][1]["input"] == {"city": "Zürich"}
+        blocks = {b["tool_use_id"]: b for b in results["content"]}
+        assert blocks["c_weather"]["content"] == "Sunny in Zürich"
+        assert (
+            blocks["c_delete"]["is_error"] is True and "not today" in blocks["c_delete"]["content"]
+        )
+        image = blocks["c_plot"]["content"][0]
+        assert image == {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64},
+        }
+        assert third["messages"][-1]["content"][0]["content"] == "Sunny in Bern"
+        assert [t["name"] for t in second["tools"]] == ["get_weather", "delete_file", "plot"]
+    await server.wait_all_closed()
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_broken_stream_runs_no_tool(kind: str, server: Server, history_valid: Any) -> None:
+    body = TURN_BUILDERS[kind](TURNS[0])
+    cut = body.index(b"c_plot")  # the third call has started; the response then drops
+    server.queue(Reply([body[:cut]], end="drop"))
+    ran: list[str] = []
+    model = ADAPTERS[kind](server)
+    agent = Agent(model=model, tools=make_tools(ran))
+    result = await agent.run("go")
+    await model.aclose()
+    assert result.stop_reason == "failed"
+    assert "dropped mid-response" in str(result.error)
+    assert ran == []  # complete-looking calls of a failed answer never run
+    history_valid(agent.messages)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_cancelling_a_run_closes_the_connection(kind: str, server: Server) -> None:
+    body = TURN_BUILDERS[kind]([], "A long answer that never ends")
+    server.queue(Reply([body[: body.index(b"\n\n", body.index(b"A long")) + 2]], end="hang"))
+    model = ADAPTERS[kind](server)
+    agent = Agent(model=model, tools=make_tools([]))
+    run = agent.start("go")
+    async for event in run.events():
+        if type(event).__name__ == "AssistantTextDelta":
+            break
+    run.cancel()
+    result = await run.result()
+    assert result.stop_reason == "cancelled"
+    await server.wait_all_closed(timeout=1.0)
+    await model.aclose()
+    assert json.loads(server.requests[0].body)["messages"]
