@@ -1,0 +1,167 @@
+"""A loopback HTTP/1.1 server (stdlib asyncio) that streams protocol-accurate SSE, fast.
+
+Run as a separate process (so its CPU does not compete with the client's event loop):
+``python benchmarks/_sse_server.py CHUNKS``. It prints ``PORT <n>`` once listening, and serves
+until killed or until its stdin closes.
+
+* ``POST .../chat/completions``: an OpenAI ``chat.completion.chunk`` stream: CHUNKS/2 text deltas,
+  then one tool call whose JSON arguments arrive in CHUNKS/2 fragments, the finish chunk, a usage
+  chunk and ``data: [DONE]``.
+* ``POST .../messages``: an Anthropic Messages stream with the same content (``text_delta`` and
+  ``input_json_delta`` events between the block start/stop events, ``message_delta``,
+  ``message_stop``).
+
+Every SSE event is one HTTP chunk (``Transfer-Encoding: chunked``), as the real services send
+them; the whole response is built once and written in one go, so the server costs ~nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+WORDS = ["alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta ", "eta ", "theta "]
+
+
+def _fragments(half: int) -> list[str]:
+    """``half`` fragments that join into the JSON object ``{"text": "..."}``."""
+    inner = [f"w{i % 1000:03d} " for i in range(half - 2)]
+    return ['{"text": "', *inner, '"}']
+
+
+def _http(events: list[bytes]) -> bytes:
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+        b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    framed = [b"%x\r\n%s\r\n" % (len(event), event) for event in events]
+    return head + b"".join(framed) + b"0\r\n\r\n"
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def openai_body(chunks: int) -> bytes:
+    half = chunks // 2
+    base = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "bench-model",
+        "system_fingerprint": "fp_bench",
+    }
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return f"data: {_dumps({**base, 'choices': [choice]})}\n\n".encode()
+
+    events = [chunk({"role": "assistant", "content": WORDS[0]})]
+    events += [chunk({"content": WORDS[i % len(WORDS)]}) for i in range(1, half)]
+    args = _fragments(half)
+    first = {"index": 0, "id": "call_bench", "type": "function"}
+    events.append(
+        chunk({"tool_calls": [{**first, "function": {"name": "record", "arguments": args[0]}}]})
+    )
+    events += [
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        for piece in args[1:]
+    ]
+    events.append(chunk({}, "tool_calls"))
+    usage = {"prompt_tokens": 12, "completion_tokens": chunks, "total_tokens": chunks + 12}
+    events.append(f"data: {_dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+    events.append(b"data: [DONE]\n\n")
+    return _http(events)
+
+
+def anthropic_body(chunks: int) -> bytes:
+    half = chunks // 2
+
+    def event(name: str, data: dict[str, object]) -> bytes:
+        return f"event: {name}\ndata: {_dumps({'type': name, **data})}\n\n".encode()
+
+    message = {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "bench-model",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 1},
+    }
+    events = [
+        event("message_start", {"message": message}),
+        event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+    ]
+    events += [
+        event(
+            "content_block_delta",
+            {"index": 0, "delta": {"type": "text_delta", "text": WORDS[i % len(WORDS)]}},
+        )
+        for i in range(half)
+    ]
+    events.append(event("content_block_stop", {"index": 0}))
+    tool = {"type": "tool_use", "id": "toolu_bench", "name": "record", "input": {}}
+    events.append(event("content_block_start", {"index": 1, "content_block": tool}))
+    events += [
+        event(
+            "content_block_delta",
+            {"index": 1, "delta": {"type": "input_json_delta", "partial_json": piece}},
+        )
+        for piece in _fragments(half)
+    ]
+    events.append(event("content_block_stop", {"index": 1}))
+    events.append(
+        event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": chunks},
+            },
+        )
+    )
+    events.append(event("message_stop", {}))
+    return _http(events)
+
+
+async def serve(chunks: int) -> None:
+    bodies = {"openai": openai_body(chunks), "anthropic": anthropic_body(chunks)}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                path = lines[0].split(" ")[1]
+                length = 0
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                if length:
+                    await reader.readexactly(length)
+                if "chat/completions" in path:
+                    writer.write(bodies["openai"])
+                elif "messages" in path:
+                    writer.write(bodies["anthropic"])
+                else:
+                    writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.CancelledError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    print(f"PORT {port}", flush=True)
+    loop = asyncio.get_running_loop()
+    # Stop when the parent closes our stdin (it exited or is done with us).
+    await loop.run_in_executor(None, sys.stdin.read)
+    server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 20000))
