@@ -35,12 +35,15 @@ def kernel_env(**extra: str) -> dict[str, str]:
 def _build_ipykernel6_venv(where: Path) -> Path:
     python = where / "bin" / "python"
     marker = where / "nbagent-ready.json"
-    want = {"ipykernel": IPYKERNEL6, "root": str(ROOT)}
+    want = {"ipykernel": IPYKERNEL6, "root": str(ROOT), "extra": ["pandas"]}
     if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
         return python
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"ipykernel=={IPYKERNEL6}", "-e", str(ROOT)],
+        [
+            *(str(python), "-m", "pip", "install", "-q"),
+            *(f"ipykernel=={IPYKERNEL6}", "pandas", "-e", str(ROOT)),
+        ],
         check=True,
     )
     marker.write_text(json.dumps(want))

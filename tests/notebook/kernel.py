@@ -159,16 +159,23 @@ class Kernel:
 
     # --- widget queries ---------------------------------------------------------------------
 
-    def widget_ids(self, model: str, **state: Any) -> list[str]:
+    def mark(self) -> int:
+        """A bookmark: widgets created after it belong to what comes next."""
+        self.drain(0.05)
+        return len(self.widgets)
+
+    def widget_ids(self, model: str, *, since: int = 0, **state: Any) -> list[str]:
         """Widgets of a model class (e.g. "ButtonModel") whose state matches ``state``."""
         return [
             comm_id
-            for comm_id, s in self.widgets.items()
+            for comm_id, s in list(self.widgets.items())[since:]
             if s.get("_model_name") == model and all(s.get(k) == v for k, v in state.items())
         ]
 
-    def buttons(self, description: str, *, enabled: bool | None = None) -> list[str]:
-        found = self.widget_ids("ButtonModel", description=description)
+    def buttons(
+        self, description: str, *, enabled: bool | None = None, since: int = 0
+    ) -> list[str]:
+        found = self.widget_ids("ButtonModel", since=since, description=description)
         if enabled is not None:
             found = [c for c in found if (not self.widgets[c].get("disabled")) == enabled]
         return found
@@ -181,23 +188,32 @@ class Kernel:
                 value += content[1]
         return value
 
-    def streams(self) -> list[str]:
+    def streams(self, since: int = 0) -> list[str]:
         return [
-            c for c, s in self.widgets.items() if s.get("_anywidget_id", "").endswith("TextStream")
+            c
+            for c, s in list(self.widgets.items())[since:]
+            if s.get("_anywidget_id", "").endswith("TextStream")
         ]
 
-    def html_texts(self) -> list[str]:
+    def html_texts(self, since: int = 0) -> list[str]:
         return [
-            s.get("value", "") for s in self.widgets.values() if s.get("_model_name") == "HTMLModel"
+            s.get("value", "")
+            for s in list(self.widgets.values())[since:]
+            if s.get("_model_name") == "HTMLModel"
         ]
+
+    def footer(self, since: int) -> str:
+        """The run footer (the last HTML widget that reports steps) of the run after ``since``."""
+        texts = [t for t in self.html_texts(since) if " step" in t and "tokens" in t]
+        return texts[0] if texts else ""
 
     def outputs_of(self, comm_id: str) -> list[dict[str, Any]]:
         return list(self.widgets[comm_id].get("outputs", []))
 
-    def all_output_text(self) -> str:
+    def all_output_text(self, since: int = 0) -> str:
         """Every text inside every Output widget (results, errors, tracebacks)."""
         parts = []
-        for state in self.widgets.values():
+        for state in list(self.widgets.values())[since:]:
             if state.get("_model_name") != "OutputModel":
                 continue
             for output in state.get("outputs", []):
