@@ -63,6 +63,8 @@ nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_kernel_rgx_aliases = {".*": "python3"}
 nb_merge_streams = True
+# Run views write Markdown with tables: render them as MyST (CommonMark has no tables).
+nb_render_markdown_format = "myst"
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
