@@ -81,7 +81,9 @@ def kernel(kernel_python: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """A kernel with nbagent loaded, shared by the tests of one module."""
     k = start_kernel(kernel_python, tmp_path_factory.mktemp("spec"), kernel_env())
     try:
-        k.execute("%load_ext nbagent.notebook\nimport nbagent\nfrom nbagent.tools import tool")
+        k.execute(
+            "%load_ext nbagent\nimport nbagent\nimport nbagent.notebook\nfrom nbagent import tool"
+        )
         yield k
     finally:
         k.shutdown()

@@ -24,7 +24,9 @@ class CellError(AssertionError):
     """A cell raised; the message holds the kernel's traceback."""
 
 
-def make_kernel_manager(python: str, spec_dir: Path) -> KernelManager:
+def make_kernel_manager(
+    python: str, spec_dir: Path, manager: type[KernelManager] = KernelManager
+) -> KernelManager:
     """A KernelManager for ``python -m ipykernel_launcher`` with a kernelspec of its own."""
     kernel_dir = spec_dir / "kernels" / "nbagent-test"
     kernel_dir.mkdir(parents=True, exist_ok=True)
@@ -35,7 +37,7 @@ def make_kernel_manager(python: str, spec_dir: Path) -> KernelManager:
     }
     (kernel_dir / "kernel.json").write_text(json.dumps(spec))
     specs = KernelSpecManager(kernel_dirs=[str(spec_dir / "kernels")])
-    return KernelManager(kernel_name="nbagent-test", kernel_spec_manager=specs)
+    return manager(kernel_name="nbagent-test", kernel_spec_manager=specs)
 
 
 class Kernel:
