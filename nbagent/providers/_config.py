@@ -135,7 +135,8 @@ def resolve_generator(
 ) -> Generator:
     """The Generator for ``spec`` (see the module docs); a Generator passes through unchanged.
 
-    ``overrides`` go to the adapter (``timeout``, ``max_retries``, ``headers`` …). Raises
+    ``overrides`` go to the HTTP adapter (``timeout``, ``max_retries``, ``headers`` …; the
+    offline model takes none). Raises
     :class:`ConfigurationError` saying which variable to set when a key or base URL is missing.
     """
     if spec is not None and not isinstance(spec, str):
@@ -151,7 +152,7 @@ def resolve_generator(
     if provider == "offline":
         from ..models import OfflineModel
 
-        return OfflineModel(**overrides)
+        return OfflineModel()  # adapter settings (timeout …) mean nothing to it
     if provider in _VENDOR_KEY and not resolved.api_key:
         raise ConfigurationError(
             f"no API key for {provider}:{resolved.model}: set {_VENDOR_KEY[provider]} (or "

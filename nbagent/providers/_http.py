@@ -20,7 +20,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, ClassVar, Protocol
 
@@ -67,6 +67,12 @@ class Secret:
 
     def __reduce__(self) -> Any:  # never pickle a key into a saved object
         raise TypeError("an API key is not picklable")
+
+    def __copy__(self) -> Secret:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Secret:
+        return self
 
 
 class StreamFailure(Exception):
@@ -181,6 +187,8 @@ class HTTPGenerator:
         self._transport = transport
         self._client: httpx2.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._guard: AsyncGenerator[None, None] | None = None
+        self._guard_started = False
 
     # --- presentation -------------------------------------------------------------------
 
@@ -207,7 +215,7 @@ class HTTPGenerator:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop or self._client.is_closed:
             # A client belongs to the loop that made it; a new loop (one per notebook cell)
-            # gets a new client. The old one's idle sockets are released with it.
+            # gets a new client. The old one was closed when its loop shut down (see below).
             self._client = httpx2.AsyncClient(
                 transport=self._transport,
                 timeout=httpx2.Timeout(
@@ -216,12 +224,25 @@ class HTTPGenerator:
                 follow_redirects=False,
             )
             self._client_loop = loop
+            self._guard = _close_with_loop(self._client)
+            self._guard_started = False
         return self._client
+
+    async def _client_for_request(self) -> httpx2.AsyncClient:
+        client = self._get_client()
+        if self._guard is not None and not self._guard_started:
+            # Started on this loop, the guard is finalized by the loop's shutdown
+            # (asyncio.run, asyncio.Runner, a kernel's exit), which closes the client there:
+            # no idle connection outlives its loop.
+            self._guard_started = True
+            await self._guard.__anext__()
+        return client
 
     async def aclose(self) -> None:
         """Close the adapter's own client and its connections (an injected client is left)."""
         client, self._client = self._client, None
         loop, self._client_loop = self._client_loop, None
+        guard, self._guard = self._guard, None
         if client is None:
             return
         try:
@@ -229,6 +250,8 @@ class HTTPGenerator:
         except RuntimeError:  # pragma: no cover - called outside a loop
             running = None
         if running is loop:
+            if guard is not None and self._guard_started:
+                await guard.aclose()  # closes the client
             await client.aclose()
 
     # --- one request ----------------------------------------------------------------------
@@ -313,7 +336,7 @@ class HTTPGenerator:
 
     async def _open(self, path: str, body: dict[str, Any]) -> httpx2.Response:
         """POST ``body`` and return the streaming response, retrying what may be retried."""
-        client = self._get_client()
+        client = await self._client_for_request()
         url = self.base_url + path
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         attempt = 0
@@ -411,6 +434,14 @@ class HTTPGenerator:
         if status >= 500 or status in (408, 409):
             return "What to do: the provider failed (retries ran out); try again later."
         return "What to do: check the request and the base URL."
+
+
+async def _close_with_loop(client: httpx2.AsyncClient) -> AsyncGenerator[None, None]:
+    """Suspended until its loop shuts down its async generators; then closes ``client``."""
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 async def _read_bounded(response: httpx2.Response) -> bytes:

@@ -310,3 +310,29 @@ async def test_adapter_repr_and_events_never_show_the_key(kind: str, server: Ser
     with pytest.raises(TypeError):
         pickle.dumps(model)
     await model.aclose()
+
+
+def test_one_adapter_across_event_loops(kind: str) -> None:
+    """A notebook runs each cell's agent on a new loop: the adapter must follow (not crash)."""
+    import threading
+
+    loop = asyncio.new_event_loop()
+    server = Server()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(5)
+    try:
+        model = make(kind, server)
+        for _ in range(3):
+            server.queue(Reply(ok_body(kind)))
+            events = asyncio.run(collect(model))
+            assert events[0] == TextDelta("ok") and isinstance(events[-1], Finish)
+        assert len(server.requests) == 3
+        assert server.connections == 3  # a fresh client (and connection) per loop
+        # each loop's shutdown closed its client: no idle connection outlived its loop
+        asyncio.run_coroutine_threadsafe(server.wait_all_closed(2.0), loop).result(5)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
