@@ -338,7 +338,7 @@ class HTTPGenerator:
         """POST ``body`` and return the streaming response, retrying what may be retried."""
         client = await self._client_for_request()
         url = self.base_url + path
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = _json_bytes(body)
         attempt = 0
         while True:
             retry_after: float | None = None
@@ -434,6 +434,13 @@ class HTTPGenerator:
         if status >= 500 or status in (408, 409):
             return "What to do: the provider failed (retries ran out); try again later."
         return "What to do: check the request and the base URL."
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:  # a lone surrogate (from a model's broken escape): keep it escaped
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 async def _close_with_loop(client: httpx2.AsyncClient) -> AsyncGenerator[None, None]:

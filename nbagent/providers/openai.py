@@ -303,7 +303,7 @@ class _ChunkParser:
         if chunk.get("error"):
             raise StreamFailure(_error_message(self._provider, chunk["error"]))
         choices = chunk.get("choices")
-        if choices:
+        if choices and not choices[0].get("index"):  # the first choice only (n > 1 is ignored)
             choice = choices[0]
             delta = choice.get("delta")
             if delta:

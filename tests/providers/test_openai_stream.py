@@ -357,3 +357,12 @@ async def test_partial_arguments_parse_as_they_grow(server: Server) -> None:
         {"city": "Zürich", "days": [1, 2]},
     ]
     await model.aclose()
+
+
+async def test_only_the_first_choice_is_read(server: Server) -> None:
+    other = oa_chunk({"content": "second choice"})
+    other["choices"][0]["index"] = 1
+    server.queue(Reply(openai_sse([oa_chunk({"content": "first"}), other, oa_chunk({}, "stop")])))
+    model = openai(server)
+    assert await collect(model) == [TextDelta("first"), Finish("stop", Usage(), "stop")]
+    await model.aclose()

@@ -481,3 +481,9 @@ async def test_history_over_the_socket(server: Server) -> None:
     }
     assert second["messages"][2]["content"][1]["content"][1]["source"]["data"] == PNG_B64
     assert server.requests[0].headers["content-type"] == "application/json"
+
+
+async def test_a_lone_surrogate_in_the_history_is_sent_escaped() -> None:
+    history = [user("broken \ud83c emoji")]
+    body = await send("openai", Request(history))
+    assert body["messages"][0]["content"] == "broken \ud83c emoji"
