@@ -22,6 +22,9 @@ from .transcript import CallRecord, call_line
 
 __all__ = ["ToolCard"]
 
+#: Arguments longer than this are not re-sent indented once complete.
+PRETTY_LIMIT = 2_000
+
 _COLORS = {
     "done": "#2e7d32",
     "error": "#c62828",
@@ -80,8 +83,14 @@ class ToolCard:
         return True
 
     def arguments_ready(self) -> None:
-        """The call is complete: show its arguments as indented JSON."""
-        self.arguments.replace(pretty_arguments(self.record.input, self.record.arguments))
+        """The call is complete: show its arguments as indented JSON.
+
+        Long arguments that already arrived whole are left as streamed: resending them only to
+        indent them would double their traffic.
+        """
+        raw = self.record.arguments
+        if len(raw) <= PRETTY_LIMIT or self.arguments.text != raw:
+            self.arguments.replace(pretty_arguments(self.record.input, raw))
         self.arguments.finish()
 
     def ask(self, request: ApprovalRequest, decide: Callable[[Decision], bool]) -> ApprovalBar:

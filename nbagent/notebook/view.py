@@ -74,6 +74,7 @@ class RunView:
         self._last_send = clock()
         self._last_second = -1
         self.finished = False
+        self._stopping = False
 
         self.header = widgets.HTML(self._header_html())
         self.body = widgets.VBox([])
@@ -90,8 +91,9 @@ class RunView:
     # --- Stop ---------------------------------------------------------------------------------
 
     def _on_stop(self, _button: Any) -> None:
-        if self.finished or self.on_stop is None:
+        if self.finished or self.on_stop is None or self._stopping:
             return
+        self._stopping = True
         self.stop.disabled = True
         self.stop.description = "Stopping…"
         self.on_stop()

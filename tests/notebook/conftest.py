@@ -93,3 +93,106 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
     for item in items:
         if "kernel" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(180))
+
+
+class RecordingComm:
+    """Stands in for a kernel comm: records what a widget sends, delivers what a browser sends."""
+
+    kernel = "recording"
+
+    def __init__(self, wire: Wire, kwargs: dict[str, Any]) -> None:
+        self.wire = wire
+        self.comm_id = kwargs.get("comm_id") or f"comm-{len(wire.comms)}"
+        self.handler: Any = None
+
+    def send(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
+        self.wire.record("msg", self.comm_id, data)
+
+    def on_msg(self, callback: Any) -> None:
+        self.handler = callback
+
+    def on_close(self, callback: Any) -> None:
+        pass
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def deliver(self, data: dict[str, Any]) -> None:
+        """A message from the browser, e.g. a click."""
+        self.handler({"content": {"comm_id": self.comm_id, "data": data}, "buffers": []})
+
+
+class Wire:
+    """Every widget message, with its time on ``clock`` and its size as the kernel encodes it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.messages: list[tuple[float, str, str, Any]] = []
+        self.comms: dict[str, RecordingComm] = {}
+
+    def clock(self) -> float:
+        return self.now
+
+    def create_comm(self, **kwargs: Any) -> RecordingComm:
+        comm = RecordingComm(self, kwargs)
+        self.comms[comm.comm_id] = comm
+        self.record("open", comm.comm_id, kwargs.get("data"))
+        return comm
+
+    def record(self, kind: str, comm_id: str, data: Any) -> None:
+        self.messages.append((self.now, kind, comm_id, data))
+
+    @staticmethod
+    def size(data: Any) -> int:
+        # what jupyter_client's packer produces for the message content
+        return len(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8"))
+
+    def total_bytes(self, since: int = 0) -> int:
+        return sum(self.size(d) for _, _, _, d in self.messages[since:])
+
+    def busiest_second(self, since: int = 0) -> int:
+        """The most messages sent within any one second."""
+        times = [t for t, _, _, _ in self.messages[since:]]
+        best = 0
+        start = 0
+        for end, t in enumerate(times):
+            while t - times[start] >= 1.0:
+                start += 1
+            best = max(best, end - start + 1)
+        return best
+
+    def state(self, comm_id: str) -> dict[str, Any]:
+        """A widget's state as a browser would hold it."""
+        state: dict[str, Any] = {}
+        for _, kind, cid, data in self.messages:
+            if cid != comm_id:
+                continue
+            if kind == "open" or data.get("method") in ("update", "echo_update"):
+                state.update(data.get("state", {}))
+        return state
+
+    def text(self, comm_id: str) -> str:
+        """A TextStream's text rebuilt as the browser does (ASCII offsets)."""
+        value = ""
+        for _, kind, cid, data in self.messages:
+            if cid != comm_id:
+                continue
+            if kind == "open":
+                value = data.get("state", {}).get("value", value)
+            elif data.get("method") == "update" and "value" in data.get("state", {}):
+                value = data["state"]["value"]
+            elif data.get("method") == "custom":
+                at, chunk = data["content"]
+                assert at == len(value), "a delta that does not line up"
+                value += chunk
+        return value
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    """Widgets created in this test talk to a recording comm instead of a kernel."""
+    import ipywidgets.comm
+
+    recorder = Wire()
+    monkeypatch.setattr(ipywidgets.comm, "create_comm", recorder.create_comm)
+    return recorder

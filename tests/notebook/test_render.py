@@ -1,0 +1,144 @@
+"""What a person sees of results, and model text made safe for Markdown and HTML."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import pytest
+
+from nbagent.content import error_result, text_and_image_result, to_tool_result
+from nbagent.notebook.render import (
+    code_span,
+    fenced,
+    result_outputs,
+    safe_markdown,
+    shorten,
+    table_html,
+)
+from nbagent.notebook.transcript import Transcript
+
+ATTACKS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "[click](JaVaScRiPt :alert(1))",
+    "[x]: javascript:alert(1)\n\n[x]",
+    "<a href='javascript:alert(1)'>a</a>",
+    "![p](data:text/html;base64,PHNjcmlwdD4=)",
+    "&lt;script&gt;alert(1)&lt;/script&gt;",
+    "[a](&#106;avascript:alert(1))",
+    "<svg><animate onbegin=alert(1) attributeName=x dur=1s>",
+]
+
+
+def harmful(html: str) -> bool:
+    lowered = html.lower()
+    return bool(
+        "<script" in lowered
+        or "<svg" in lowered
+        or "<a href='" in lowered
+        or re.search(r"<[a-z][^>]*\son\w+\s*=", lowered)  # an event handler attribute
+        or re.search(r"(href|src)\s*=\s*[\"']?\s*(javascript|data|vbscript):", lowered)
+    )
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_safe_markdown_renders_no_markup_and_no_script_url(attack: str) -> None:
+    mistune = pytest.importorskip("mistune")
+    # like JupyterLab's renderer for trusted output: raw HTML passes through
+    render = mistune.create_markdown(escape=False)
+    text = f"Text before {attack} and after."
+    safe = safe_markdown(text)
+    assert not harmful(render(safe))
+    # whatever a renderer does with URLs, none of these schemes survives as a scheme
+    assert not re.search(r"(?i)(javascript|vbscript|data)\s*:", safe)
+    if attack.startswith("<"):
+        assert harmful(render(text)), "the attack should work without safe_markdown"
+
+
+def test_safe_markdown_keeps_markdown_and_code_as_written() -> None:
+    text = (
+        "# Title\n\n**bold** and `a < b && c` and\n\n```python\nif a < b:\n    x = '<tag>'\n```\n"
+    )
+    safe = safe_markdown(text)
+    assert "# Title" in safe and "**bold**" in safe
+    assert "`a < b && c`" in safe  # code spans show their text literally
+    assert "if a < b:\n    x = '<tag>'" in safe  # so do fenced blocks
+    assert "> quoted" in safe_markdown("> quoted")
+
+
+def test_code_span_and_fence_survive_backticks() -> None:
+    assert code_span("a`b") == "``a`b``"
+    assert code_span("`x`") == "`` `x` ``"
+    block = fenced("```\ninner\n```")
+    assert block.startswith("````\n") and block.endswith("\n````")
+
+
+def test_shorten_says_how_much_was_left_out() -> None:
+    assert shorten("abc", 10) == "abc"
+    assert shorten("a" * 30, 10).endswith("(20 more characters not shown)")
+
+
+def test_dataframe_table_is_escaped_and_bounded() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"<b>col</b>": [f"<i>{i}</i>" for i in range(80)]})
+    html = table_html(frame)
+    assert html is not None
+    assert "<b>col</b>" not in html and "&lt;b&gt;col&lt;/b&gt;" in html
+    assert "&lt;i&gt;0&lt;/i&gt;" in html and "&lt;i&gt;79&lt;/i&gt;" not in html
+    assert "80 rows × 1 columns" in html
+    assert table_html(pd.Series([1, 2], name="n")) is not None
+    assert table_html("not a table") is None
+
+
+def test_results_for_a_person() -> None:
+    from PIL import Image
+
+    picture = result_outputs(to_tool_result(Image.new("RGB", (5, 3), "red")))
+    assert picture[0]["data"]["text/plain"] == "[image 5×3, image/png]"
+    png = base64.b64decode(picture[0]["data"]["image/png"])
+    assert Image.open(io.BytesIO(png)).size == (5, 3)
+
+    both = result_outputs(text_and_image_result("caption", Image.new("L", (2, 2))))
+    assert [next(iter(o["data"])) for o in both] == ["text/plain", "image/png"]
+
+    error = result_outputs(error_result("it broke"))
+    assert error == [{"output_type": "stream", "name": "stderr", "text": "it broke"}]
+
+    plain = result_outputs(to_tool_result("<b>not html</b>"))
+    assert plain[0]["data"] == {"text/plain": "<b>not html</b>"}
+
+    class Note:
+        def _repr_markdown_(self) -> str:
+            return "**hi** <script>x</script>"
+
+    note = result_outputs(to_tool_result(Note()))
+    assert note[0]["data"]["text/markdown"] == "**hi** &lt;script>x&lt;/script>"
+
+
+def test_figure_results_show_as_images() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(1, 1))
+    axes.plot([0, 1], [1, 0])
+    outputs = result_outputs(to_tool_result(figure))
+    plt.close(figure)
+    assert any("image/png" in o["data"] for o in outputs)
+
+
+def test_transcript_forms_hold_no_raw_markup() -> None:
+    from nbagent.events import AssistantTextDelta, RunStarted
+
+    transcript = Transcript()
+    transcript.handle(RunStarted("run-1", "<b>hi</b>", "m"))
+    transcript.handle(AssistantTextDelta(1, "<script>x</script> `<ok>`"))
+    transcript.end("finished")
+    markdown = transcript.to_markdown()
+    assert "<b>" not in markdown and "<script>" not in markdown
+    assert "`<ok>`" in markdown
+    assert "<script>x</script>" in transcript.to_plain()
+    assert transcript.to_metadata()["text"] == "<script>x</script> `<ok>`"

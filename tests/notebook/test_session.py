@@ -1,0 +1,205 @@
+"""Session registry, option parsing, frontend detection and the extension's load, in-process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+
+from nbagent.approval import AutoApprove, DenyAll, InteractiveApprover
+from nbagent.errors import SchemaError
+from nbagent.notebook.frontend import approver_for, choose_policy, detect
+from nbagent.notebook.magics import interpolate, split_options
+from nbagent.notebook.session import Session, as_tool
+from nbagent.tools import Definition, Tool, tool
+
+
+def cell_tool(name: str, result: str = "") -> Tool:
+    """A Tool as @tool makes it in a notebook cell (module __main__)."""
+
+    def fn(city: str) -> str:
+        return result or name
+
+    fn.__name__ = name
+    fn.__module__ = "__main__"
+    fn.__doc__ = f"{name} tool."
+    return tool(fn)
+
+
+def test_scan_registers_replaces_and_drops_tools_from_the_namespace() -> None:
+    session = Session()
+    ns: dict[str, Any] = {"weather": cell_tool("weather", "v1"), "_": cell_tool("ghost")}
+    assert session.scan(ns) == []
+    assert list(session.tools) == ["weather"]  # "_" (output history) is never a tool source
+    first = session.tools["weather"]
+    ns["weather"] = cell_tool("weather", "v2")  # the cell ran again
+    session.scan(ns)
+    assert session.tools["weather"] is ns["weather"] is not first
+    ns["weather"] = lambda city: city  # the name now holds a plain function
+    session.scan(ns)
+    assert session.tools == {}
+
+
+def test_scan_ignores_imported_tools_and_reports_invalid_ones_once() -> None:
+    session = Session()
+
+    def imported_fn(city: str) -> str:
+        return city
+
+    imported = tool(imported_fn)
+    bad = Tool(name="no spaces allowed", execute=lambda c: 1)
+    bad_exec = bad.execute
+    assert bad_exec is not None
+    object.__setattr__(bad_exec, "__module__", "__main__")
+    ns: dict[str, Any] = {"imported": imported, "bad": bad}
+    problems = session.scan(ns)
+    assert len(problems) == 1 and "'no spaces allowed' (bad) was not registered" in problems[0]
+    assert session.scan(ns) == []  # said once, not after every cell
+    assert session.tools == {}
+
+
+def test_two_variables_with_one_tool_name_warn() -> None:
+    session = Session()
+    ns = {"a": cell_tool("same", "a"), "b": cell_tool("same", "b")}
+    problems = session.scan(ns)
+    assert problems and "several tools are named 'same' (a, b); using the one in b" in problems[0]
+    assert session.tools["same"] is ns["b"]
+
+
+def test_explicit_registration_survives_scans_until_a_cell_redefines_it() -> None:
+    session = Session()
+    ns: dict[str, Any] = {"weather": cell_tool("weather", "cell")}
+    session.scan(ns)
+
+    def other(city: str) -> str:
+        return "explicit"
+
+    explicit = tool(other, name="weather")
+    (made,) = session.register(explicit)
+    assert made is explicit
+    session.scan(ns)  # nothing changed in the namespace: the explicit one stays
+    assert session.tools["weather"] is explicit
+    ns["weather"] = cell_tool("weather", "newer cell")
+    session.scan(ns)
+    assert session.tools["weather"] is ns["weather"]
+    assert session.unregister("weather") and not session.unregister("weather")
+
+
+def test_register_definition_with_function_and_rejections() -> None:
+    definition = Definition(
+        name="add",
+        input_schema={"type": "object", "properties": {"a": {"type": "integer"}}},
+    )
+    made = as_tool(definition, function=lambda a: a + 1)
+    assert made.name == "add" and made.function is not None
+    with pytest.raises(TypeError, match="needs function="):
+        as_tool(definition)
+    with pytest.raises(TypeError, match="cannot register a int"):
+        as_tool(3)
+    session = Session()
+    with pytest.raises(SchemaError, match="remote"):
+        session.register(
+            Definition(name="remote", input_schema={"$ref": "https://x/y.json"}),
+            function=lambda: 1,
+        )
+    assert session.tools == {}
+
+
+def test_sync_agent_gives_the_agent_exactly_the_registered_tools() -> None:
+    session = Session()
+    session.set_model("offline")
+    session.register(cell_tool("one"), cell_tool("two"))
+    agent = session.sync_agent()
+    assert sorted(agent.tools) == ["one", "two"]
+    session.unregister("one")
+    assert sorted(session.sync_agent().tools) == ["two"]
+
+
+def test_split_options_keeps_the_prompt_verbatim() -> None:
+    assert split_options('-m offline --new What\'s "up"?') == (
+        ["-m", "offline", "--new"],
+        'What\'s "up"?',
+    )
+    assert split_options("--tools=a,b --approve auto -o out hi") == (
+        ["--tools=a,b", "--approve", "auto", "-o", "out"],
+        "hi",
+    )
+    assert split_options("-5°C is cold?") == ([], "-5°C is cold?")
+    assert split_options("--new -- --literal dashes") == (["--new"], "--literal dashes")
+    with pytest.raises(UsageError, match="unknown option --nope"):
+        split_options("--nope x")
+    with pytest.raises(UsageError, match="-m needs a value"):
+        split_options("-m")
+
+
+def test_interpolate_names_not_code() -> None:
+    class Box:
+        size = 3
+
+    ns = {"city": "Paris", "box": Box()}
+    assert interpolate("in {city}, {box.size} boxes", ns) == "in Paris, 3 boxes"
+    assert interpolate("{missing} {box.nope} {{literal}}", ns) == "{missing} {box.nope} {literal}"
+    assert interpolate("{__import__('os').getcwd()}", ns) == "{__import__('os').getcwd()}"
+
+
+class FakeKernel:
+    def __init__(self, allow_stdin: bool | None) -> None:
+        self.allow = allow_stdin
+
+    def get_parent(self, channel: str = "shell") -> dict[str, Any]:
+        if self.allow is None:
+            return {}
+        return {"header": {"msg_type": "execute_request"}, "content": {"allow_stdin": self.allow}}
+
+
+class FakeShell:
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.parent_header: dict[str, Any] = {}
+
+
+def test_detect_reads_allow_stdin_and_honours_the_override() -> None:
+    assert detect(FakeShell(FakeKernel(True)), {}).interactive
+    headless = detect(FakeShell(FakeKernel(False)), {})
+    assert not headless.interactive and "nbclient" in headless.reason
+    assert detect(FakeShell(FakeKernel(None)), {}).interactive  # unknown: assume a person
+    assert not detect(FakeShell(None), {}).interactive  # plain IPython, no kernel
+    env = {"NBAGENT_MODE": "headless"}
+    assert not detect(FakeShell(FakeKernel(True)), env).interactive
+    env = {"NBAGENT_MODE": "interactive"}
+    assert detect(FakeShell(FakeKernel(False)), env).interactive
+
+
+def test_policy_order_and_approvers() -> None:
+    person = detect(FakeShell(FakeKernel(True)), {})
+    nobody = detect(FakeShell(FakeKernel(False)), {})
+    assert choose_policy(None, person, {}) == ("ask", "default")
+    assert choose_policy(None, nobody, {}) == ("deny", "default")
+    assert choose_policy(None, nobody, {"NBAGENT_APPROVAL": "AUTO"}) == ("auto", "NBAGENT_APPROVAL")
+    assert choose_policy("deny", person, {"NBAGENT_APPROVAL": "auto"}) == ("deny", "--approve")
+    with pytest.raises(ValueError, match="NBAGENT_APPROVAL='maybe'"):
+        choose_policy(None, person, {"NBAGENT_APPROVAL": "maybe"})
+    shared = InteractiveApprover()
+    assert approver_for("ask", "default", person, shared) is shared
+    assert isinstance(approver_for("auto", "--approve", nobody, shared), AutoApprove)
+    headless = approver_for("ask", "NBAGENT_APPROVAL", nobody, shared)
+    assert isinstance(headless, DenyAll) and "NBAGENT_APPROVAL=auto" in headless.reason
+    explicit = approver_for("deny", "--approve", person, shared)
+    assert isinstance(explicit, DenyAll) and "--approve=deny" in explicit.reason
+
+
+def test_loading_the_extension_imports_no_widgets() -> None:
+    code = (
+        "import sys\n"
+        "from IPython.testing.globalipapp import start_ipython\n"
+        "ip = start_ipython()\n"
+        "ip.run_line_magic('load_ext', 'nbagent')\n"
+        "assert 'agent' in ip.magics_manager.magics['line']\n"
+        "heavy = [m for m in ('ipywidgets', 'anywidget', 'httpx2') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
