@@ -320,6 +320,8 @@ class Run:
                 messages.append(answer.message())
                 self.emit(StepFinished(step, answer.usage, _reason(answer), len(calls)))
                 if not calls:
+                    if answer.finish is not None and answer.finish.reason == "pause":
+                        continue  # send the paused turn back so the provider continues it
                     stop = "finished"
                     break
                 self._open_calls = calls
@@ -406,7 +408,7 @@ class Run:
         )
         answer = Answer()
         self._answer = answer
-        inputs: dict[str, list[str]] = {}
+        inputs: dict[str, str] = {}
         names: dict[str, str] = {}
         stream = agent.generator.stream(request)
         try:
@@ -416,10 +418,8 @@ class Run:
                     if event.text:
                         self.emit(AssistantTextDelta(step, event.text))
                 elif isinstance(event, ToolInputDelta):
-                    chunks = inputs.setdefault(event.call_id, [])
-                    chunks.append(event.delta)
+                    text = inputs[event.call_id] = inputs.get(event.call_id, "") + event.delta
                     name = names.get(event.call_id, "")
-                    text = "".join(chunks)
                     delta_event = ToolArgumentsDelta(event.call_id, name, event.delta, text)
                     self.emit(delta_event)
                     await self._input_callback(

@@ -99,8 +99,9 @@ class Usage:
         )
 
 
-#: Why a response ended, mapped from each provider's own words.
-FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
+#: Why a response ended, mapped from each provider's own words. "pause": the provider paused a
+#: long turn (Anthropic ``pause_turn``) and expects it to be sent back to continue.
+FinishReason = Literal["stop", "tool_calls", "pause", "length", "content_filter", "error", "other"]
 
 
 # --- stream events: a flat tagged union ------------------------------------------------------
@@ -250,7 +251,7 @@ class Answer:
         elif isinstance(event, Finish):
             self.finish = event
             self.usage = event.usage
-            if event.reason in ("stop", "tool_calls"):
+            if event.reason in ("stop", "tool_calls", "pause"):
                 self.status = "complete"
             elif event.reason == "length":
                 self.status = "length"

@@ -41,12 +41,17 @@ class ReasoningPart:
 
 @dataclass(frozen=True, slots=True)
 class ProviderToolResult:
-    """The result of a provider-executed tool (e.g. web search), kept as the provider sent it."""
+    """The result of a provider-executed tool (e.g. web search), kept as the provider sent it.
+
+    ``raw`` is the provider's whole block (JSON), sent back verbatim in the history so that
+    fields nbagent does not model (block type, server names …) survive the round trip.
+    """
 
     call_id: str
     name: str
     content: Any
     is_error: bool = False
+    raw: Any = field(default=None, compare=False)
 
 
 AssistantPart = Union[TextPart, ReasoningPart, ToolCall, ProviderToolResult]
@@ -141,6 +146,7 @@ def _part_to_dict(part: Any) -> dict[str, Any]:
             "name": part.name,
             "content": part.content,
             "is_error": part.is_error,
+            "raw": part.raw,
         }
     raise TypeError(f"cannot serialize {type(part).__name__}")
 
@@ -167,7 +173,11 @@ def _part_from_dict(data: Mapping[str, Any]) -> Any:
         )
     if kind == "provider_tool_result":
         return ProviderToolResult(
-            data["call_id"], data["name"], data.get("content"), bool(data.get("is_error", False))
+            data["call_id"],
+            data["name"],
+            data.get("content"),
+            bool(data.get("is_error", False)),
+            data.get("raw"),
         )
     raise ValueError(f"unknown part type {kind!r}")
 

@@ -589,3 +589,11 @@ async def test_event_order_for_one_call() -> None:
     assert positions == sorted(positions)
     assert names[0] == "RunStarted" and names[-1] == "RunFinished"
     assert ApprovalResolved and ToolStarted and RunCancelled and AssistantMessage  # exported
+
+
+async def test_paused_turn_is_sent_back_to_continue() -> None:
+    model = ScriptedModel([Turn(Text("searching…"), finish="pause"), "found it"])
+    agent = Agent(model)
+    result = await agent.run("go")
+    assert result.text == "found it" and result.steps == 2 and result.stop_reason == "finished"
+    assert model.requests[1].messages[-1].text == "searching…"  # type: ignore[union-attr]

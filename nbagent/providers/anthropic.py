@@ -82,6 +82,7 @@ _REASONS: dict[str, FinishReason] = {
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
+    "pause_turn": "pause",
 }
 
 
@@ -241,6 +242,8 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
                     "input": input_object(part.arguments),
                 }
             )
+        elif isinstance(part, ProviderToolResult) and isinstance(part.raw, Mapping):
+            blocks.append(dict(part.raw))  # verbatim: keeps fields nbagent does not model
         elif isinstance(part, ProviderToolResult):
             blocks.append(
                 {
@@ -374,7 +377,11 @@ class _EventParser:
                 isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error")
             )
             result = ProviderToolResult(
-                block.get("tool_use_id", ""), btype[: -len(_RESULT_SUFFIX)], content, failed
+                block.get("tool_use_id", ""),
+                btype[: -len(_RESULT_SUFFIX)],
+                content,
+                failed,
+                dict(block),
             )
             self.out.append(ProviderToolResultReceived(result))
 

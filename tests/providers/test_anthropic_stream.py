@@ -250,7 +250,7 @@ async def test_web_search_error_result_is_marked(server: Server) -> None:
         ("stop_sequence", "stop"),
         ("max_tokens", "length"),
         ("refusal", "content_filter"),
-        ("pause_turn", "other"),
+        ("pause_turn", "pause"),
         ("model_context_window_exceeded", "length"),
     ],
 )
