@@ -56,7 +56,7 @@ from .errors import (
 )
 from .events import AgentEvent, RunResult
 from .generation import Answer, Generator, NamedToolChoice, Options, Request, StreamEvent, generate
-from .messages import AssistantMessage, Message, ToolMessage, UserMessage, user
+from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage, user
 from .models import FunctionModel, OfflineModel, ScriptedModel
 from .schema import CompiledSchema, compile_schema, normalize_schema
 from .tools import (
@@ -115,6 +115,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolMessage",
     "ToolResult",
+    "ToolResultPart",
     "UserMessage",
     "approval_policy",
     "approve",

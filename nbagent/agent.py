@@ -62,6 +62,8 @@ __all__ = ["Agent", "Run"]
 
 log = logging.getLogger("nbagent")
 _run_ids = itertools.count(1)
+#: Decisions made by a rule rather than a person (see Decision.by).
+_POLICIES = frozenset({"auto", "deny", "rule", "script", "error", "always"})
 #: How long a cancelled or timed-out async tool may take to finish before it is abandoned.
 CANCEL_GRACE = 1.0
 
@@ -535,7 +537,11 @@ class Run:
             decision = await self._approve(found, call, input_value)
             if decision is not None and not decision.approved:
                 reason = decision.reason or "no reason given"
-                result = error_result(f"The person denied this call to {call.name}: {reason}")
+                if decision.by in _POLICIES:
+                    text = f"This call to {call.name} was not run: {reason}"
+                else:
+                    text = f"The person denied this call to {call.name}: {reason}"
+                result = error_result(text)
                 status = "denied"
         if result is None and found is not None:
             lock = (

@@ -301,6 +301,7 @@ async def test_default_approver_denies_and_says_why() -> None:
     await Agent(model, [recording_tool(needs_approval=True)]).run("go")
     [(text, is_error)] = results_of(model.requests[1].messages[-1])
     assert is_error and "no approver" in text
+    assert "was not run" in text and "The person" not in text  # a policy, not a person
 
 
 async def test_interactive_approval_bound_to_call_and_idempotent() -> None:

@@ -58,3 +58,15 @@ async def test_named_tool_choice_forces_the_call() -> None:
     options = Options(tool_choice=NamedToolChoice("forecast"))
     await Agent(OfflineModel(), [forecast(log)], options=options).run('"Rome" 2')
     assert log == [{"city": "Rome", "days": 2, "units": "celsius"}]
+
+
+async def test_number_at_the_end_of_a_sentence() -> None:
+    from nbagent import tool
+
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add."""
+        return a + b
+
+    result = await Agent(OfflineModel(), [add]).run("Please add 2 and 3.")
+    assert "returned: 5.0" in result.text
