@@ -22,7 +22,7 @@ step() {  # step NAME COMMAND...: run it, say how long it took
   local start; start=$(date +%s.%N)
   echo "== $name"
   "$@"
-  printf '== %s: %.1f s\n' "$name" "$(echo "$(date +%s.%N) - $start" | bc)"
+  printf '== %s: %.1f s\n' "$name" "$(python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$start")"
 }
 
 copy_repository() {  # the files a clone would have (tracked, plus new files not ignored)
@@ -72,4 +72,4 @@ step "base image packages (ipykernel, nbclient)" install_base
 step "pip install -r binder/requirements.txt" install_requirements
 step "binder/postBuild" run_post_build
 step "execute the notebooks" execute_notebooks
-printf '== binder check passed in %.1f s\n' "$(echo "$(date +%s.%N) - $total_start" | bc)"
+printf '== binder check passed in %.1f s\n' "$(python3 -c "import sys,time; print(time.time() - float(sys.argv[1]))" "$total_start")"
