@@ -71,12 +71,15 @@ class ApprovalBar:
                 return False
             self.decision = decision
         accepted = self._decide(decision)
-        self.close()
+        self.close(hide=True)
         return accepted
 
-    def close(self) -> None:
-        """Disable every control (after a decision, or when the run ended)."""
+    def close(self, *, hide: bool = False) -> None:
+        """Disable every control (after a decision, or when the run ended); ``hide`` folds the
+        bar away once the card's header says what was decided."""
         with self._lock:
             self.closed = True
         for control in (self.approve, self.deny, self.reason, self.always):
             control.disabled = True
+        if hide:
+            self.widget.layout.display = "none"

@@ -73,7 +73,7 @@ class ToolCard:
             f' <span style="opacity:0.7">{html.escape(record.title)}</span>' if record.title else ""
         )
         text = (
-            f"<b>🔧 {html.escape(record.name)}</b>{title} · "
+            f"<b>⚙ {html.escape(record.name)}</b>{title} · "
             f'<span style="color:{color}">{html.escape(call_line(record, now))}</span>'
         )
         if text == self._header_text:
@@ -99,9 +99,9 @@ class ToolCard:
         self._add(self.approval.widget)
         return self.approval
 
-    def close_approval(self) -> None:
+    def close_approval(self, *, hide: bool = False) -> None:
         if self.approval is not None:
-            self.approval.close()
+            self.approval.close(hide=hide)
 
     def show_progress(self, update: ToolResult) -> None:
         """A provisional update: a fraction fills the bar; anything else replaces the preview."""

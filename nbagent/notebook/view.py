@@ -206,7 +206,7 @@ class RunView:
             card.refresh()
         elif isinstance(event, ApprovalResolved):
             card = self._card(event.call_id)
-            card.close_approval()
+            card.close_approval(hide=True)
             card.refresh()
         elif isinstance(event, ToolStarted):
             self._card(event.call.id).refresh()
@@ -267,5 +267,5 @@ class RunView:
             card.close_approval()
             card.refresh()
         self.stop.disabled = True
-        self.stop.description = "Stop"
+        self.stop.layout.display = "none"
         self.footer.value = self._footer_html()
