@@ -13,6 +13,7 @@ import asyncio
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from _common import Row, Section, main
@@ -31,8 +32,10 @@ def _agent(calls: int, execute: Any, cap: int | None = None) -> Any:
     return Agent(model, [tool], max_concurrency=cap)
 
 
-def _run(agent: Any) -> float:
+def _run(agent: Any, workers: int | None = None) -> float:
     async def go() -> float:
+        if workers:  # what-if: a pool as large as the batch (the fix proposed in the notes)
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(workers))
         started = time.perf_counter()
         result = await agent.run("go")
         elapsed = time.perf_counter() - started
@@ -46,7 +49,7 @@ def _run(agent: Any) -> float:
     return asyncio.run(go())
 
 
-def batch_wall(sync: bool) -> float:
+def batch_wall(sync: bool, workers: int | None = None) -> float:
     if sync:
 
         def work(ctx: Any) -> str:
@@ -59,7 +62,7 @@ def batch_wall(sync: bool) -> float:
             await asyncio.sleep(1)
             return "ok"
 
-    return _run(_agent(BATCH, work))
+    return _run(_agent(BATCH, work), workers)
 
 
 def peak_under_cap(sync: bool) -> tuple[int, float]:
@@ -98,21 +101,27 @@ def peak_under_cap(sync: bool) -> tuple[int, float]:
 def build(quick: bool) -> Section:
     section = Section("concurrency", "6. Concurrency through the loop (nbagent)")
     rounds = 1 if quick else 5
-    for sync in (False, True):
+    for sync, workers in ((False, None), (True, None), (True, 4 * BATCH)):
         kind = "sync (threads)" if sync else "async"
-        row = Row(f"{BATCH} tools x 1 s wait", f"nbagent, {kind}", unit="s", scale=1.0)
+        name = f"nbagent, {kind}"
+        if workers:
+            name += f", {workers}-thread executor (fix)"
+        row = Row(f"{BATCH} tools x 1 s wait", name, unit="s", scale=1.0)
         section.rows.append(row)
         try:
             for _ in range(rounds):
-                row.values.append(batch_wall(sync))
+                row.values.append(batch_wall(sync, workers))
         except Exception as exc:
             row.status, row.reason = "crashed", f"{type(exc).__name__}: {exc}"
             section.crashes.append(f"concurrency / {row.label} / {row.contender}: {exc!r}")
             continue
         row.extra = "wall time of the batch"
+        if workers:
+            continue  # a what-if, not a goal
         worst = max(row.values)
         section.goal(
-            f"{BATCH} independent {kind} tools waiting 1 s finish in about 1 s",
+            f"{BATCH} independent {kind} tools waiting 1 s finish in about 1 s"
+            + (" (extra check beyond the issue's async goal)" if sync else ""),
             worst < 1.3,
             f"slowest of {rounds}: {worst:.2f} s",
         )

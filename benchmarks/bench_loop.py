@@ -293,7 +293,7 @@ def build(quick: bool) -> Section:
         if a and b:
             section.notes.append(
                 f"{name} per step grows {b / a:.1f}x from K=10 to K={top} "
-                "(each step re-processes the whole history)"
+                "(its per-step cost grows with the conversation's length: quadratic in total)"
             )
     return section
 

@@ -145,6 +145,30 @@ def _compile_py() -> Any:
     return build
 
 
+def _registering(one_by_one: bool, count: int = 20) -> Callable[[], float]:
+    """Seconds per tool to give an Agent ``count`` tools with SCHEMA: all at construction, or
+    one by one through ``Agent.add_tool`` (what the notebook session does before a run)."""
+    from nbagent import Agent, Tool
+
+    async def noop(ctx: Any) -> str:
+        return "ok"
+
+    tools = [Tool(name=f"t{i}", input_schema=SCHEMA, execute=noop) for i in range(count)]
+
+    def measure() -> float:
+        started = time.perf_counter()
+        if one_by_one:
+            agent = Agent("offline")
+            for item in tools:
+                agent.add_tool(item)
+        else:
+            Agent("offline", tools)
+        return (time.perf_counter() - started) / count
+
+    measure()
+    return measure
+
+
 def _compiling(compile_: Callable[[Any], Any]) -> Callable[[], float]:
     return _per_call(lambda: compile_(SCHEMA))
 
@@ -171,6 +195,10 @@ def build(quick: bool) -> Section:
             "jsonschema-rs": lambda: _compiling(_rs()[0].validator_for),
             "jsonschema": lambda: _per_call(_compile_py()),
         },
+        "20 tools, per tool": {
+            "nbagent Agent(tools)": lambda: _registering(False),
+            "nbagent 20 x add_tool": lambda: _registering(True),
+        },
         "is_valid (valid)": _validating("is_valid", VALID),
         "is_valid (invalid)": _validating("is_valid", INVALID),
         "validate (valid)": _validating("validate", VALID),
@@ -182,10 +210,11 @@ def build(quick: bool) -> Section:
     except ImportError:
         reference = "nbagent"
     for label, contenders in cases.items():
-        compare(section, label, contenders, rounds=rounds, reference=reference)
+        ref = "nbagent Agent(tools)" if label.startswith("20 tools") else reference
+        compare(section, label, contenders, rounds=rounds, reference=ref)
     for row in section.rows:
         if row.values:
-            row.extra = "us per call"
+            row.extra = "us per tool" if row.label.startswith("20 tools") else "us per call"
     nb = median_of(section.row("validate (valid)", "nbagent"))
     if nb is not None:
         section.notes.append(
@@ -195,6 +224,13 @@ def build(quick: bool) -> Section:
     section.notes.append(
         "compile happens once per tool (Agent construction / registration); validate once per call"
     )
+    once = median_of(section.row("20 tools, per tool", "nbagent Agent(tools)"))
+    each = median_of(section.row("20 tools, per tool", "nbagent 20 x add_tool"))
+    if once and each:
+        section.notes.append(
+            f"giving an Agent 20 such tools: {once * 20e3:,.0f} ms at construction, "
+            f"{each * 20e3:,.0f} ms through 20 add_tool calls (each recompiles every tool)"
+        )
     return section
 
 

@@ -170,7 +170,7 @@ def raw_setup(server: Loopback, flavour: str) -> Callable[[], float]:
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
-                    break
+                    continue  # read to the end, so the connection is reused like the others'
                 chunk = json.loads(data)
                 if flavour == "openai":
                     choices = chunk.get("choices")
