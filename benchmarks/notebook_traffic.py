@@ -32,7 +32,7 @@ from typing import Any
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-SETUP = '''
+SETUP = """
 import asyncio, random, time
 import nbagent, nbagent.notebook
 from nbagent.generation import Finish, TextDelta, Usage
@@ -66,7 +66,7 @@ class PacedModel:
         yield Finish("stop", Usage(0, len(self.words)), "stop")
 
 bench = {}
-'''
+"""
 
 OURS = """
 words = make_tokens({tokens})
@@ -78,6 +78,21 @@ get_ipython().run_line_magic("agent", "--new -o result write")
 """
 
 OURS_DONE = "session.active is None and not bench.update(cpu=time.process_time() - bench['cpu0'])"
+
+LOOP_ONLY = """
+words = make_tokens({tokens})
+bench.update(text=len("".join(words).encode()), done=False)
+agent = nbagent.Agent(PacedModel(words, {rate}))
+
+async def loop_only():
+    cpu0 = time.process_time()
+    run = agent.start("write")
+    async for _ in run.events():
+        pass
+    bench.update(cpu=time.process_time() - cpu0, done=True)
+
+task = asyncio.get_event_loop().create_task(loop_only())
+"""
 
 NAIVE = """
 import ipywidgets
@@ -110,11 +125,15 @@ class Measured:
     wall: float
 
     def row(self) -> str:
+        def ratio(value: int) -> str:
+            return f"{value / self.text_bytes:.2f}x" if self.messages else "-"
+
         return (
             f"{self.label:<24}{self.tokens:>8,}{self.messages:>10,}{self.peak_per_second:>8}"
             f"{self.messages / max(self.wall, 1e-9):>9.1f}"
-            f"{self.payload_bytes / self.text_bytes:>11.2f}x{self.wire_bytes / self.text_bytes:>10.2f}x"
-            f"{self.kernel_cpu:>10.2f} s{self.kernel_cpu / self.tokens * 1e6:>8.0f} us{self.wall:>8.1f} s"
+            f"{ratio(self.payload_bytes):>12}{ratio(self.wire_bytes):>11}"
+            f"{self.kernel_cpu:>10.2f} s{self.kernel_cpu / self.tokens * 1e6:>8.0f} us"
+            f"{self.wall:>8.1f} s"
         )
 
 
@@ -243,6 +262,12 @@ def main() -> None:
             OURS_DONE,
             args.tokens,
         )
+        loop = kernel.measure(
+            "agent loop, no view",
+            textwrap.dedent(LOOP_ONLY.format(tokens=args.tokens, rate=args.rate)),
+            "bench['done']",
+            args.tokens,
+        )
         naive = kernel.measure(
             "naive .value per token",
             textwrap.dedent(NAIVE.format(tokens=naive_tokens, rate=args.rate)),
@@ -252,10 +277,17 @@ def main() -> None:
     finally:
         kernel.close()
     rate = f"{args.rate:g} tokens/s" if args.rate else "unpaced"
-    print(f"Widget traffic of one streamed answer ({rate}; ipykernel kernel, iopub seen by a client)")
+    print(
+        f"Widget traffic of one streamed answer ({rate}; ipykernel kernel, iopub seen by a client)"
+    )
     print(HEADER)
     print(ours.row())
     print(naive.row())
+    print(loop.row())
+    view_cpu = (ours.kernel_cpu - loop.kernel_cpu) / ours.tokens * 1e6
+    print(
+        f"view's own kernel CPU: about {view_cpu:.0f} us/token (nbagent view minus the bare loop)"
+    )
     print(
         "payload = comm data bytes / text bytes; wire = whole messages (headers included) / text;"
         " peak/s = most messages in any one second"

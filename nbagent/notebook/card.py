@@ -12,15 +12,26 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from .approval_bar import ApprovalBar
 from .render import pretty_arguments, result_outputs
-from .stream import TextStream
+from .stream import PlainStream
 from .transcript import CallRecord, call_line
 
-__all__ = ["ToolCard"]
+__all__ = ["Shared", "ToolCard"]
+
+
+class Shared:
+    """One Layout and one HTML style for every widget of a view that needs no layout of its own:
+    each would otherwise be a widget of its own, sent to the browser when the view opens."""
+
+    def __init__(self) -> None:
+        self.layout = widgets.Layout()
+        self.html_style = HTMLStyle()
+
 
 #: Arguments longer than this are not re-sent indented once complete.
 PRETTY_LIMIT = 2_000
@@ -40,10 +51,11 @@ _COLORS = {
 class ToolCard:
     """The widgets of one call; the run view feeds it the call's events."""
 
-    def __init__(self, record: CallRecord) -> None:
+    def __init__(self, record: CallRecord, shared: Shared | None = None) -> None:
         self.record = record
-        self.header = widgets.HTML()
-        self.arguments = TextStream(format="code")
+        self.shared = shared or Shared()
+        self.header = widgets.HTML(layout=self.shared.layout, style=self.shared.html_style)
+        self.arguments = PlainStream(format="code", layout=self.shared.layout)
         self.approval: ApprovalBar | None = None
         self.progress: widgets.FloatProgress | None = None
         self.progress_text: widgets.Label | None = None
@@ -123,7 +135,7 @@ class ToolCard:
     def show_result(self, result: ToolResult) -> None:
         """Render a result for a person inside the card."""
         if self.result is None:
-            self.result = widgets.Output()
+            self.result = widgets.Output(layout=self.shared.layout)
             self._add(self.result)
         self.result.outputs = tuple(result_outputs(result))
 

@@ -17,9 +17,16 @@ from typing import Any, Literal
 import anywidget
 import traitlets
 
-__all__ = ["TextFormat", "TextStream", "utf16_len"]
+__all__ = ["PlainStream", "TextFormat", "TextStream", "utf16_len"]
 
 _STATIC = Path(__file__).parent / "static"
+
+
+def _static(name: str) -> str:
+    """A static file without comment lines and indentation: it travels with every widget."""
+    lines = (line.strip() for line in (_STATIC / name).read_text(encoding="utf-8").splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith(("//", "/*", "*")))
+
 
 TextFormat = Literal["markdown", "code", "plain", "reasoning"]
 
@@ -30,10 +37,13 @@ def utf16_len(text: str) -> int:
 
 
 class TextStream(anywidget.AnyWidget):
-    """Text shown as it grows: :meth:`append` buffers, :meth:`flush` sends what is new."""
+    """Text shown as it grows: :meth:`append` buffers, :meth:`flush` sends what is new.
 
-    _esm = _STATIC / "stream.js"
-    _css = _STATIC / "stream.css"
+    Rendered as Markdown (built as DOM nodes, never parsed as HTML).
+    """
+
+    _esm = _static("stream.js")
+    _css = _static("stream.css")
 
     format = traitlets.Unicode("markdown").tag(sync=True)
     streaming = traitlets.Bool(True).tag(sync=True)
@@ -115,3 +125,12 @@ class TextStream(anywidget.AnyWidget):
     def _on_frontend_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("event") == "resync":
             self.send_state("value")
+
+
+class PlainStream(TextStream):
+    """A TextStream shown as preformatted text (arguments, reasoning): a much smaller script."""
+
+    _esm = _static("plain.js")
+
+    def __init__(self, text: str = "", *, format: TextFormat = "code", **kwargs: Any) -> None:
+        super().__init__(text, format=format, **kwargs)

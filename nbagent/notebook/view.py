@@ -36,8 +36,8 @@ from ..events import (
     ToolProgress,
     ToolStarted,
 )
-from .card import ToolCard
-from .stream import TextStream
+from .card import Shared, ToolCard
+from .stream import PlainStream, TextStream
 from .transcript import Transcript
 
 __all__ = ["RunView"]
@@ -76,16 +76,16 @@ class RunView:
         self.finished = False
         self._stopping = False
 
-        self.header = widgets.HTML(self._header_html())
-        self.body = widgets.VBox([])
+        self.shared = shared = Shared()
+        html = {"layout": shared.layout, "style": shared.html_style}
+        self.header = widgets.HTML(self._header_html(), **html)
+        self.body = widgets.VBox([], layout=shared.layout)
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run")
         self.stop.on_click(self._on_stop)
-        self.footer = widgets.HTML(self._footer_html())
+        self.footer = widgets.HTML(self._footer_html(), **html)
         self.errors: widgets.Output | None = None
-        self.widget = widgets.VBox(
-            [self.header, self.body, widgets.HBox([self.stop, self.footer])],
-            layout=widgets.Layout(padding="2px 0"),
-        )
+        controls = widgets.HBox([self.stop, self.footer], layout=shared.layout)
+        self.widget = widgets.VBox([self.header, self.body, controls], layout=shared.layout)
         self.widget.add_class("nbagent-run")
 
     # --- Stop ---------------------------------------------------------------------------------
@@ -120,7 +120,10 @@ class RunView:
         key = f"{kind}:{step}"
         if self._text is None or self._text_kind != key:
             self._finish_text()
-            self._text = TextStream(format="reasoning" if kind == "reasoning" else "markdown")
+            if kind == "reasoning":
+                self._text = PlainStream(format="reasoning", layout=self.shared.layout)
+            else:
+                self._text = TextStream(format="markdown", layout=self.shared.layout)
             self._text_kind = key
             self._streams.append(self._text)
             self._append_block(self._text)
@@ -233,7 +236,7 @@ class RunView:
         card = self.cards.get(call_id)
         if card is None:
             record = self.transcript.calls[call_id]
-            card = ToolCard(record)
+            card = ToolCard(record, self.shared)
             self.cards[call_id] = card
             self._streams.append(card.arguments)
             self._append_block(card.widget)
@@ -244,7 +247,7 @@ class RunView:
     def show_error(self, error: BaseException, trace: str | None = None) -> None:
         """Show an exception (a failed run, or a crash of the task driving it)."""
         if self.errors is None:
-            self.errors = widgets.Output()
+            self.errors = widgets.Output(layout=self.shared.layout)
             self.widget.children = (*self.widget.children, self.errors)
         text = trace or "".join(tb.format_exception_only(type(error), error))
         self.errors.outputs = (

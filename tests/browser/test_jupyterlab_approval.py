@@ -180,6 +180,7 @@ def test_approve_then_deny_in_jupyterlab(lab: Lab) -> None:
             approve = page.locator(buttons, has_text="Approve")
             expect(approve).to_have_count(1, timeout=timeout)
             expect(page.get_by_text("I will delete a.txt").first).to_be_visible(timeout=timeout)
+            expect(page.get_by_text('"path": "a.txt"').first).to_be_visible(timeout=timeout)
             approve.click()
             expect(page.get_by_text("deleted a.txt").first).to_be_visible(timeout=timeout)
             expect(page.get_by_text("Done: a.txt is gone.").first).to_be_visible(timeout=timeout)
