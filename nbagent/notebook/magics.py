@@ -219,13 +219,17 @@ class AgentMagics(Magics):
             on_end=ended,
         )
         holder.append(job)
-        if display_id is not None:
-            report.show_run_display(view, display_id)
         try:
+            if display_id is not None:
+                report.show_run_display(view, display_id)
             session.submit(job)
         except NbagentError as exc:
             view.close("refused")
             raise UsageError(str(exc)) from None
+        except BaseException:  # e.g. an interrupt before the run started: say it never ran
+            if job.state == "queued" and job not in session.queue:
+                view.close("cancelled")
+            raise
 
     # --- subcommands ------------------------------------------------------------------------------
 

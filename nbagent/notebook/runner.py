@@ -32,6 +32,8 @@ __all__ = ["Job", "View", "drive", "kernel_loop"]
 _numbers = itertools.count(1)
 #: How often a running view is woken: flushes stalled text, ticks clocks, lets Stop land promptly.
 TICK = 0.1
+#: After a kernel interrupt, how long the cell waits for the cancelled run to wind down.
+CANCEL_WAIT = 10.0
 
 
 class View(Protocol):
@@ -167,10 +169,15 @@ class Job:
         box: dict[str, Any] = {}
 
         def worker() -> None:
+            loop = asyncio.new_event_loop()
             try:
-                box["result"] = asyncio.run(self.main())
+                box["result"] = loop.run_until_complete(self.main())
             except BaseException as exc:  # shown in the view below, never lost
                 box["error"] = exc
+            finally:
+                # close without waiting for worker threads: a sync tool that ignores its
+                # cancellation must not hold the cell
+                loop.close()
 
         thread = threading.Thread(
             target=contextvars.copy_context().run, args=(worker,), name="nbagent-run", daemon=True
@@ -181,7 +188,7 @@ class Job:
                 thread.join(0.1)
         except KeyboardInterrupt:
             self.cancel()
-            thread.join()
+            thread.join(CANCEL_WAIT)
             self._finish(box.get("result"), None, cancelled=True)
             raise
         error = box.get("error")

@@ -119,7 +119,10 @@ def test_stop_cancels_a_running_tool_and_leaves_a_valid_history(kernel: Kernel) 
         kernel, '[Turn("Waiting.", Call("slow", {"seconds": 60})), "never"]', tools=tools
     )
     kernel.execute("%agent --new -o res wait")
-    kernel.wait_for(lambda: any("running" in h for h in kernel.html_texts(since)), what="running")
+    kernel.wait_for(
+        lambda: any("slow" in h and "running" in h for h in kernel.html_texts(since)),
+        what="the tool running",
+    )
     stop = kernel.buttons("Stop", enabled=True, since=since)
     assert len(stop) == 1
     kernel.click(stop[0])
@@ -212,3 +215,35 @@ def test_a_policy_run_needs_no_click_and_blocks_the_cell(kernel: Kernel, policy:
     kernel.drain(0.3)
     words = "approved by policy" if policy == "auto" else "denied by policy"
     assert any(words in h for h in kernel.html_texts(since))
+
+
+def test_a_kernel_interrupt_cancels_a_foreground_run(kernel: Kernel) -> None:
+    tools = """
+    import time
+    from nbagent.tools import ToolContext
+
+    @tool
+    def crunch(context: ToolContext) -> str:
+        \"\"\"A slow sync tool that checks for cancellation.\"\"\"
+        for _ in range(600):
+            if context.cancelled():
+                return "stopped early"
+            time.sleep(0.1)
+        return "crunched"
+    """
+    since = setup_run(kernel, '[Turn(Call("crunch")), "never"]', tools=tools)
+    msg_id = kernel.kc.execute("%agent --new --approve auto -o res crunch")
+    kernel.wait_for(
+        lambda: any("crunch" in h and "running" in h for h in kernel.html_texts(since)),
+        what="the tool running",
+    )
+    kernel.km.interrupt_kernel()
+    reply = kernel.kc.get_shell_msg(timeout=30)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kernel.kc.get_shell_msg(timeout=30)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    wait_footer(kernel, since, "cancelled")
+    messages = "nbagent.notebook.current_session().agent.messages"
+    assert kernel.eval(f"type({messages}[-1]).__name__") == "ToolMessage"
+    assert kernel.eval("nbagent.notebook.current_session().active") is None
