@@ -101,7 +101,9 @@ class ToolCard:
         indent them would double their traffic.
         """
         raw = self.record.arguments
-        if len(raw) <= PRETTY_LIMIT or self.arguments.text != raw:
+        if self.record.input == {}:
+            self.arguments.replace("")  # no arguments: nothing to show
+        elif len(raw) <= PRETTY_LIMIT or self.arguments.text != raw:
             self.arguments.replace(pretty_arguments(self.record.input, raw))
         self.arguments.finish()
 

@@ -42,7 +42,8 @@ def delete_file(path: str) -> str:
     return f"deleted {path}"
 
 nbagent.notebook.current_session().set_model(ScriptedModel([
-    Turn("I will **delete** `a.txt` <img src=x onerror=\\"window.__pwned=1\\">",
+    Turn("I will **delete** `a.txt` <img src=x onerror=\\"window.__pwned=1\\"> "
+         "[see](javascript:window.__pwned=2) [docs](https://example.com/a_(b))",
          Call("delete_file", {"path": "a.txt"})),
     "Done: *a.txt* is gone.",
     Turn("Then `b.txt` goes too.", Call("delete_file", {"path": "b.txt"})),
@@ -207,6 +208,10 @@ def test_approve_then_deny_in_jupyterlab(lab: Lab) -> None:
             )
             # the model's text was shown, and its <img onerror> never ran
             assert page.evaluate("window.__pwned") is None
+            assert page.locator(".nbagent-stream a[href^='javascript']").count() == 0
+            docs = page.locator(".nbagent-stream a", has_text="docs").first
+            assert docs.get_attribute("href") == "https://example.com/a_(b)"
+            assert docs.get_attribute("rel") == "noopener noreferrer nofollow"
             assert page.get_by_text("deleted b.txt").count() == 0
         except Exception:
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)

@@ -142,3 +142,15 @@ def test_transcript_forms_hold_no_raw_markup() -> None:
     assert "`<ok>`" in markdown
     assert "<script>x</script>" in transcript.to_plain()
     assert transcript.to_metadata()["text"] == "<script>x</script> `<ok>`"
+
+
+def test_the_browser_side_never_parses_html() -> None:
+    from pathlib import Path
+
+    import nbagent.notebook
+
+    static = Path(nbagent.notebook.__file__).parent / "static"
+    for script in static.glob("*.js"):
+        source = script.read_text()
+        for api in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+            assert api not in source, f"{script.name} uses {api}"

@@ -1,7 +1,7 @@
 // nbagent text stream: the kernel sends only what is new, as [offset, text] custom messages.
 // The model keeps the whole text in its local "value" (so saved widget state has it) and asks
-// the kernel to resend everything when an offset does not line up. Rendering never uses
-// innerHTML: every node is built with createElement/textContent, so no model or tool text can
+// the kernel to resend everything when an offset does not line up. Rendering never parses
+// HTML strings: every node is built with createElement/textContent, so no model or tool text can
 // run a script, and links are kept only for http(s) and mailto URLs.
 
 function initialize({ model }) {
@@ -92,7 +92,7 @@ function inline(text, parent) {
       }
     }
     if ((c === "[" || (c === "!" && text[i + 1] === "[")) &&
-        (m = /^!?\[([^\]]*)\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)/.exec(rest))) {
+        (m = /^!?\[([^\]]*)\]\(\s*<?((?:[^()\s<>]|\([^()\s]*\))*)>?(?:\s+"[^"]*")?\s*\)/.exec(rest))) {
       flush();
       const href = safeUrl(m[2]);
       const label = m[0][0] === "!" ? `[image: ${m[1] || m[2]}]` : m[1];
