@@ -1,7 +1,8 @@
 """End to end in a real browser: JupyterLab, Debian's chromium, a person clicking Approve and Deny.
 
 Needs /usr/bin/chromium, Playwright for Python and JupyterLab (scripts/test installs them); the
-test says why and skips when one is missing. It never downloads a browser.
+test says why and skips when one is missing. It never downloads a browser. The screenshot goes to
+test-output/approval.png; NBAGENT_UPDATE_SCREENSHOTS=1 also refreshes docs/images/approval.png.
 """
 
 from __future__ import annotations
@@ -219,5 +220,6 @@ def test_approve_then_deny_in_jupyterlab(lab: Lab) -> None:
             raise
         finally:
             browser.close()
-    README_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(SCREENSHOT, README_IMAGE)
+    if os.environ.get("NBAGENT_UPDATE_SCREENSHOTS") == "1" or not README_IMAGE.exists():
+        README_IMAGE.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SCREENSHOT, README_IMAGE)
