@@ -198,7 +198,7 @@ def _measure(once: Callable[[], Any], k: int) -> Callable[[], float]:
 
         return asyncio.run(many())
 
-    if k < 1000:  # warm-up (imports, caches); a peer's K=1000 run takes a minute, and K=10 warmed
+    if k < 100:  # warm-up (imports, caches) once, at K=10: a peer's K=1000 run takes a minute
         measure()
     return measure
 
@@ -236,7 +236,7 @@ def build(quick: bool) -> Section:
     section = Section("loop", "1. Loop overhead per tool round trip (offline, no-op tool)")
     ks = (10, 100) if quick else (10, 100, 1000)
     for k in ks:
-        rounds = {10: 5 if quick else 7, 100: 3 if quick else 5, 1000: 5}[k]
+        rounds = {10: 3 if quick else 7, 100: 3 if quick else 5, 1000: 5}[k]
         slow_rounds = 3 if k == 1000 else rounds  # a peer's K=1000 run takes ~a minute
         compare(
             section,
@@ -256,7 +256,7 @@ def build(quick: bool) -> Section:
         section,
         "nbagent growth",
         {f"nbagent K={k}": lambda k=k: nbagent_setup(k) for k in ks},
-        rounds=5 if quick else 9,
+        rounds=3 if quick else 9,
         reference="nbagent K=10",
     )
     for row in section.rows:

@@ -85,8 +85,13 @@ VALID: dict[str, Any] = {
 INVALID: dict[str, Any] = {**VALID, "mode": "sloppy", "limit": 0}
 
 
-def _per_call(fn: Callable[[], Any], minimum: float = 0.05) -> Callable[[], float]:
-    """A measurement: call ``fn`` in batches until ``minimum`` seconds passed; seconds per call."""
+MIN_MEASURE_SECONDS = 0.05  # --quick: 0.02
+REGISTERED = 20  # tools given to one Agent; --quick: 8
+
+
+def _per_call(fn: Callable[[], Any]) -> Callable[[], float]:
+    """A measurement: call ``fn`` in batches until enough time passed; seconds per call."""
+    minimum = MIN_MEASURE_SECONDS
 
     def measure() -> float:
         calls, started = 0, time.perf_counter()
@@ -145,7 +150,7 @@ def _compile_py() -> Any:
     return build
 
 
-def _registering(one_by_one: bool, count: int = 20) -> Callable[[], float]:
+def _registering(one_by_one: bool) -> Callable[[], float]:
     """Seconds per tool to give an Agent ``count`` tools with SCHEMA: all at construction, or
     one by one through ``Agent.add_tool`` (what the notebook session does before a run)."""
     from nbagent import Agent, Tool
@@ -153,6 +158,7 @@ def _registering(one_by_one: bool, count: int = 20) -> Callable[[], float]:
     async def noop(ctx: Any) -> str:
         return "ok"
 
+    count = REGISTERED
     tools = [Tool(name=f"t{i}", input_schema=SCHEMA, execute=noop) for i in range(count)]
 
     def measure() -> float:
@@ -187,6 +193,9 @@ def _validating(method: str, instance: Any) -> dict[str, Callable[[], Callable[[
 
 
 def build(quick: bool) -> Section:
+    global MIN_MEASURE_SECONDS, REGISTERED
+    if quick:
+        MIN_MEASURE_SECONDS, REGISTERED = 0.02, 8
     section = Section("schema", "4. Schema work: compile once, validate each call")
     rounds = 3 if quick else 7
     cases: dict[str, dict[str, Callable[[], Callable[[], float]]]] = {
@@ -195,9 +204,9 @@ def build(quick: bool) -> Section:
             "jsonschema-rs": lambda: _compiling(_rs()[0].validator_for),
             "jsonschema": lambda: _per_call(_compile_py()),
         },
-        "20 tools, per tool": {
+        f"{REGISTERED} tools, per tool": {
             "nbagent Agent(tools)": lambda: _registering(False),
-            "nbagent 20 x add_tool": lambda: _registering(True),
+            f"nbagent {REGISTERED} x add_tool": lambda: _registering(True),
         },
         "is_valid (valid)": _validating("is_valid", VALID),
         "is_valid (invalid)": _validating("is_valid", INVALID),
@@ -210,11 +219,11 @@ def build(quick: bool) -> Section:
     except ImportError:
         reference = "nbagent"
     for label, contenders in cases.items():
-        ref = "nbagent Agent(tools)" if label.startswith("20 tools") else reference
+        ref = "nbagent Agent(tools)" if label.endswith("per tool") else reference
         compare(section, label, contenders, rounds=rounds, reference=ref)
     for row in section.rows:
         if row.values:
-            row.extra = "us per tool" if row.label.startswith("20 tools") else "us per call"
+            row.extra = "us per tool" if row.label.endswith("per tool") else "us per call"
     nb = median_of(section.row("validate (valid)", "nbagent"))
     if nb is not None:
         section.notes.append(
@@ -224,12 +233,13 @@ def build(quick: bool) -> Section:
     section.notes.append(
         "compile happens once per tool (Agent construction / registration); validate once per call"
     )
-    once = median_of(section.row("20 tools, per tool", "nbagent Agent(tools)"))
-    each = median_of(section.row("20 tools, per tool", "nbagent 20 x add_tool"))
+    label, n = f"{REGISTERED} tools, per tool", REGISTERED
+    once = median_of(section.row(label, "nbagent Agent(tools)"))
+    each = median_of(section.row(label, f"nbagent {n} x add_tool"))
     if once and each:
         section.notes.append(
-            f"giving an Agent 20 such tools: {once * 20e3:,.0f} ms at construction, "
-            f"{each * 20e3:,.0f} ms through 20 add_tool calls (each recompiles every tool)"
+            f"giving an Agent {n} such tools: {once * n * 1e3:,.0f} ms at construction, "
+            f"{each * n * 1e3:,.0f} ms through {n} add_tool calls (each recompiles every tool)"
         )
     return section
 

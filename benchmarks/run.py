@@ -34,6 +34,8 @@ BENCHMARKS = [
     ("startup", "bench_startup.py"),
     ("concurrency", "bench_concurrency.py"),
 ]
+# --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
+QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}
 PACKAGES = [
     "nbagent",
     "pydantic-ai-slim",
@@ -87,6 +89,8 @@ def run_one(key: str, script: str, quick: bool) -> tuple[Section, float]:
     args = [sys.executable, str(path)]
     if quick and (ours or "--quick" in source):
         args.append("--quick")
+    elif quick and script in QUICK_ARGS and QUICK_ARGS[script][0] in source:
+        args += QUICK_ARGS[script][1]
     if ours:
         args.append("--json")
     started = time.perf_counter()
@@ -95,9 +99,13 @@ def run_one(key: str, script: str, quick: bool) -> tuple[Section, float]:
     if JSON_MARK in done.stdout:
         section = Section.from_json(done.stdout.split(JSON_MARK, 1)[1].strip())
     else:  # a benchmark with its own output format: show what it printed
-        section = Section(key, f"{key}: {script}")
+        section = Section(key, f"{key}: {script}" + (f" {' '.join(args[2:])}" if args[2:] else ""))
         if done.stdout.strip():
             section.notes.append("output:\n\n```\n" + done.stdout.strip() + "\n```")
+        for line in done.stdout.splitlines():  # "goal <text>: met" / "goal <text>: NOT met"
+            if line.startswith("goal ") and ":" in line:
+                text, _, verdict = line[5:].rpartition(":")
+                section.goal(text.strip(), verdict.strip().lower() == "met")
     if done.returncode != 0 and not section.crashes:
         section.crashes.append(
             f"{script} exited with status {done.returncode}:\n{done.stderr.strip()[-4000:]}"
@@ -135,7 +143,7 @@ def main() -> int:
         crashes += section.crashes
         for goal in section.goals:
             mark = {True: "MET", False: "MISSED", None: "NOT MEASURED"}[goal.met]
-            goals.append(f"- {mark}: {goal.text} ({goal.detail})")
+            goals.append(f"- {mark}: {goal.text}" + (f" ({goal.detail})" if goal.detail else ""))
     total = time.perf_counter() - started
     report += ["### Goals", "", *goals, "", f"Total wall time: {total:.1f} s", ""]
     text = "\n".join(report)
