@@ -122,13 +122,17 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask the agent; the answer streams into the cell.
 
-        %agent PROMPT            one line
+        %agent PROMPT            one line ({name} is replaced by the variable's value)
         %%agent [options]        the cell body is the prompt
         %agent tools | history | config | stop
 
         Tools: every @nbagent.tool function defined in the notebook, and nbagent.register(...).
-        Approval: in JupyterLab and similar, calls that need approval wait for Approve / Deny.
-        Headless (nbclient, CI) runs deny them unless NBAGENT_APPROVAL or --approve says auto.
+        In JupyterLab and similar, the run goes on in the background: the cell returns at once,
+        calls that need approval wait for Approve / Deny, Stop cancels, and -o NAME is set
+        when the run ends. With --approve auto|deny (or NBAGENT_APPROVAL) nobody needs to
+        click, so the cell waits for the run, and the next cell can use -o NAME. Headless
+        (nbclient, CI) runs wait too, show plain outputs, and deny approval-needing calls
+        unless NBAGENT_APPROVAL or --approve says auto.
         """
         stripped = line.strip()
         if cell is None and stripped in _COMMANDS:

@@ -107,13 +107,18 @@ class Kernel:
         self, code: str, *, timeout: float = 60.0, allow_errors: bool = False
     ) -> list[dict[str, Any]]:
         """Run a cell and return the iopub messages it produced (until the kernel went idle)."""
-        msg_id = self.kc.execute(code)
-        reply = None
         deadline = time.monotonic() + timeout
-        while reply is None:
-            msg = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-            if msg["parent_header"].get("msg_id") == msg_id:
-                reply = msg
+        for _ in range(20):
+            msg_id = self.kc.execute(code)
+            reply = None
+            while reply is None:
+                msg = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    reply = msg
+            # ipykernel 6 aborts requests queued just after a cell failed: send it again
+            if reply["content"]["status"] != "aborted":
+                break
+            time.sleep(0.1)
         idle = False
         while not idle:
             if time.monotonic() > deadline:
@@ -136,12 +141,20 @@ class Kernel:
 
     def eval(self, expression: str) -> Any:
         """The value of a Python literal expression evaluated in the kernel."""
-        msg_id = self.kc.execute("", user_expressions={"x": f"repr({expression})"})
-        while True:
-            msg = self.kc.get_shell_msg(timeout=30)
-            if msg["parent_header"].get("msg_id") == msg_id:
+        for _ in range(20):
+            msg_id = self.kc.execute("", user_expressions={"x": f"repr({expression})"})
+            while True:
+                msg = self.kc.get_shell_msg(timeout=30)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    break
+            content = msg["content"]
+            # ipykernel 6 aborts requests queued just after a cell failed: ask again
+            if content["status"] != "aborted":
                 break
-        found = msg["content"]["user_expressions"]["x"]
+            time.sleep(0.1)
+        if content["status"] != "ok":
+            raise CellError(f"{expression}: {content.get('ename')}: {content.get('evalue')}")
+        found = content["user_expressions"]["x"]
         if found["status"] != "ok":
             raise CellError(f"{expression}: {found.get('ename')}: {found.get('evalue')}")
         return ast.literal_eval(ast.literal_eval(found["data"]["text/plain"]))
