@@ -94,7 +94,16 @@ def run_one(key: str, script: str, quick: bool) -> tuple[Section, float]:
     if ours:
         args.append("--json")
     started = time.perf_counter()
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False)
+    limit = 300 if quick else 1800
+    try:
+        done = subprocess.run(
+            args, cwd=ROOT, capture_output=True, text=True, check=False, timeout=limit
+        )
+    except subprocess.TimeoutExpired as exc:
+        section = Section(key, f"{key}: {script}")
+        output = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        section.crashes.append(f"{script} did not finish within {limit} s\n{output[-4000:]}")
+        return section, time.perf_counter() - started
     elapsed = time.perf_counter() - started
     if JSON_MARK in done.stdout:
         section = Section.from_json(done.stdout.split(JSON_MARK, 1)[1].strip())
