@@ -89,9 +89,11 @@ class Agent:
 
     def add_tool(self, new: Tool) -> None:
         """Register (or replace, by name) one tool; its schema is compiled now."""
-        others = [t for t in self.tools.values() if t.name != new.name]
-        self._schemas = validate_tools([*others, new])
-        self.tools = {t.name: t for t in [*others, new]}
+        compiled = validate_tools([new])  # only the new tool: the others are already checked
+        tools, schemas = dict(self.tools), dict(self._schemas)
+        tools[new.name] = new
+        schemas.update(compiled)
+        self.tools, self._schemas = tools, schemas
 
     def _check_idle(self) -> None:
         if self._running:
@@ -151,7 +153,9 @@ class Agent:
         self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
     ) -> RunResult:
         """Run to the end and return the :class:`~nbagent.events.RunResult`."""
-        return await self.start(prompt, **kwargs).result()
+        run = self.start(prompt, **kwargs)
+        run.discard_events()
+        return await run.result()
 
     def run_sync(
         self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any

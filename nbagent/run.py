@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalRequest, Approver, Decision
@@ -68,6 +69,17 @@ _run_ids = itertools.count(1)
 _POLICIES = frozenset({"auto", "deny", "rule", "script", "error", "always"})
 #: How long a cancelled or timed-out async tool may take to finish before it is abandoned.
 CANCEL_GRACE = 1.0
+#: Threads for sync tools. asyncio's default pool has min(32, CPUs + 4) threads (6 on two
+#: cores), which would serialize a batch of eight slow sync tools into two rounds.
+TOOL_THREADS = 64
+_pool: ThreadPoolExecutor | None = None
+
+
+def _tool_threads() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="nbagent-tool")
+    return _pool
 
 
 class Run:
@@ -100,13 +112,21 @@ class Run:
         self._steps = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.final: RunResult | None = None
+        self._keep_events = True
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._main(), name=self.id)
 
     def emit(self, event: AgentEvent) -> None:
-        self._queue.put_nowait(event)
+        if self._keep_events:
+            self._queue.put_nowait(event)
+
+    def discard_events(self) -> None:
+        """Nobody will read :meth:`events`: keep none (``Agent.run`` only wants the result)."""
+        self._keep_events = False
+        while not self._queue.empty():
+            self._queue.get_nowait()
 
     def done(self) -> bool:
         return self._task is not None and self._task.done()
@@ -343,6 +363,8 @@ class Run:
         limit = self.agent.max_concurrency
         semaphore = asyncio.Semaphore(limit) if limit else None
         sequential: dict[str, asyncio.Lock] = {}
+        if len(calls) == 1:  # the common case: no task to spawn and gather
+            return [await self._handle_call(step, calls[0], semaphore, sequential)]
         tasks = [
             asyncio.ensure_future(self._handle_call(step, call, semaphore, sequential))
             for call in calls
@@ -472,7 +494,7 @@ class Run:
             work: asyncio.Future[Any] = asyncio.ensure_future(execute(context))
         else:
             ctx = contextvars.copy_context()
-            work = asyncio.ensure_future(asyncio.to_thread(ctx.run, execute, context))
+            work = loop.run_in_executor(_tool_threads(), ctx.run, execute, context)
         timeout = found.timeout if found.timeout is not None else self.agent.tool_timeout
         try:
             done, _ = await asyncio.wait({work}, timeout=timeout)

@@ -42,6 +42,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
+import sys
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
 
@@ -169,10 +172,36 @@ class CompiledSchema:
         )
 
 
+#: Compiled schemas by canonical JSON: re-registering a tool (a notebook cell run again) or
+#: building another Agent with the same tools costs a dict lookup, not a compile (~5 ms).
+_CACHE: OrderedDict[tuple[str, bool], CompiledSchema] = OrderedDict()
+_CACHE_SIZE = 512
+
+
 def compile_schema(
     schema: Mapping[str, Any] | bool | None, *, require_object: bool = True
 ) -> CompiledSchema:
     """Check ``schema`` against the strict policy and build its reusable validator.
+
+    Results are cached by the schema's canonical JSON (a CompiledSchema is read-only).
+    """
+    try:
+        key = (json.dumps(schema, sort_keys=True, separators=(",", ":")), require_object)
+    except (TypeError, ValueError, RecursionError):
+        return _compile(schema, require_object)  # not JSON: _compile says where, precisely
+    cached = _CACHE.get(key)
+    if cached is not None:
+        _CACHE.move_to_end(key)
+        return cached
+    compiled = _compile(schema, require_object)
+    _CACHE[key] = compiled
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return compiled
+
+
+def _compile(schema: Mapping[str, Any] | bool | None, require_object: bool) -> CompiledSchema:
+    """Compile without the cache; see :func:`compile_schema`.
 
     With ``require_object`` (the default, for tool inputs) the schema is normalized
     (:func:`normalize_schema`) and must have ``"type": "object"``. With ``require_object=False``
@@ -199,6 +228,7 @@ def compile_schema(
     else:
         raise SchemaError(f"a schema must be a JSON object or boolean, not {type(schema).__name__}")
 
+    _load_jsonschema()
     walk = _PolicyWalk(normalized)
     walk.run()
     _check_metaschema(normalized)
@@ -455,6 +485,24 @@ def _regex(pattern: str) -> regress.Regex:
 
 def _matches(pattern: str, text: str) -> bool:
     return _regex(pattern).find(text) is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _load_jsonschema() -> None:
+    """Import jsonschema without its optional ``rfc3987_syntax`` helper.
+
+    That helper (installed with Jupyter) builds a grammar at import, about 1 s here, for the
+    ``iri`` format check — and nbagent never checks formats. jsonschema skips it on ImportError.
+    If either module is already imported, nothing changes.
+    """
+    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
+        return
+    sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]
+    try:
+        import jsonschema  # noqa: F401
+    finally:
+        if sys.modules.get("rfc3987_syntax", 0) is None:
+            del sys.modules["rfc3987_syntax"]
 
 
 @functools.lru_cache(maxsize=1)

@@ -598,3 +598,25 @@ async def test_paused_turn_is_sent_back_to_continue() -> None:
     result = await agent.run("go")
     assert result.text == "found it" and result.steps == 2 and result.stop_reason == "finished"
     assert model.requests[1].messages[-1].text == "searching…"  # type: ignore[union-attr]
+
+
+async def test_eight_slow_sync_tools_overlap() -> None:
+    def nap(ctx: ToolContext) -> str:
+        time.sleep(0.4)
+        return "rested"
+
+    model = ScriptedModel([Turn(*[Call("nap", {"x": i}) for i in range(8)]), "ok"])
+    started = time.monotonic()
+    await Agent(model, [Tool(name="nap", input_schema=OBJ, execute=nap)]).run("go")
+    assert time.monotonic() - started < 0.75  # one round, not two (asyncio's pool has 6 here)
+
+
+async def test_add_tool_replaces_by_name_and_keeps_the_rest() -> None:
+    first, second = recording_tool("a"), recording_tool("b")
+    agent = Agent(ScriptedModel(["ok"]), [first, second])
+    replacement = recording_tool("a", schema={"type": "object", "properties": {}})
+    agent.add_tool(replacement)
+    assert list(agent.tools) == ["a", "b"] and agent.tools["a"] is replacement
+    with pytest.raises(SchemaError):
+        agent.add_tool(Tool(name="c", execute=print, input_schema={"type": "string"}))
+    assert list(agent.tools) == ["a", "b"]

@@ -710,3 +710,13 @@ def test_validation_never_mutates_random_json_and_both_entry_points_agree(instan
     if isinstance(instance, dict):
         accepts(_MIXED, {"a": instance.get("a"), "b": instance, **instance})
     assert instance == before
+
+
+def test_compiled_schemas_are_cached_by_canonical_json() -> None:
+    from nbagent.schema import compile_schema as compile_
+
+    one = compile_({"type": "object", "properties": {"q": {"type": "string"}}})
+    same = compile_({"properties": {"q": {"type": "string"}}, "type": "object"})
+    other = compile_({"type": "object", "properties": {"q": {"type": "integer"}}})
+    assert one is same and other is not one
+    assert not other.is_valid({"q": "x"}) and one.is_valid({"q": "x"})
