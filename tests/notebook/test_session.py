@@ -199,7 +199,9 @@ def test_loading_the_extension_imports_no_widgets() -> None:
         "ip.run_line_magic('load_ext', 'nbagent')\n"
         "assert 'agent' in ip.magics_manager.magics['line']\n"
         "heavy = [m for m in ('ipywidgets', 'anywidget', 'httpx2') if m in sys.modules]\n"
-        "print(heavy)\n"
+        "print('HEAVY=' + repr(heavy))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    found = [line for line in out.stdout.splitlines() if line.startswith("HEAVY=")]
+    assert out.returncode == 0 and found, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
+    assert found[-1] == "HEAVY=[]"
