@@ -120,6 +120,7 @@ __all__ = [
     "approval_policy",
     "approve",
     "compile_schema",
+    "current_session",
     "decode_arguments",
     "deny",
     "error_result",
@@ -152,6 +153,13 @@ def unload_ipython_extension(ipython: Any) -> None:
     from .notebook import unload_ipython_extension as unload
 
     unload(ipython)
+
+
+def current_session() -> Any:
+    """The notebook session of this kernel (tools, conversation, settings); loads the front end."""
+    from .notebook import current_session as session
+
+    return session()
 
 
 def register(*tools: Any, **kwargs: Any) -> Any:

@@ -8,11 +8,10 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
+from ._threads import run_on_worker_loop
 from .approval import Approver, DenyAll
 from .content import Part
 from .errors import AgentError, NbagentError, RunInProgressError
@@ -86,6 +85,12 @@ class Agent:
         twin.messages = list(self.messages)
         twin._running = False
         return twin
+
+    def remove_tool(self, name: str) -> None:
+        """Unregister a tool by name (no error if there is none)."""
+        self._check_idle()
+        self.tools = {k: v for k, v in self.tools.items() if k != name}
+        self._schemas = {k: v for k, v in self._schemas.items() if k != name}
 
     def add_tool(self, new: Tool) -> None:
         """Register (or replace, by name) one tool; its schema is compiled now."""
@@ -170,48 +175,7 @@ class Agent:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(prompt, **kwargs))
-        result: RunResult = _run_on_thread(lambda: self.run(prompt, **kwargs))
-        return result
-
-
-def _run_on_thread(make: Callable[[], Any]) -> Any:
-    """Run ``make()`` (a coroutine) on a new loop on a worker thread and wait for it."""
-    box: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def worker() -> None:
-        loop = asyncio.new_event_loop()
         try:
-            task = loop.create_task(make())
-            box["loop"], box["task"] = loop, task
-            ready.set()
-            box["result"] = loop.run_until_complete(task)
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            ready.set()
-            loop.close()
-
-    thread = threading.Thread(
-        target=contextvars.copy_context().run, args=(worker,), name="nbagent-run", daemon=True
-    )
-    thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.1)
-    except KeyboardInterrupt:
-        ready.wait()
-        loop, task = box.get("loop"), box.get("task")
-        if loop is not None and task is not None:
-            try:
-                loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:
-                pass
-        thread.join()
-        raise
-    if "error" in box:
-        error = box["error"]
-        if isinstance(error, asyncio.CancelledError):
+            return run_on_worker_loop(lambda: self.run(prompt, **kwargs))
+        except asyncio.CancelledError:
             raise NbagentError("the run was cancelled") from None
-        raise error
-    return box["result"]

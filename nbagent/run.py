@@ -117,6 +117,14 @@ class Run:
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._main(), name=self.id)
+        self._task.add_done_callback(self._after)
+
+    def _after(self, task: asyncio.Task[RunResult]) -> None:
+        """A task cancelled before its first step never ran ``_main``: end the run here."""
+        if self.final is None:
+            self.final = self._result("cancelled")
+            self.emit(RunCancelled(self.final))
+            self._close()
 
     def emit(self, event: AgentEvent) -> None:
         if self._keep_events:

@@ -663,6 +663,7 @@ def _violation_key(violation: tuple[str, str]) -> tuple[list[tuple[int, int, str
     """Sort by pointer (array indexes numerically), then message."""
     pointer, message = violation
     parts = [
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in pointer.split("/")[1:]
+        (0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part)
+        for part in pointer.split("/")[1:]
     ]
     return parts, message

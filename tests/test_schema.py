@@ -720,3 +720,10 @@ def test_compiled_schemas_are_cached_by_canonical_json() -> None:
     other = compile_({"type": "object", "properties": {"q": {"type": "integer"}}})
     assert one is same and other is not one
     assert not other.is_valid({"q": "x"}) and one.is_valid({"q": "x"})
+
+
+def test_violation_paths_with_unicode_digit_keys() -> None:
+    compiled = compile_schema({"type": "object", "additionalProperties": {"type": "string"}})
+    with pytest.raises(ArgumentsError) as info:
+        compiled.validate({"¹": None, "2": None})
+    assert [path for path, _ in info.value.violations] == ["/2", "/¹"]

@@ -14,13 +14,13 @@ interrupt cancels the run cleanly.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import itertools
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from .._threads import run_on_worker_loop
 from ..approval import Approver
 from ..events import AgentEvent, RunResult
 
@@ -166,34 +166,19 @@ class Job:
 
     def run_foreground(self) -> RunResult | None:
         """Run on a worker thread and wait; Ctrl-C / kernel interrupt cancels the run."""
-        box: dict[str, Any] = {}
-
-        def worker() -> None:
-            loop = asyncio.new_event_loop()
-            try:
-                box["result"] = loop.run_until_complete(self.main())
-            except BaseException as exc:  # shown in the view below, never lost
-                box["error"] = exc
-            finally:
-                # close without waiting for worker threads: a sync tool that ignores its
-                # cancellation must not hold the cell
-                loop.close()
-
-        thread = threading.Thread(
-            target=contextvars.copy_context().run, args=(worker,), name="nbagent-run", daemon=True
-        )
-        thread.start()
         try:
-            while thread.is_alive():
-                thread.join(0.1)
+            result = run_on_worker_loop(
+                self.main, on_interrupt=self.cancel, cancel_wait=CANCEL_WAIT
+            )
         except KeyboardInterrupt:
-            self.cancel()
-            thread.join(CANCEL_WAIT)
-            self._finish(box.get("result"), None, cancelled=True)
+            self._finish(None, None, cancelled=True)
             raise
-        error = box.get("error")
-        cancelled = isinstance(error, asyncio.CancelledError)
-        self._finish(box.get("result"), None if cancelled else error, cancelled=cancelled)
+        except asyncio.CancelledError:
+            self._finish(None, None, cancelled=True)
+        except BaseException as exc:  # shown in the view, never lost
+            self._finish(None, exc)
+        else:
+            self._finish(result, None)
         return self.result
 
     def _finish(

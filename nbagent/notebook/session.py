@@ -120,7 +120,7 @@ class Session:
             if agent.tools.get(name) is not item:
                 agent.add_tool(item)
         for name in [n for n in agent.tools if n not in self.tools]:
-            del agent.tools[name]
+            agent.remove_tool(name)
         return agent
 
     # --- tools --------------------------------------------------------------------------------
