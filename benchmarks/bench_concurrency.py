@@ -142,10 +142,12 @@ def build(quick: bool) -> Section:
             peak <= CAP,
             f"peak {peak}",
         )
+    from nbagent.run import TOOL_THREADS
+
     workers = min(32, (os.cpu_count() or 1) + 4)
     section.notes.append(
-        f"sync tools run through asyncio.to_thread, i.e. the loop's default executor: "
-        f"min(32, cpu_count + 4) = {workers} threads on this machine"
+        f"sync tools run on nbagent's own pool of {TOOL_THREADS} threads (asyncio's default "
+        f"executor would give min(32, cpu_count + 4) = {workers} here)"
     )
     return section
 

@@ -15,9 +15,8 @@ client; providers and the notebook front end load on first use. In a notebook::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, Run
 from .approval import (
     ApprovalRequest,
     Approver,
@@ -57,7 +56,6 @@ from .errors import (
 from .events import AgentEvent, RunResult
 from .generation import Answer, Generator, NamedToolChoice, Options, Request, StreamEvent, generate
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage, user
-from .models import FunctionModel, OfflineModel, ScriptedModel
 from .schema import CompiledSchema, compile_schema, normalize_schema
 from .tools import (
     Definition,
@@ -70,7 +68,36 @@ from .tools import (
     validate_tools,
 )
 
+if TYPE_CHECKING:
+    from .agent import Agent, Run
+    from .models import FunctionModel, OfflineModel, ScriptedModel
+
 __version__ = "0.1.0"
+
+#: Loaded on first use: they pull in asyncio (~30-50 ms), which `import nbagent` should not pay.
+_LAZY = {
+    "Agent": "agent",
+    "Run": "agent",
+    "FunctionModel": "models",
+    "OfflineModel": "models",
+    "ScriptedModel": "models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nbagent' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "Agent",

@@ -9,15 +9,16 @@ headless notebooks) and :class:`InteractiveApprover` (futures resolved by button
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
 
 from .tools import ToolCall
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "ApprovalRequest",
@@ -128,10 +129,15 @@ class CallbackApprover:
     """
 
     def __init__(self, ask: Callable[[ApprovalRequest], DecisionLike | Awaitable[DecisionLike]]):
+        import asyncio
+
         self.ask = ask
         self._lock = asyncio.Lock()
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        import asyncio
+        import inspect
+
         async with self._lock:
             if inspect.iscoroutinefunction(self.ask):
                 value = await self.ask(request)
@@ -233,6 +239,8 @@ class InteractiveApprover:
         known = self.known_decision(request)
         if known is not None:
             return known
+        import asyncio
+
         loop = asyncio.get_running_loop()
         pending = _Pending(request, loop.create_future(), loop)
         with self._lock:

@@ -6,9 +6,7 @@ runs it inside its loop. :func:`tool` builds a Tool from a typed Python function
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import inspect
 import json
 import re
 import threading
@@ -183,6 +181,8 @@ class Tool(Definition):
         rule = self.needs_approval
         if isinstance(rule, bool):
             return rule
+        import inspect
+
         verdict = rule(input)
         if inspect.isawaitable(verdict):
             verdict = await verdict
@@ -241,6 +241,8 @@ def _make_tool(
     provider_options: Mapping[str, Any] | None = None,
     **rest: Any,
 ) -> Tool:
+    import inspect
+
     from ._hints import function_schema
 
     if not callable(fn):
@@ -385,10 +387,3 @@ def validate_tools(tools: Sequence[Tool | Definition]) -> dict[str, CompiledSche
         except SchemaError as exc:
             raise SchemaError(f"{label}: {exc.reason}", exc.pointer) from None
     return compiled
-
-
-def run_sync_or_async(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
-    """Await ``fn(*args)`` if it is async, else run it on a worker thread."""
-    if inspect.iscoroutinefunction(fn):
-        return fn(*args)  # type: ignore[no-any-return]
-    return asyncio.to_thread(fn, *args)

@@ -22,7 +22,7 @@ def test_import_does_not_pull_in_front_ends_or_http() -> None:
     code = (
         "import sys, nbagent\n"
         "bad = [m for m in ('IPython', 'ipywidgets', 'httpx2', 'httpx', 'ipykernel',"
-        " 'jsonschema', 'PIL') if m in sys.modules]\n"
+        " 'jsonschema', 'PIL', 'asyncio') if m in sys.modules]\n"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
