@@ -90,9 +90,7 @@ def test_saved_without_outputs_and_with_a_kernelspec(path: Path) -> None:
 
 @pytest.mark.timeout(CELL_TIMEOUT * 3)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_headless(
-    path: Path, tmp_path: Path, headless_env: dict[str, str]
-) -> None:
+def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[str, str]) -> None:
     try:
         executed = execute(path, tmp_path)
     except CellExecutionError as error:
