@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -15,21 +14,9 @@ __all__ = [
     "b64",
     "description_with_examples",
     "input_object",
-    "normalize_schema",
     "provider_tool_spec",
 ]
 
-EMPTY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-def normalize_schema(schema: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A copy of ``schema`` that names its object type: ``None``/``{}`` → an empty object."""
-    if not schema:
-        return copy.deepcopy(EMPTY_OBJECT_SCHEMA)
-    copied = copy.deepcopy(dict(schema))
-    if "type" not in copied and "properties" in copied:
-        copied = {"type": "object", **copied}
-    return copied
 
 
 def description_with_examples(definition: Definition) -> str:

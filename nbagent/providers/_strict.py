@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ToolDefinitionError
-from ._shared import normalize_schema
+from ..schema import normalize_schema
 
 __all__ = ["drop_added_nulls", "strict_schema"]
 

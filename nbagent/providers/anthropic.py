@@ -65,9 +65,10 @@ from ..messages import (
     ToolMessage,
     UserMessage,
 )
+from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
-from ._shared import b64, input_object, normalize_schema, provider_tool_spec
+from ._shared import b64, input_object, provider_tool_spec
 from ._sse import loads
 
 __all__ = ["AnthropicMessages"]

@@ -53,9 +53,10 @@ from ..generation import (
     Usage,
 )
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
-from ._shared import b64, description_with_examples, normalize_schema, provider_tool_spec
+from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import loads
 from ._strict import drop_added_nulls, strict_schema
 
