@@ -16,9 +16,7 @@ import datetime
 import enum
 import functools
 import inspect
-import json
 import math
-import re
 import sys
 import typing
 import uuid
@@ -37,11 +35,31 @@ from pathlib import PurePath
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from ._decoders import (
+    _array_decoder,
+    _copy_json,
+    _decode_bool,
+    _decode_float,
+    _decode_int,
+    _decode_none,
+    _decode_str,
+    _Decoder,
+    _describe,
+    _fixed_tuple_decoder,
+    _lookup_decoder,
+    _mapping_decoder,
+    _Mismatch,
+    _object_decoder,
+    _optional_decoder,
+    _pointer,
+    _string_decoder,
+    _union_decoder,
+)
+from ._docstrings import _parse_docstring
 from .errors import ArgumentsError, ToolDefinitionError
 
 __all__ = ["FunctionSchema", "call_arguments", "decode_arguments_as", "function_schema"]
 
-_Decoder = Callable[[Any], Any]
 _MISSING: Any = object()
 
 
@@ -89,111 +107,6 @@ def call_arguments(
     """
     del fn
     return fn_schema._plan.decode(arguments, context)
-
-
-# --------------------------------------------------------------------------- mismatches
-
-
-class _Mismatch(Exception):
-    """A JSON value does not fit the target type; parents add their key to ``path`` on the way up.
-
-    Paths are built only on failure, so decoding a value that fits costs no string work.
-    """
-
-    def __init__(self, message: str, expected: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.expected = expected  # set when the failure is "wrong kind of value" at this level
-        self.path: list[str] = []  # innermost key first
-
-
-def _expect(expected: str, value: Any) -> _Mismatch:
-    return _Mismatch(f"expected {expected}, got {_describe(value)}", expected)
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return f"number {value!r}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"string {json.dumps(shown)}"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return type(value).__name__
-
-
-def _pointer(path: Sequence[str]) -> str:
-    """JSON pointer (RFC 6901) for a path given innermost key first."""
-    return "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in reversed(path))
-
-
-# --------------------------------------------------------------------------- leaf decoders
-
-
-def _decode_str(value: Any) -> Any:
-    if isinstance(value, str):
-        return value
-    raise _expect("a string", value)
-
-
-def _decode_int(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    # JSON Schema counts 3.0 as an integer, so a validated argument may arrive as a float.
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise _expect("an integer", value)
-
-
-def _decode_float(value: Any) -> Any:
-    if isinstance(value, float):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            raise _expect("a number that fits a float", value) from None
-    raise _expect("a number", value)
-
-
-def _decode_bool(value: Any) -> Any:
-    if isinstance(value, bool):
-        return value
-    raise _expect("a boolean", value)
-
-
-def _decode_none(value: Any) -> Any:
-    if value is None:
-        return None
-    raise _expect("null", value)
-
-
-def _copy_json(value: Any) -> Any:
-    """Copy the containers of a JSON value, so a tool that mutates its argument cannot alter
-    the conversation history the value came from."""
-    if isinstance(value, dict):
-        return {key: _copy_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(item) for item in value]
-    return value
-
-
-def _string_decoder(label: str, parse: Callable[[str], Any]) -> _Decoder:
-    def decode(value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                return parse(value)
-            except ValueError:
-                pass
-        raise _expect(label, value)
-
-    return decode
 
 
 # --------------------------------------------------------------------------- compiling types
@@ -621,147 +534,6 @@ def _json_value(value: Any) -> Any:
     return _MISSING
 
 
-# --------------------------------------------------------------------------- composite decoders
-
-
-def _lookup_key(value: Any) -> tuple[bool, Any]:
-    # True == 1 in Python but not in JSON: keep booleans apart from numbers.
-    return (isinstance(value, bool), value)
-
-
-def _lookup_decoder(json_values: list[Any], results: Sequence[Any]) -> _Decoder:
-    table = {_lookup_key(v): r for v, r in zip(json_values, results, strict=True)}
-    label = "one of " + ", ".join(json.dumps(v) for v in json_values)
-
-    def decode(value: Any) -> Any:
-        try:
-            return table[_lookup_key(value)]
-        except (KeyError, TypeError):
-            raise _expect(label, value) from None
-
-    return decode
-
-
-def _optional_decoder(inner: _Decoder) -> _Decoder:
-    def decode(value: Any) -> Any:
-        if value is None:
-            return None
-        try:
-            return inner(value)
-        except _Mismatch as mismatch:
-            if mismatch.path or mismatch.expected is None:
-                raise
-            raise _expect(f"{mismatch.expected} or null", value) from None
-
-    return decode
-
-
-def _union_decoder(arms: list[_Decoder]) -> _Decoder:
-    def decode(value: Any) -> Any:
-        failures: list[_Mismatch] = []
-        for arm in arms:
-            try:
-                return arm(value)
-            except _Mismatch as mismatch:
-                failures.append(mismatch)
-        # The arm that got furthest into the value explains the problem best.
-        deepest = max(failures, key=lambda m: len(m.path))
-        if deepest.path or any(m.expected is None for m in failures):
-            raise deepest
-        raise _expect(" or ".join(str(m.expected) for m in failures), value)
-
-    return decode
-
-
-def _array_decoder(item: _Decoder, build: Callable[[list[Any]], Any] | None) -> _Decoder:
-    def decode(value: Any) -> Any:
-        if not isinstance(value, (list, tuple)):
-            raise _expect("an array", value)
-        out = []
-        for index, element in enumerate(value):
-            try:
-                out.append(item(element))
-            except _Mismatch as mismatch:
-                mismatch.path.append(str(index))
-                raise
-        if build is None:
-            return out
-        try:
-            return build(out)
-        except TypeError:
-            raise _expect("an array of hashable items", value) from None
-
-    return decode
-
-
-def _fixed_tuple_decoder(items: tuple[_Decoder, ...]) -> _Decoder:
-    size = len(items)
-
-    def decode(value: Any) -> Any:
-        if not isinstance(value, (list, tuple)) or len(value) != size:
-            raise _expect(f"an array of {size} items", value)
-        out = []
-        for index, (item, element) in enumerate(zip(items, value, strict=True)):
-            try:
-                out.append(item(element))
-            except _Mismatch as mismatch:
-                mismatch.path.append(str(index))
-                raise
-        return tuple(out)
-
-    return decode
-
-
-def _mapping_decoder(item: _Decoder) -> _Decoder:
-    def decode(value: Any) -> Any:
-        if not isinstance(value, Mapping):
-            raise _expect("an object", value)
-        out = {}
-        for key, element in value.items():
-            if not isinstance(key, str):
-                raise _Mismatch(f"object keys must be strings, got {key!r}")
-            try:
-                out[key] = item(element)
-            except _Mismatch as mismatch:
-                mismatch.path.append(key)
-                raise
-        return out
-
-    return decode
-
-
-def _object_decoder(
-    label: str,
-    fields: dict[str, _Decoder],
-    required: frozenset[str],
-    build: Callable[..., Any] | None,
-) -> _Decoder:
-    def decode(value: Any) -> Any:
-        if not isinstance(value, Mapping):
-            raise _expect(f"an object ({label})", value)
-        out: dict[str, Any] = {}
-        for key, element in value.items():
-            item = fields.get(key)
-            if item is None:
-                raise _Mismatch(f"unexpected property {key!r}: {label} has no such field")
-            try:
-                out[key] = item(element)
-            except _Mismatch as mismatch:
-                mismatch.path.append(key)
-                raise
-        if len(out) < len(required) or not required.issubset(out):
-            missing = sorted(required.difference(out))
-            raise _Mismatch(f"missing required property {missing[0]!r} of {label}")
-        if build is None:
-            return out
-        try:
-            return build(**out)
-        except ValueError as exc:  # a __post_init__ that checks its values
-            raise _Mismatch(f"{label} rejected the values: {exc}") from None
-
-    return decode
-
-
 def _late_decoder(entry: _Named) -> _Decoder:
     """Decoder of a recursive type, looked up when called because it is still being built."""
 
@@ -1049,130 +821,3 @@ def function_schema(fn: Callable[..., Any], *, skip: Collection[str] = ()) -> Fu
         positional_only=tuple(n for n, decode, _ in positional if decode is not None),
         _plan=plan,
     )
-
-
-# --------------------------------------------------------------------------- docstrings
-
-_SECTION_NAMES = (
-    "Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|Attributes"
-)
-_GOOGLE_HEADER = re.compile(rf"^(\s*)(?:{_SECTION_NAMES})\s*:\s*$")
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(.*)$")
-_NUMPY_HEADER = re.compile(rf"^\s*(?:{_SECTION_NAMES})\s*$")
-_UNDERLINE = re.compile(r"^\s*-{3,}\s*$")
-_SPHINX_PARAM = re.compile(
-    r"^\s*:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*?\s+)?\*{0,2}(\w+)\s*:(.*)$"
-)
-_SPHINX_TYPE = re.compile(r"^\s*:type\s+\*{0,2}\w+\s*:")
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _join(lines: Sequence[str]) -> str:
-    """Join wrapped lines into paragraphs (one blank line between paragraphs)."""
-    paragraphs: list[str] = []
-    current: list[str] = []
-    for line in lines:
-        text = line.strip()
-        if text:
-            current.append(text)
-        elif current:
-            paragraphs.append(" ".join(current))
-            current = []
-    if current:
-        paragraphs.append(" ".join(current))
-    return "\n\n".join(paragraphs)
-
-
-def _block_end(lines: Sequence[str], start: int, indent: int) -> int:
-    """Index after the lines from ``start`` indented deeper than ``indent`` (blank lines too)."""
-    end = start
-    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > indent):
-        end += 1
-    while end > start and not lines[end - 1].strip():
-        end -= 1
-    return end
-
-
-def _is_numpy_header(lines: Sequence[str], index: int) -> bool:
-    return (
-        index + 1 < len(lines)
-        and bool(lines[index].strip())
-        and not _UNDERLINE.match(lines[index])
-        and bool(_UNDERLINE.match(lines[index + 1]))
-    )
-
-
-def _google_entries(block: Sequence[str]) -> dict[str, str]:
-    entries: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    base = min((_indent(line) for line in block if line.strip()), default=0)
-    for line in block:
-        match = _GOOGLE_ENTRY.match(line.strip()) if _indent(line) == base else None
-        if match:
-            current = entries[match.group(1)] = [match.group(2)]
-        elif current is not None:
-            current.append(line)
-    return {name: _join(text) for name, text in entries.items()}
-
-
-def _numpy_entries(block: Sequence[str]) -> dict[str, str]:
-    entries: dict[str, list[str]] = {}
-    names: list[str] = []
-    base = min((_indent(line) for line in block if line.strip()), default=0)
-    for line in block:
-        if line.strip() and _indent(line) == base:
-            head = line.split(":", 1)[0]
-            names = [n.strip().lstrip("*") for n in head.split(",")]
-            names = [n for n in names if n.isidentifier()]
-            for name in names:
-                entries[name] = []
-        else:
-            for name in names:
-                entries[name].append(line)
-    return {name: _join(text) for name, text in entries.items()}
-
-
-def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a docstring into its description and per-parameter descriptions.
-
-    Understands Google (``Args:``), NumPy (``Parameters`` + dashes) and Sphinx (``:param x:``)
-    parameter sections; other sections (``Returns``, ``Raises`` …) stay in the description.
-    """
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    kept: list[str] = []
-    params: dict[str, str] = {}
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        google = _GOOGLE_HEADER.match(line)
-        if google:
-            end = _block_end(lines, index + 1, len(google.group(1)))
-            entries = _google_entries(lines[index + 1 : end])
-            if entries:
-                params.update(entries)
-                index = end
-                continue
-        elif _NUMPY_HEADER.match(line) and _is_numpy_header(lines, index):
-            end = index + 2
-            while end < len(lines) and not _is_numpy_header(lines, end):
-                end += 1
-            params.update(_numpy_entries(lines[index + 2 : end]))
-            index = end
-            continue
-        else:
-            sphinx = _SPHINX_PARAM.match(line)
-            if sphinx or _SPHINX_TYPE.match(line):
-                end = _block_end(lines, index + 1, _indent(line))
-                if sphinx:
-                    params[sphinx.group(1)] = _join([sphinx.group(2), *lines[index + 1 : end]])
-                index = end
-                continue
-        kept.append(line.rstrip())
-        index += 1
-    description = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
-    return description, params
