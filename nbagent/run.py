@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from .approval import ApprovalRequest, Approver, Decision
@@ -185,7 +186,7 @@ class Run:
         messages = agent.messages
         messages.append(self.prompt)
         model_name = getattr(agent.generator, "model", "")
-        self.emit(RunStarted(self.id, _text_of(self.prompt), str(model_name)))
+        self.emit(RunStarted(self.id, self.prompt.text, str(model_name)))
         stop: StopReason = "max_steps"
         try:
             for step in range(1, self.max_steps + 1):
@@ -477,7 +478,7 @@ class Run:
         semaphore: asyncio.Semaphore | None,
         lock: asyncio.Lock | None,
     ) -> tuple[ToolResult, CallStatus, str | None]:
-        async with _maybe(semaphore), _maybe(lock):
+        async with semaphore or nullcontext(), lock or nullcontext():
             return await self._execute_now(found, call, input_value)
 
     async def _execute_now(
@@ -548,29 +549,8 @@ class Run:
         return validate_result(result)
 
 
-class _maybe:
-    """``async with`` a lock or semaphore when there is one."""
-
-    __slots__ = ("inner",)
-
-    def __init__(self, inner: asyncio.Lock | asyncio.Semaphore | None) -> None:
-        self.inner = inner
-
-    async def __aenter__(self) -> None:
-        if self.inner is not None:
-            await self.inner.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.inner is not None:
-            self.inner.release()
-
-
 def _reason(answer: Answer) -> Any:
     return answer.finish.reason if answer.finish else None
-
-
-def _text_of(message: UserMessage) -> str:
-    return message.text
 
 
 def _as_user_message(prompt: str | UserMessage | Sequence[str | Part]) -> UserMessage:
