@@ -29,6 +29,7 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "StepFinished",
+    "StepRetried",
     "StepStarted",
     "StopReason",
     "ToolArgumentsDelta",
@@ -71,6 +72,17 @@ class RunStarted:
 @dataclass(frozen=True, slots=True)
 class StepStarted:
     step: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepRetried:
+    """The model's answer broke after it began and is being requested again: front ends drop
+    what this step streamed so far (text, reasoning, calls) and show why. Nothing had run."""
+
+    step: int
+    reason: str
+    attempt: int = 1
+    delay: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +200,7 @@ class RunCancelled:
 AgentEvent = Union[
     RunStarted,
     StepStarted,
+    StepRetried,
     AssistantTextDelta,
     ReasoningTextDelta,
     ToolCallStarted,

@@ -30,6 +30,7 @@ __all__ = [
     "Request",
     "StreamError",
     "StreamEvent",
+    "StreamRetry",
     "TextDelta",
     "ToolCallReceived",
     "ToolChoice",
@@ -177,7 +178,21 @@ class StreamError:
     error: Exception
 
 
+@dataclass(frozen=True, slots=True)
+class StreamRetry:
+    """The response broke after output began and is being asked for again (nothing was run).
+
+    Everything the turn streamed so far is void: consumers drop it and start the turn afresh.
+    ``attempt`` counts from 1; ``delay`` is the wait before the new request, in seconds.
+    """
+
+    reason: str
+    attempt: int = 1
+    delay: float = 0.0
+
+
 StreamEvent = Union[
+    StreamRetry,
     TextDelta,
     ReasoningDelta,
     ToolInputStart,
@@ -217,6 +232,9 @@ class Answer:
     __slots__ = ("_calls", "_order", "_parts", "_text", "error", "finish", "status", "usage")
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self._parts: list[AssistantPart] = []
         self._text: list[str] = []
         self._calls: dict[str, ToolCall] = {}
@@ -228,7 +246,9 @@ class Answer:
 
     def add(self, event: StreamEvent) -> None:
         """Fold one event into the answer."""
-        if isinstance(event, TextDelta):
+        if isinstance(event, StreamRetry):
+            self._reset()  # the partial answer was abandoned; the retry streams it anew
+        elif isinstance(event, TextDelta):
             self._append_text(event.text)
         elif isinstance(event, ToolCallReceived):
             self._flush_text()

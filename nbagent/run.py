@@ -35,6 +35,7 @@ from .events import (
     RunResult,
     RunStarted,
     StepFinished,
+    StepRetried,
     StepStarted,
     StopReason,
     ToolArgumentsDelta,
@@ -49,6 +50,7 @@ from .generation import (
     Options,
     ReasoningDelta,
     Request,
+    StreamRetry,
     TextDelta,
     ToolCallReceived,
     ToolInputDelta,
@@ -333,6 +335,10 @@ class Run:
                     )
                 elif isinstance(event, ReasoningDelta) and event.text:
                     self.emit(ReasoningTextDelta(step, event.text))
+                elif isinstance(event, StreamRetry):
+                    inputs.clear()
+                    names.clear()
+                    self.emit(StepRetried(step, event.reason, event.attempt, event.delay))
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         answer.end()

@@ -248,6 +248,37 @@ async def test_failed_stream_calls_are_not_executed() -> None:
     assert agent.messages[-1].text == "partial"  # type: ignore[union-attr]
 
 
+async def test_a_retried_stream_voids_what_came_before() -> None:
+    """A provider that restarts a broken response: the partial text and the complete-looking
+    call before the retry are forgotten; nothing runs, and front ends are told why."""
+    from nbagent.events import StepRetried
+    from nbagent.generation import StreamRetry, ToolInputDelta, ToolInputStart
+
+    log: list[Any] = []
+    turns = [0]
+
+    async def decide(request: Any) -> Any:
+        turns[0] += 1
+        if turns[0] == 1:
+            yield TextDelta("half an ans")
+            yield ToolInputStart("c1", "echo")
+            yield ToolInputDelta("c1", '{"x": 1}')
+            yield ToolCallReceived(ToolCall("c1", "echo", '{"x": 1}'))
+            yield StreamRetry("the connection dropped", 1, 0.5)
+        yield TextDelta("the whole answer")
+        yield Finish("stop")
+
+    agent = Agent(FunctionModel(decide), [recording_tool(log=log)])
+    events = [e async for e in agent.stream("go")]
+    retried = [e for e in events if isinstance(e, StepRetried)]
+    assert [(e.step, e.reason, e.attempt, e.delay) for e in retried] == [
+        (1, "the connection dropped", 1, 0.5)
+    ]
+    assert log == []
+    assert [m.text for m in agent.messages[1:]] == ["the whole answer"]  # type: ignore[union-attr]
+    assert_history_valid(agent.messages)
+
+
 def test_answer_refuses_calls_unless_finished() -> None:
     answer = Answer()
     answer.add(ToolCallReceived(ToolCall("1", "t", "{}")))

@@ -18,7 +18,6 @@ __all__ = [
 ]
 
 
-
 def description_with_examples(definition: Definition) -> str:
     """The description, plus the input examples folded in for APIs without a field for them."""
     if not definition.input_examples:
