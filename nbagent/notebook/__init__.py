@@ -48,8 +48,9 @@ def _after_cell(*_args: Any) -> None:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register ``%agent`` / ``%%agent`` and the post-cell hook that picks up tools."""
-    from . import report
+    """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
+    the post-cell hook that picks up tools."""
+    from . import cells, report
     from .magics import AgentMagics
 
     global _session
@@ -58,13 +59,18 @@ def load_ipython_extension(ipython: Any) -> None:
 
         _session = Session(ipython)
     ipython.register_magics(AgentMagics(ipython, _session))
+    cells.install(ipython)
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:
         ipython.events.register("post_run_cell", _after_cell)
     report.problems(_session.scan())
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Stop picking up tools after each cell (the session and its runs stay)."""
+    """Stop rewriting ``%agent`` lines and picking up tools after each cell (the session and
+    its runs stay)."""
+    from . import cells
+
+    cells.uninstall(ipython)
     if _after_cell in ipython.events.callbacks["post_run_cell"]:
         ipython.events.unregister("post_run_cell", _after_cell)
 

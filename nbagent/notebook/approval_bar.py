@@ -42,7 +42,9 @@ class ApprovalBar:
         )
         self.reason = widgets.Text(
             placeholder="Reason for the model (optional)",
-            layout=widgets.Layout(width="260px"),
+            layout=widgets.Layout(
+                width="auto", min_width="12em", flex="1 1 12em", max_width="24em"
+            ),
         )
         self.always = widgets.Button(
             description="Always allow",
@@ -52,7 +54,12 @@ class ApprovalBar:
         self.approve.on_click(self._on_approve)
         self.deny.on_click(self._on_deny)
         self.always.on_click(self._on_always)
-        self.widget = widgets.HBox([self.approve, self.deny, self.reason, self.always])
+        for button in (self.approve, self.deny, self.always):
+            button.layout = widgets.Layout(width="auto", min_width="fit-content")
+        self.widget = widgets.HBox(
+            [self.approve, self.deny, self.reason, self.always],
+            layout=widgets.Layout(flex_flow="row wrap", gap="4px"),
+        )
 
     def _on_approve(self, _button: Any) -> None:
         self.click(Decision(True, None, by="person"))
@@ -73,6 +80,10 @@ class ApprovalBar:
         accepted = self._decide(decision)
         self.close(hide=True)
         return accepted
+
+    def all_widgets(self) -> list[widgets.Widget]:
+        """Every widget of the bar."""
+        return [self.widget, self.approve, self.deny, self.reason, self.always]
 
     def close(self, *, hide: bool = False) -> None:
         """Disable every control (after a decision, or when the run ended); ``hide`` folds the

@@ -60,6 +60,7 @@ class ToolCard:
         self.progress: widgets.FloatProgress | None = None
         self.progress_text: widgets.Label | None = None
         self.result: widgets.Output | None = None
+        self.result_label: widgets.HTML | None = None
         self.traceback: widgets.Accordion | None = None
         self.widget = widgets.VBox(
             [self.header, self.arguments],
@@ -117,6 +118,18 @@ class ToolCard:
         if self.approval is not None:
             self.approval.close(hide=hide)
 
+    def all_widgets(self) -> list[widgets.Widget]:
+        """Every widget this card made (to close them all when the run becomes static)."""
+        made: list[widgets.Widget] = [self.widget, self.header, self.arguments]
+        for part in (self.progress, self.progress_text, self.result, self.result_label):
+            if part is not None:
+                made.append(part)
+        if self.approval is not None:
+            made += self.approval.all_widgets()
+        if self.traceback is not None:
+            made += [self.traceback, *self.traceback.children]
+        return made
+
     def show_progress(self, update: ToolResult) -> None:
         """A provisional update: a fraction fills the bar; anything else replaces the preview."""
         value: Any = update.value
@@ -134,19 +147,28 @@ class ToolCard:
             return
         self.show_result(update)
 
-    def show_result(self, result: ToolResult) -> None:
-        """Render a result for a person inside the card."""
+    def show_result(self, result: ToolResult, *, final: bool = False) -> None:
+        """Render a result (or a provisional one) for a person inside the card, labelled."""
         if self.result is None:
+            self.result_label = widgets.HTML(
+                layout=self.shared.layout, style=self.shared.html_style
+            )
             self.result = widgets.Output(layout=self.shared.layout)
+            self._add(self.result_label)
             self._add(self.result)
+        assert self.result_label is not None
+        label = ("Error" if result.is_error else "Result") if final else "Progress"
+        self.result_label.value = f'<span style="font-size:0.85em;opacity:0.7">{label}</span>'
         self.result.outputs = tuple(result_outputs(result))
 
     def finished(self, result: ToolResult, traceback: str | None) -> None:
         """The final result: render it, drop the progress parts, fold away any traceback."""
         if self.progress is not None and self.record.status == "done":
             self.progress.value = 1.0
-        self.close_approval()
-        self.show_result(result)
+        self.close_approval(hide=True)
+        if self.progress_text is not None:
+            self.progress_text.layout.display = "none"
+        self.show_result(result, final=True)
         if traceback:
             out = widgets.Output()
             out.outputs = ({"output_type": "stream", "name": "stderr", "text": traceback},)

@@ -19,7 +19,15 @@ from typing import Any, Literal
 
 from ..approval import Approver, AutoApprove, DenyAll, InteractiveApprover
 
-__all__ = ["Frontend", "Policy", "approver_for", "choose_policy", "detect"]
+__all__ = [
+    "AWAIT_FLOOR",
+    "Frontend",
+    "Policy",
+    "approver_for",
+    "awaiting_cells_take_clicks",
+    "choose_policy",
+    "detect",
+]
 
 Policy = Literal["ask", "auto", "deny"]
 _POLICIES: tuple[Policy, ...] = ("ask", "auto", "deny")
@@ -69,6 +77,35 @@ def detect(shell: Any, environ: dict[str, str] | None = None) -> Frontend:
             "nbconvert --execute)",
         )
     return Frontend(True, "a Jupyter frontend that can answer input (JupyterLab, VS Code …)")
+
+
+#: The oldest ipykernel that dispatches comm messages (widget clicks) while a cell awaits.
+AWAIT_FLOOR = (7, 4)
+
+
+def awaiting_cells_take_clicks(environ: dict[str, str] | None = None) -> tuple[bool, str]:
+    """Can a cell await a run and still receive its clicks? And why nbagent thinks so.
+
+    ipykernel 7.4 dispatches comm messages while an async cell holds the main shell (measured
+    in JupyterLab 4.6 with and without comm subshells, and from a bare kernel client); older
+    kernels queue them behind the cell, so a cell that awaited a click would wait forever.
+    ``NBAGENT_AWAIT_CLICKS=0|1`` overrides the guess (for a frontend proven not to work).
+    """
+    env = os.environ if environ is None else environ
+    forced = env.get("NBAGENT_AWAIT_CLICKS", "").strip().lower()
+    if forced in ("0", "false", "no", "1", "true", "yes"):
+        return forced in ("1", "true", "yes"), f"NBAGENT_AWAIT_CLICKS={forced}"
+    try:
+        import ipykernel
+    except ImportError:
+        return False, "no ipykernel"
+    version = getattr(ipykernel, "version_info", None) or ()
+    parts = tuple(int(p) for p in version[:2] if isinstance(p, int))
+    floor = ".".join(map(str, AWAIT_FLOOR))
+    here = getattr(ipykernel, "__version__", "?")
+    if parts >= AWAIT_FLOOR:
+        return True, f"ipykernel {here} takes clicks while a cell waits"
+    return False, f"ipykernel {here} cannot take clicks while a cell waits (≥ {floor} can)"
 
 
 def choose_policy(

@@ -1,38 +1,69 @@
-"""The ``%agent`` line magic and ``%%agent`` cell magic."""
+"""The ``%agent`` line magic and ``%%agent`` cell magic: options, subcommands, and each run's plan.
+
+A run is planned once (model, tools, approval policy, view, where it runs) and then either awaited
+by its cell (the usual case: see :mod:`.cells`), started in the background, or run on a worker
+thread while the cell blocks (see :mod:`.runner` for when each applies).
+"""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
 import uuid
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument as _argument
-from IPython.core.magic_arguments import magic_arguments as _magic_arguments
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
-from . import report
-from .frontend import approver_for, choose_policy, detect
-from .runner import Job, View
+from . import outputs, report
+from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
+from .runner import Job, Mode, PendingRun, View
 
 if TYPE_CHECKING:
+    from ..events import RunResult
     from .session import Session
 
-__all__ = ["AgentMagics", "interpolate", "split_options"]
-
-# IPython's argument decorators are untyped; these names give them a type.
-Decorator = Callable[[Any], Any]
-magic_arguments: Callable[[], Decorator] = _magic_arguments
-argument: Callable[..., Decorator] = _argument
+__all__ = ["HELP", "AgentMagics", "interpolate", "split_options"]
 
 _VALUE_OPTIONS = {"-m", "--model", "-o", "--output", "--approve", "--max-steps", "--tools"}
 _FLAG_OPTIONS = {"--new", "--reset"}
-_COMMANDS = ("tools", "history", "config", "stop", "help")
+_COMMANDS = ("tools", "history", "config", "stop", "help", "rules")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
+
+HELP = """\
+Ask the agent; the answer streams into the cell.
+
+  %agent [options] PROMPT        one line; {name} is replaced by the variable's value
+  x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
+  %%agent [options]              the cell body is the prompt
+  %agent tools | history | config | rules | stop | help
+
+Options
+  -m, --model MODEL    the model from now on: offline, openai:MODEL, anthropic:MODEL,
+                       ollama:MODEL, openai-compatible:MODEL
+  -o, --output NAME    keep the run's result in the variable NAME
+  --new, --reset       start a new conversation (approval rules stay: see %agent rules)
+  --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
+  --max-steps N        stop after N model turns
+  --tools A,B          only these tools in this run
+  --                   end of the options (for a prompt that starts with a dash)
+
+Tools are the @nbagent.tool functions defined in the notebook, and nbagent.register(...).
+
+The cell ends when the run ends, so Run All goes cell by cell and -o NAME is set before the next
+cell runs; Approve, Deny and Stop work while the cell waits, and Kernel > Interrupt stops the
+run. This needs ipykernel 7.4 or newer; on older kernels a run that may ask for approval goes on
+in the background (the cell says so) and NAME holds a pending result until the run ends.
+Unattended runs (nbclient, CI) deny calls that need approval unless --approve or
+NBAGENT_APPROVAL says auto.
+
+Approval rules: "Always allow" on a card allows that tool for the rest of the session;
+%agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.
+"""
 
 
 def split_options(line: str) -> tuple[list[str], str]:
@@ -65,8 +96,8 @@ def split_options(line: str) -> tuple[list[str], str]:
                 rest = rest[value.end() :]
         elif token.startswith("--"):
             raise UsageError(
-                f"unknown option {name}; see `%agent?` (put `--` before a prompt that starts "
-                "with dashes)"
+                f"unknown option {name}; see `%agent help` (put `--` before a prompt that "
+                "starts with dashes)"
             )
         else:
             break
@@ -97,74 +128,105 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
     return _FIELD.sub(replace, text)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit the process
+        raise UsageError(f"{message}; see `%agent help`")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%agent", add_help=False)
+    parser.add_argument("-m", "--model")
+    parser.add_argument("--new", "--reset", dest="new", action="store_true")
+    parser.add_argument("-o", "--output")
+    parser.add_argument("--approve", choices=["ask", "auto", "deny"])
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--tools")
+    return parser
+
+
+def _is_command(words: list[str]) -> bool:
+    """``%agent tools`` and friends: exactly a subcommand, never a prompt that starts like one."""
+    if len(words) == 1:
+        return words[0] in _COMMANDS
+    if words and words[0] == "rules":
+        return words[1:] == ["clear"] or (len(words) == 3 and words[1] == "remove")
+    return False
+
+
 def _widgets_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))
+
+
+@dataclass
+class _Plan:
+    """One parsed request: the prompt and its options."""
+
+    prompt: str
+    model: str | None
+    new: bool
+    output: str | None
+    approve: str | None
+    max_steps: int | None
+    tools: list[str] | None
 
 
 @magics_class
 class AgentMagics(Magics):
     """``%agent`` and ``%%agent``: ask the model, watch the run, approve its calls."""
 
+    _by_session: dict[int, AgentMagics] = {}  # noqa: RUF012 - one instance per session
+
     def __init__(self, shell: Any, session: Session) -> None:
         super().__init__(shell)
         self.session = session
+        AgentMagics._by_session[id(session)] = self
 
-    @magic_arguments()
-    @argument("-m", "--model", help="model from now on: offline, openai:MODEL, ollama:MODEL …")
-    @argument("--new", "--reset", dest="new", action="store_true", help="start a new conversation")
-    @argument("-o", "--output", metavar="NAME", help="store the run's result in this variable")
-    @argument("--approve", choices=["ask", "auto", "deny"], help="approval policy for this run")
-    @argument("--max-steps", type=int, metavar="N", help="stop after N model turns")
-    @argument("--tools", metavar="A,B", help="only these tools in this run (comma-separated)")
-    @argument("prompt", nargs="*", help="what to ask; {name} is replaced by a variable's value")
+    @classmethod
+    def for_session(cls, session: Session) -> AgentMagics:
+        """The magics object registered for ``session`` (made if the extension is not loaded)."""
+        found = cls._by_session.get(id(session))
+        if found is None or found.session is not session:
+            found = cls(session.shell, session)
+        return found
+
     @no_var_expand
     @line_cell_magic
-    def agent(self, line: str, cell: str | None = None) -> None:
-        """Ask the agent; the answer streams into the cell.
+    def agent(self, line: str, cell: str | None = None) -> Any:
+        # IPython shows this docstring for `%agent?`: it is set from HELP below.
+        plan = self._parse(line, cell)
+        if plan is None:
+            return None
+        job, _pending = self._job(plan, awaited=False)
+        self.session.submit(job)
+        return None
 
-        %agent PROMPT            one line ({name} is replaced by the variable's value)
-        %%agent [options]        the cell body is the prompt
-        %agent tools | history | config | stop
+    agent.__doc__ = HELP
 
-        Tools: every @nbagent.tool function defined in the notebook, and nbagent.register(...).
-        In JupyterLab and similar, the run goes on in the background: the cell returns at once,
-        calls that need approval wait for Approve / Deny, Stop cancels, and -o NAME is set
-        when the run ends. With --approve auto|deny (or NBAGENT_APPROVAL) nobody needs to
-        click, so the cell waits for the run, and the next cell can use -o NAME. Headless
-        (nbclient, CI) runs wait too, show plain outputs, and deny approval-needing calls
-        unless NBAGENT_APPROVAL or --approve says auto.
-        """
-        stripped = line.strip()
-        if cell is None and stripped in _COMMANDS:
-            self._command(stripped)
-            return
+    async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | None:
+        """The awaited form (see :mod:`.cells`): returns when the run ended, with its result."""
+        plan = self._parse(line, cell)
+        if plan is None:
+            return None
+        job, output = self._job(plan, awaited=True)
+        queued = self.session.submit(job)
+        if job.mode != "cell":
+            return output
+        return await job.run_in_cell(queued)
+
+    # --- parsing ------------------------------------------------------------------------------
+
+    def _parse(self, line: str, cell: str | None) -> _Plan | None:
+        words = line.split()
+        if cell is None and _is_command(words):
+            self._command(words)
+            return None
         tokens, rest = split_options(line)
-        args = self.agent.parser.parse_args(tokens)
+        args = _parser().parse_args(tokens)
         prompt = rest.strip()
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if not prompt:
-            raise UsageError("what should the agent do? `%agent PROMPT`, or see `%agent?`")
-        prompt = interpolate(prompt, self._namespace())
-        self._start(args, prompt)
-
-    def _namespace(self) -> dict[str, Any]:
-        shell = self.shell
-        assert shell is not None
-        namespace: dict[str, Any] = shell.user_ns
-        return namespace
-
-    # --- a run ----------------------------------------------------------------------------------
-
-    def _start(self, args: Any, prompt: str) -> None:
-        session = self.session
-        report.problems(session.scan())
-        try:
-            if args.model:
-                session.set_model(args.model)
-            session.agent  # noqa: B018 - resolve the model now: a bad setting fails in this cell
-        except NbagentError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError("what should the agent do? `%agent PROMPT`, or see `%agent help`")
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"-o needs a variable name, not {args.output!r}")
         if args.max_steps is not None and args.max_steps < 1:
@@ -172,20 +234,48 @@ class AgentMagics(Magics):
         tools = None
         if args.tools is not None:
             tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-            unknown = [t for t in tools if t not in session.tools]
+        return _Plan(
+            interpolate(prompt, self._namespace()),
+            args.model,
+            args.new,
+            args.output,
+            args.approve,
+            args.max_steps,
+            tools,
+        )
+
+    def _namespace(self) -> dict[str, Any]:
+        shell = self.shell
+        assert shell is not None
+        namespace: dict[str, Any] = shell.user_ns
+        return namespace
+
+    # --- planning a run -------------------------------------------------------------------------
+
+    def _job(self, plan: _Plan, *, awaited: bool) -> tuple[Job, PendingRun | None]:
+        """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
+        session = self.session
+        report.problems(session.scan())
+        try:
+            if plan.model:
+                session.set_model(plan.model)
+            session.agent  # noqa: B018 - resolve the model now: a bad setting fails in this cell
+        except NbagentError as exc:
+            raise UsageError(str(exc)) from None
+        if plan.tools is not None:
+            unknown = [t for t in plan.tools if t not in session.tools]
             if unknown:
                 known = ", ".join(sorted(session.tools)) or "none"
                 raise UsageError(f"unknown tools {', '.join(unknown)}; registered: {known}")
         frontend = detect(self.shell)
         try:
-            policy, source = choose_policy(args.approve, frontend)
+            policy, source = choose_policy(plan.approve, frontend)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         approver = approver_for(policy, source, frontend, session.approver)
-        foreground = not frontend.interactive or (policy != "ask" and source != "default")
+        needs_clicks = isinstance(approver, InteractiveApprover)
+        mode, why = self._mode(awaited, needs_clicks)
         use_widgets = frontend.interactive and _widgets_available()
-        display_id = f"nbagent-{uuid.uuid4().hex}" if use_widgets else None
-        output = args.output
 
         view: View
         holder: list[Job] = []
@@ -193,58 +283,89 @@ class AgentMagics(Magics):
             from .view import RunView
 
             view = RunView(
-                prompt,
-                approver=approver if isinstance(approver, InteractiveApprover) else None,
+                plan.prompt,
+                approver=approver if needs_clicks else None,  # type: ignore[arg-type]
                 on_stop=lambda: holder[0].cancel() if holder else None,
             )
         else:
             from .textview import TextView
 
-            view = TextView(prompt)
+            view = TextView(plan.prompt)
+        output = plan.output
+        pending: PendingRun | None = None
 
         def ended(job: Job) -> None:
             try:
                 if output and job.result is not None:
-                    self._namespace()[output] = job.result
-                if display_id is not None:
-                    report.update_run_display(job.view, display_id)
+                    namespace = self._namespace()
+                    if mode != "background" or namespace.get(output) is pending:
+                        namespace[output] = job.result
+                outputs.run_ended(job.view, static_segments=mode != "background")
             finally:
                 session.job_ended(job)
 
         job = Job(
             session.sync_agent,
-            prompt,
+            plan.prompt,
             view,
             approver=approver,
-            foreground=foreground,
-            max_steps=args.max_steps,
-            tools=tools,
-            reset=args.new,
+            mode=mode,
+            max_steps=plan.max_steps,
+            tools=plan.tools,
+            reset=plan.new,
             on_end=ended,
         )
         holder.append(job)
-        try:
-            if display_id is not None:
-                report.show_run_display(view, display_id)
-            session.submit(job)
-        except NbagentError as exc:
-            view.close("refused")
-            raise UsageError(str(exc)) from None
-        except BaseException:  # e.g. an interrupt before the run started: say it never ran
-            if job.state == "queued" and job not in session.queue:
-                view.close("cancelled")
-            raise
+        if mode == "background":
+            pending = PendingRun(job)
+            if output:
+                self._namespace()[output] = pending
+            outputs.note(
+                f"This run goes on in the background: {why}. The next cells do not wait "
+                f"for it{f'; {output} holds a pending result until it ends' if output else ''}."
+            )
+        if use_widgets:
+            outputs.show_live(view, f"nbagent-{uuid.uuid4().hex}")
+        return job, pending
+
+    def _mode(self, awaited: bool, needs_clicks: bool) -> tuple[Mode, str]:
+        """Where the run runs (see :mod:`.runner`), and why when it is not in its cell."""
+        if awaited:
+            if not needs_clicks:
+                return "cell", ""
+            ok, why = awaiting_cells_take_clicks()
+            if ok:
+                return "cell", ""
+            return "background", why
+        if needs_clicks:
+            from .cells import installed_in_this_cell
+
+            if installed_in_this_cell(self.shell):
+                return "background", (
+                    "nbagent was loaded in this same cell, too late to make the cell wait for "
+                    "its run (run %load_ext nbagent in a cell of its own)"
+                )
+            return "background", (
+                "this %agent is not at the top level of its cell, so the cell cannot wait for it"
+            )
+        if self.session.busy:
+            return "background", "another run is still going on in the background"
+        return "foreground", ""
 
     # --- subcommands ------------------------------------------------------------------------------
 
-    def _command(self, name: str) -> None:
+    def _command(self, words: list[str]) -> None:
         session = self.session
+        name = words[0]
         if name == "help":
-            print(self.agent.__doc__)
+            print(HELP)
             return
         if name == "stop":
             count = session.stop()
             print(f"stopped {count} run(s)" if count else "no run is in progress")
+            return
+        if name == "rules":
+            self._rules(words[1:])
             return
         report.problems(session.scan())
         if name == "tools":
@@ -253,3 +374,23 @@ class AgentMagics(Magics):
             report.history(session)
         elif name == "config":
             report.config(session, detect(self.shell))
+
+    def _rules(self, words: list[str]) -> None:
+        allowed = self.session.approver.always_allowed
+        if not words:
+            report.rules(self.session)
+        elif words[0] == "clear" and len(words) == 1:
+            count = len(allowed)
+            allowed.clear()
+            print(f"removed {count} rule(s): every call that needs approval asks again")
+        elif words[0] == "remove" and len(words) == 2:
+            if words[1] in allowed:
+                allowed.discard(words[1])
+                print(f"removed: calls to {words[1]} ask for approval again")
+            else:
+                known = ", ".join(sorted(allowed)) or "none"
+                raise UsageError(f"no rule for {words[1]!r}; rules in force: {known}")
+        else:
+            raise UsageError(
+                "use `%agent rules`, `%agent rules remove NAME` or `%agent rules clear`"
+            )

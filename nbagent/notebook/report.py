@@ -1,10 +1,10 @@
-"""Outputs that are not a live run: ``%agent tools | history | config``, registration problems,
-and the display output that holds a run's widgets plus its saved-notebook fallback.
-"""
+"""Outputs that are not a run: ``%agent tools | history | config | rules`` and registration
+problems, each as Markdown with a plain-text twin."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,20 +17,9 @@ from .transcript import decision_words
 if TYPE_CHECKING:
     from ..approval import Decision
     from .frontend import Frontend
-    from .runner import View
     from .session import Session
 
-__all__ = [
-    "config",
-    "history",
-    "problems",
-    "schema_summary",
-    "show_run_display",
-    "tools_table",
-    "update_run_display",
-]
-
-_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+__all__ = ["config", "history", "problems", "rules", "schema_summary", "tools_table"]
 
 
 def _show(markdown: str, plain: str, metadata: dict[str, Any] | None = None) -> None:
@@ -97,8 +86,29 @@ def _cell(text: str) -> str:
     return safe_markdown(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _table(
+    header: tuple[str, ...], rows: Sequence[tuple[str, ...]], code_first: bool = True
+) -> None:
+    """A Markdown table and its plain-text twin."""
+    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [code_span(row[0]) if code_first else _cell(row[0]), *(_cell(c) for c in row[1:])]
+        md.append("| " + " | ".join(cells) + " |")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    plain = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in [header, *rows]
+    ]
+    _show("\n".join(md), "\n".join(plain))
+
+
+def _first_line(text: str, limit: int = 120) -> str:
+    line = text.strip().split("\n", 1)[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def tools_table(session: Session) -> None:
-    """A table of the registered tools: name, title, approval, parameters."""
+    """A table of the registered tools: name, description, approval, parameters."""
     tools = list(session.tools.values())
     if not tools:
         _show(
@@ -108,21 +118,15 @@ def tools_table(session: Session) -> None:
         )
         return
     always = session.approver.always_allowed
-    rows = [
-        (t.name, t.title or "", approval_rule(t, always), schema_summary(t.input_schema))
-        for t in tools
-    ]
-    md = ["| tool | title | approval | parameters (* required) |", "|---|---|---|---|"]
-    md += [f"| {code_span(n)} | {_cell(ti)} | {_cell(a)} | {_cell(p)} |" for n, ti, a, p in rows]
-    widths = [
-        max(len(r[i]) for r in [("tool", "title", "approval", "parameters"), *rows])
-        for i in range(4)
-    ]
-    plain = [
-        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
-        for row in [("tool", "title", "approval", "parameters"), *rows]
-    ]
-    _show("\n".join(md), "\n".join(plain))
+    titled = any(t.title for t in tools)
+    header: tuple[str, ...] = ("tool", "description", "approval", "parameters (* required)")
+    rows: list[tuple[str, ...]] = []
+    for t in tools:
+        description = _first_line(t.description)
+        if titled and t.title:
+            description = f"{t.title}: {description}" if description else t.title
+        rows.append((t.name, description, approval_rule(t, always), schema_summary(t.input_schema)))
+    _table(header, rows)
 
 
 # --- %agent history ------------------------------------------------------------------------------
@@ -175,63 +179,86 @@ def history(session: Session) -> None:
 # --- %agent config -------------------------------------------------------------------------------
 
 
-def config(session: Session, frontend: Frontend) -> None:
-    """Provider, model, base URL and where each comes from — never the key itself."""
-    import os
-
+def _model_rows(session: Session) -> list[tuple[str, str]]:
+    """Where the model comes from: the same words before and after the first run."""
     from ..providers import describe_config
 
     spec = session.model_spec
-    if spec is None and session._agent is not None:
-        spec = session._agent.generator
+    if spec is not None and not isinstance(spec, str):  # a Generator set from Python
+        return [
+            ("provider", type(spec).__name__),
+            ("model", str(getattr(spec, "model", "") or "")),
+            ("source", "set from Python (set_model)"),
+        ]
     described = describe_config(spec)
-    rows = [(key, "" if value is None else str(value)) for key, value in described.items()]
+    if spec:
+        source = "%agent -m"
+    elif os.environ.get("NBAGENT_MODEL", "").strip():
+        source = "NBAGENT_MODEL"
+    else:
+        source = "default: no model is set, so the offline stand-in (not an LLM)"
+    rows = [
+        ("provider", described["provider"] or ""),
+        ("model", described["model"] or ""),
+        ("source", source),
+    ]
+    if described["base_url"]:
+        rows.append(("base URL", f"{described['base_url']} (from {described['base_url_source']})"))
+    if described["key_source"]:
+        rows.append(("key", f"from {described['key_source']} (never shown)"))
+    if described["problem"]:
+        rows.append(("problem", described["problem"]))
+    return rows
+
+
+def config(session: Session, frontend: Frontend) -> None:
+    """Provider, model, base URL and where each comes from — never the key itself — and how
+    runs are shown, run and approved here."""
+    from .frontend import awaiting_cells_take_clicks
+
+    rows = _model_rows(session)
     rows.append(
         ("mode", ("interactive" if frontend.interactive else "headless") + f" ({frontend.reason})")
     )
-    policy = os.environ.get("NBAGENT_APPROVAL") or ("ask" if frontend.interactive else "deny")
-    rows.append(("approval", policy))
+    in_cell, why = awaiting_cells_take_clicks()
+    rows.append(
+        (
+            "runs",
+            "in their cell: " + why if in_cell else "in the background when they may ask: " + why,
+        )
+    )
+    policy = os.environ.get("NBAGENT_APPROVAL")
+    rows.append(
+        (
+            "approval",
+            f"{policy} (NBAGENT_APPROVAL)"
+            if policy
+            else ("ask" if frontend.interactive else "deny (nobody can click)"),
+        )
+    )
+    always = sorted(session.approver.always_allowed)
+    rows.append(
+        (
+            "rules",
+            ", ".join(f"always allow {n}" for n in always) + " (revoke: %agent rules remove NAME)"
+            if always
+            else "none",
+        )
+    )
     rows.append(("tools", ", ".join(sorted(session.tools)) or "none"))
-    md = ["| setting | value |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows]
-    width = max(len(k) for k, _ in rows)
-    _show("\n".join(md), "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows))
+    _table(("setting", "value"), rows, code_first=False)
 
 
-# --- the run display -----------------------------------------------------------------------------
-
-
-def _run_bundle(view: View) -> tuple[dict[str, Any], dict[str, Any]]:
-    transcript = getattr(view, "transcript", None)
-    widget = getattr(view, "widget", None)
-    data: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
-    if transcript is not None:
-        if transcript.done:
-            data, metadata = transcript.bundle()
-        else:
-            note = "(live view: needs Jupyter widgets; this text is replaced when the run ends)"
-            data = {
-                "text/plain": f"nbagent run: {transcript.prompt}\n{note}",
-                "text/markdown": f"**You:** {safe_markdown(transcript.prompt)}\n\n*{note}*",
-            }
-    if widget is not None:
-        data[_WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
-    return data, metadata
-
-
-def show_run_display(view: View, display_id: str) -> None:
-    """Display the run's widgets, with a text form for viewers without widgets."""
-    from IPython.display import display
-
-    data, metadata = _run_bundle(view)
-    display(data, raw=True, metadata=metadata, display_id=display_id)  # type: ignore[no-untyped-call]
-
-
-def update_run_display(view: View, display_id: str) -> None:
-    """At the end: the same output, now with the whole transcript as Markdown, text and metadata."""
-    from IPython.display import update_display
-
-    data, metadata = _run_bundle(view)
-    update_display(  # type: ignore[no-untyped-call]
-        data, raw=True, metadata=metadata, display_id=display_id
+def rules(session: Session) -> None:
+    """The approval rules in force this session, and how to revoke them."""
+    always = sorted(session.approver.always_allowed)
+    if not always:
+        _show(
+            "*No approval rules: every call that needs approval asks.*",
+            "No approval rules: every call that needs approval asks.",
+        )
+        return
+    _table(
+        ("tool", "rule", "revoke with"),
+        [(name, "always allowed (this session)", f"%agent rules remove {name}") for name in always],
     )

@@ -1,14 +1,17 @@
-"""How a run runs: as a background task on the kernel's loop, or in the foreground on a thread.
+"""How a run runs in a kernel: awaited by its cell, as a background task, or on a worker thread.
 
-Background (someone can click): the magic creates a task on the kernel's own event loop and
-returns at once, so button clicks — shell messages — reach the run while it waits. A blocking
-cell would deadlock instead (the click waits behind the cell). Exceptions of the task are shown
-in the view by a done-callback; a kernel interrupt cannot reach the task, the Stop button can.
-
-Foreground (nobody needs to click): the run happens on a worker thread with its own loop, started
-inside a copy of the cell's context (ipykernel 7 keeps the cell's parent message in a context
-variable), and the cell waits for it, so nbclient saves every output with the cell. A kernel
-interrupt cancels the run cleanly.
+* **In its cell** (the default where it works): the rewritten ``%agent`` line awaits
+  :meth:`Job.run_in_cell` on the kernel's loop. The cell ends when the run ends, clicks still
+  reach the run (ipykernel ≥ 7.4 dispatches comm messages while a cell awaits), and a kernel
+  interrupt — which ipykernel turns into a cancel of the awaiting cell — cancels the run, waits
+  until every pending call is answered, and re-raises as ``KeyboardInterrupt``.
+* **Background** (a run that waits for clicks where the cell cannot await them: an older kernel,
+  or ``%agent`` called from inside a function): a task on the kernel's loop; the magic returns at
+  once and ``-o NAME`` holds a :class:`PendingRun` until the run ends. Exceptions of the task are
+  shown in the view by a done-callback; only Stop (or ``%agent stop``) reaches it.
+* **Foreground** (nobody needs to click, and the cell cannot await): the run happens on a worker
+  thread with its own loop, started inside a copy of the cell's context (ipykernel 7 keeps the
+  cell's parent message in a context variable), and the cell waits; an interrupt cancels it.
 """
 
 from __future__ import annotations
@@ -18,22 +21,25 @@ import itertools
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._threads import run_on_worker_loop
 from ..approval import Approver
+from ..errors import AgentError
 from ..events import AgentEvent, RunResult
 
 if TYPE_CHECKING:
     from ..agent import Agent, Run
 
-__all__ = ["Job", "View", "drive", "kernel_loop"]
+__all__ = ["Job", "Mode", "PendingRun", "RunNotFinishedError", "View", "drive", "kernel_loop"]
 
 _numbers = itertools.count(1)
 #: How often a running view is woken: flushes stalled text, ticks clocks, lets Stop land promptly.
 TICK = 0.1
 #: After a kernel interrupt, how long the cell waits for the cancelled run to wind down.
 CANCEL_WAIT = 10.0
+
+Mode = Literal["cell", "background", "foreground"]
 
 
 class View(Protocol):
@@ -45,6 +51,50 @@ class View(Protocol):
     def tick(self) -> None: ...
     def show_error(self, error: BaseException, trace: str | None = None) -> None: ...
     def close(self, stop_reason: str | None = None) -> None: ...
+
+
+class RunNotFinishedError(AgentError):
+    """The result of a background run was used before the run ended."""
+
+
+class PendingRun:
+    """What ``-o NAME`` holds while a background run goes on: the run's result once it ended.
+
+    Reading a result field (``.text``, ``.stop_reason`` …) before the end raises
+    :class:`RunNotFinishedError` naming the run, instead of a confusing ``NameError`` or a stale
+    value. When the run ends, ``NAME`` is rebound to the :class:`~nbagent.events.RunResult`.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+
+    def done(self) -> bool:
+        """True once the run ended (then every RunResult field is available here too)."""
+        return self._job.done
+
+    @property
+    def result(self) -> RunResult:
+        """The RunResult; raises :class:`RunNotFinishedError` while the run goes on."""
+        job = self._job
+        if job.result is None:
+            if job.done:
+                raise RunNotFinishedError(
+                    f"{job.label} ended without a result ({job.state}); see its output"
+                )
+            raise RunNotFinishedError(
+                f"{job.label} is still running in the background, so its result is not here "
+                "yet: run this cell again when the run's view says it ended (or click Stop)"
+            )
+        return job.result
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.result, name)
+
+    def __repr__(self) -> str:
+        state = "running" if not self._job.done else self._job.state
+        return f"<nbagent {self._job.label}: {state}>"
 
 
 async def _ticker(view: View, interval: float) -> None:
@@ -85,11 +135,10 @@ class Job:
         view: View,
         *,
         approver: Approver,
-        foreground: bool,
+        mode: Mode,
         max_steps: int | None = None,
         tools: Sequence[str] | None = None,
         reset: bool = False,
-        prepare: Callable[[], None] | None = None,
         on_end: Callable[[Job], None] | None = None,
     ) -> None:
         self.number = next(_numbers)
@@ -97,11 +146,10 @@ class Job:
         self.prompt = prompt
         self.view = view
         self.approver = approver
-        self.foreground = foreground
+        self.mode: Mode = mode
         self.max_steps = max_steps
         self.tools = list(tools) if tools is not None else None
         self.reset = reset
-        self.prepare = prepare
         self.on_end = on_end
         self.run: Run | None = None
         self.task: asyncio.Task[RunResult] | None = None
@@ -110,10 +158,17 @@ class Job:
         self.cancelled = False
         self.state = "queued"
         self._lock = threading.Lock()
+        self._turn: asyncio.Future[None] | None = None
+        self._go = False
 
     @property
     def label(self) -> str:
-        return self.run.id if self.run is not None else f"request {self.number}"
+        """How a person can tell this run apart: its id once started, and its prompt."""
+        prompt = " ".join(self.prompt.split())
+        if len(prompt) > 40:
+            prompt = prompt[:39] + "…"
+        name = self.run.id if self.run is not None else f"request {self.number}"
+        return f"{name} ({prompt!r})"
 
     @property
     def done(self) -> bool:
@@ -127,8 +182,6 @@ class Job:
             if self.cancelled:
                 raise asyncio.CancelledError
             self.state = "running"
-        if self.prepare is not None:
-            self.prepare()
         agent = self._agent()
         if self.reset:
             agent.reset()
@@ -150,6 +203,69 @@ class Job:
             run.cancel()
         elif self.state == "queued":
             self._finish(None, None, cancelled=True)
+            self.your_turn()  # wake a cell waiting for its turn: it will not start
+
+    # --- in its cell ----------------------------------------------------------------------------
+
+    def your_turn(self) -> None:
+        """The run before this one ended (called by the session, from any thread)."""
+        with self._lock:
+            self._go = True
+            turn = self._turn
+        if turn is not None:
+
+            def go() -> None:
+                if turn is not None and not turn.done():
+                    turn.set_result(None)
+
+            turn.get_loop().call_soon_threadsafe(go)
+
+    async def run_in_cell(self, queued: bool) -> RunResult | None:
+        """Await the run on this loop (after the run before it, if ``queued``).
+
+        A cancel of the awaiting cell (ipykernel's answer to a kernel interrupt) cancels the
+        run, waits for it to wind down, and re-raises as ``KeyboardInterrupt`` so that the cell
+        fails like any interrupted cell (and Run All stops there).
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            if queued:
+                with self._lock:
+                    self._turn = loop.create_future()
+                    if self._go or self.done:
+                        self._turn.set_result(None)
+                await self._turn
+            if self.cancelled:  # stopped while it waited for its turn
+                return self.result
+            self.task = loop.create_task(self.main(), name=f"nbagent-{self.number}")
+            result = await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            task = self.task
+            if task is not None and task.done():  # the run was stopped before it began
+                return self._settle(task)
+            self.cancel()
+            if task is not None:
+                await asyncio.wait({task}, timeout=CANCEL_WAIT)
+                self._settle(task)
+            raise KeyboardInterrupt(f"{self.label} was stopped by a kernel interrupt") from None
+        except Exception as exc:  # shown in the view, never lost
+            self._finish(None, exc)
+            return None
+        self._finish(result, None)
+        return self.result
+
+    def _settle(self, task: asyncio.Task[RunResult]) -> RunResult | None:
+        if not task.done():
+            self._finish(None, None, cancelled=True)
+        elif task.cancelled():
+            self._finish(self.run.final if self.run else None, None, cancelled=True)
+        elif task.exception() is not None:
+            self._finish(None, task.exception())
+        else:
+            self._finish(task.result(), None)
+        return self.result
+
+    # --- background -----------------------------------------------------------------------------
 
     def start_background(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Run as a task on the kernel's loop; returns at once."""
@@ -159,10 +275,12 @@ class Job:
 
     def _task_done(self, task: asyncio.Task[RunResult]) -> None:
         if task.cancelled():
-            self._finish(None, None, cancelled=True)
+            self._finish(self.run.final if self.run else None, None, cancelled=True)
             return
         error = task.exception()
         self._finish(task.result() if error is None else None, error)
+
+    # --- foreground -----------------------------------------------------------------------------
 
     def run_foreground(self) -> RunResult | None:
         """Run on a worker thread and wait; Ctrl-C / kernel interrupt cancels the run."""
@@ -171,15 +289,17 @@ class Job:
                 self.main, on_interrupt=self.cancel, cancel_wait=CANCEL_WAIT
             )
         except KeyboardInterrupt:
-            self._finish(None, None, cancelled=True)
+            self._finish(self.run.final if self.run else None, None, cancelled=True)
             raise
         except asyncio.CancelledError:
-            self._finish(None, None, cancelled=True)
+            self._finish(self.run.final if self.run else None, None, cancelled=True)
         except BaseException as exc:  # shown in the view, never lost
             self._finish(None, exc)
         else:
             self._finish(result, None)
         return self.result
+
+    # --- the end --------------------------------------------------------------------------------
 
     def _finish(
         self, result: RunResult | None, error: BaseException | None, *, cancelled: bool = False
@@ -191,6 +311,8 @@ class Job:
             self.error = error
             if result is not None:
                 self.state = "cancelled" if result.stop_reason == "cancelled" else "finished"
+                if result.stop_reason == "failed":
+                    self.state = "failed"
             else:
                 self.state = "cancelled" if cancelled else "failed"
         view = self.view

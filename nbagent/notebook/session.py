@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from ..approval import InteractiveApprover
-from ..errors import NbagentError, RunInProgressError
+from ..errors import NbagentError
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .runner import Job
 
 __all__ = ["Session", "as_tool"]
+
+#: Finished runs the session remembers (for `%agent history`'s decisions).
+_KEEP_JOBS = 200
 
 
 def as_tool(item: Any, function: Callable[..., Any] | None = None) -> Tool:
@@ -194,30 +197,31 @@ class Session:
     def busy(self) -> bool:
         return self.active is not None
 
-    def submit(self, job: Job) -> None:
-        """Start ``job`` now, or queue it behind the running one (runs never interleave)."""
+    def submit(self, job: Job) -> bool:
+        """Start ``job``, or queue it behind the run in progress; True when it was queued.
+
+        One rule for every run, whatever its approval policy: runs never interleave, a run asked
+        for while another goes on waits for it. A job run in its cell starts when its cell
+        awaits it (:meth:`Job.run_in_cell`); the others start here.
+        """
         with self._lock:
             self.jobs.append(job)
-            if job.foreground:
-                if self.active is not None:
-                    self.jobs.remove(job)
-                    raise RunInProgressError(
-                        f"{self.active.label} is still running in the background: wait for it, "
-                        "or stop it with `%agent stop`, then run this cell again"
-                    )
-                self.active = job
-            elif self.active is not None:
+            del self.jobs[: max(0, len(self.jobs) - _KEEP_JOBS)]
+            queued = self.active is not None
+            if queued:
+                assert self.active is not None
                 self.queue.append(job)
                 set_status = getattr(job.view, "set_status", None)
                 if callable(set_status):
                     set_status(f"queued: starts when {self.active.label} ends")
-                return
             else:
                 self.active = job
-        if job.foreground:
-            job.run_foreground()
-        else:
-            job.start_background()
+        if not queued:
+            if job.mode == "background":
+                job.start_background()
+            elif job.mode == "foreground":
+                job.run_foreground()
+        return queued
 
     def job_ended(self, job: Job) -> None:
         """Called by every job at its end: start the next queued one."""
@@ -234,7 +238,11 @@ class Session:
                     break
             else:
                 return
-        nxt.start_background()
+        if nxt.mode == "cell":
+            nxt.your_turn()
+        else:  # a queued foreground job runs in the background: its cell has ended
+            nxt.mode = "background"
+            nxt.start_background()
 
     def stop(self) -> int:
         """Cancel the running run and everything queued; returns how many were stopped."""

@@ -1,8 +1,9 @@
 """Transcript: what happened in one run, kept from its events, in forms a saved notebook can hold.
 
-Both front ends feed every event here. The transcript renders as Markdown and plain text (for
-GitHub, nbconvert and frontends without widgets) and as JSON metadata (the approval decisions,
-machine-readable). It holds no settings and no key: only what the run itself showed.
+Every front end feeds every event here. The transcript is the one record of what a person saw:
+the live view reads its call records, and when the run ends :mod:`.static` renders it as ordinary
+outputs (sanitized HTML, Markdown, plain text, real images) plus JSON metadata (the approval
+decisions, machine-readable). It holds no settings and no key: only what the run itself showed.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..approval import Decision
+from ..content import ToolResult
 from ..events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
     AssistantTextDelta,
+    ReasoningTextDelta,
     RunCancelled,
     RunFailed,
     RunFinished,
     RunStarted,
     StepFinished,
+    StepRetried,
     StepStarted,
     ToolArgumentsDelta,
     ToolCallReady,
@@ -31,11 +35,18 @@ from ..events import (
     ToolStarted,
 )
 from ..generation import Usage
-from .render import code_span, fenced, pretty_arguments, safe_markdown, shorten
+from .render import pretty_arguments
 
-__all__ = ["CallRecord", "TextRecord", "Transcript", "call_line", "decision_words"]
-
-_PREVIEW = 2_000
+__all__ = [
+    "CallRecord",
+    "NoteRecord",
+    "ReasoningRecord",
+    "TextRecord",
+    "Transcript",
+    "call_line",
+    "decision_words",
+    "seconds",
+]
 
 
 @dataclass
@@ -47,30 +58,81 @@ class TextRecord:
 
 
 @dataclass
+class ReasoningRecord:
+    """Model reasoning ("thinking") of one step, as it streamed."""
+
+    step: int
+    text: str = ""
+
+
+@dataclass
+class NoteRecord:
+    """Something the loop did that is not text or a call: a retried step."""
+
+    step: int
+    text: str
+
+
+@dataclass
 class CallRecord:
-    """One tool call as the person saw it."""
+    """One tool call as the person saw it.
+
+    ``waited`` is the time the call spent waiting for a decision, ``ran`` the time its function
+    ran: the two are never added up. ``abandoned`` is set when the run stopped but the function
+    could not be stopped (a thread); ``ended_late`` says when it finally returned.
+    """
 
     call_id: str
     name: str
     step: int = 0
     title: str | None = None
-    arguments: str = ""
+    parts: list[str] = field(default_factory=list, repr=False)
     input: Any = None
     status: str = "streaming"
     approval_asked: bool = False
+    asked_at: float | None = None
+    waited: float = 0.0
     decision: Decision | None = None
-    result_text: str = ""
+    result: ToolResult | None = field(default=None, repr=False)
     is_error: bool = False
-    elapsed: float = 0.0
     started: float | None = None
+    ran: float = 0.0
+    progress: str = ""
     traceback: str | None = None
+    abandoned: bool = False
+    ended_late: float | None = None
 
     @property
     def open(self) -> bool:
         return self.status in ("streaming", "ready", "waiting", "running")
 
+    @property
+    def arguments(self) -> str:
+        """The arguments as the model wrote them (joined once per call, not per fragment)."""
+        if len(self.parts) > 1:
+            self.parts[:] = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
 
-Block = Union[TextRecord, CallRecord]
+    @arguments.setter
+    def arguments(self, text: str) -> None:
+        self.parts[:] = [text]
+
+    @property
+    def result_text(self) -> str:
+        return self.result.text if self.result is not None else ""
+
+
+Block = Union[TextRecord, ReasoningRecord, NoteRecord, CallRecord]
+
+
+def seconds(value: float) -> str:
+    """A duration for people: "0.3 s", "<0.1 s", "2 min 5 s"."""
+    if value < 0.05:
+        return "<0.1 s"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(round(value), 60)
+    return f"{minutes} min {rest} s"
 
 
 def decision_words(decision: Decision) -> str:
@@ -82,6 +144,7 @@ def decision_words(decision: Decision) -> str:
         "deny": "by policy",
         "rule": "by rule",
         "script": "by script",
+        "timeout": "(nobody answered)",
         "error": "",
     }.get(decision.by, f"by {decision.by}" if decision.by else "")
     verb = "approved" if decision.approved else "denied"
@@ -96,26 +159,38 @@ def decision_words(decision: Decision) -> str:
 _STATUS_WORDS = {
     "streaming": "receiving arguments…",
     "ready": "",
-    "waiting": "",
+    "waiting": "waiting for approval",
     "running": "running",
 }
 
 
 def call_line(record: CallRecord, now: float | None = None) -> str:
-    """How one call stands, in words: "approved by you · done · 0.3 s"."""
+    """How one call stands, in words: "approved by you after 2.1 s · done in 0.3 s"."""
+    clock = now if now is not None else time.monotonic()
     words = []
     if record.decision is not None:
-        words.append(decision_words(record.decision))
-    elif record.approval_asked and record.open:
-        words.append("waiting for approval")
+        decided = decision_words(record.decision)
+        if record.waited >= 0.05 and record.decision.by in ("person", "timeout"):
+            decided += f" after {seconds(record.waited)}"
+        words.append(decided)
+    elif record.approval_asked and record.open and record.asked_at is not None:
+        words.append(f"waiting for approval · {seconds(clock - record.asked_at)}")
     status = _STATUS_WORDS.get(record.status, record.status)
-    if status and not (record.status == "denied" and record.decision is not None):
+    if record.status == "waiting" and record.decision is None and record.approval_asked:
+        status = ""  # said above, with the time waited
+    if record.status == "denied" and record.decision is not None:
+        status = ""  # the decision says it
+    if record.status == "running" and record.started is not None:
+        status = f"running · {seconds(clock - record.started)}"
+    elif record.started is not None and not record.open:
+        status = f"{status} in {seconds(record.ran)}" if status else seconds(record.ran)
+    if status:
         words.append(status)
-    elapsed = record.elapsed
-    if record.started is not None and record.open:
-        elapsed = (now if now is not None else time.monotonic()) - record.started
-    if elapsed >= 0.05:
-        words.append(f"{elapsed:.1f} s")
+    if record.abandoned:
+        if record.ended_late is None:
+            words.append("its function is still running (a thread cannot be stopped)")
+        else:
+            words.append(f"its function ended {seconds(record.ended_late)} after the stop")
     return " · ".join(words)
 
 
@@ -134,10 +209,11 @@ class Transcript:
     error: str | None = None
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
+    clock: Any = field(default=time.monotonic, repr=False)
 
     @property
     def elapsed(self) -> float:
-        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+        return (self.ended if self.ended is not None else self.clock()) - self.started
 
     @property
     def done(self) -> bool:
@@ -153,7 +229,13 @@ class Transcript:
         elif isinstance(event, ToolArgumentsDelta):
             found = self.calls.get(event.call_id)
             if found is not None:
-                found.arguments = event.text
+                found.parts.append(event.delta)
+        elif isinstance(event, ReasoningTextDelta):
+            last = self.blocks[-1] if self.blocks else None
+            if not isinstance(last, ReasoningRecord) or last.step != event.step:
+                last = ReasoningRecord(event.step)
+                self.blocks.append(last)
+            last.text += event.text
         elif isinstance(event, ToolCallStarted):
             record = CallRecord(event.call_id, event.name, event.step, event.title)
             self.calls[event.call_id] = record
@@ -166,26 +248,44 @@ class Transcript:
         elif isinstance(event, ApprovalRequested):
             record = self._call(event.request.call.id, event.request.call.name)
             record.approval_asked = True
+            record.asked_at = self.clock()
             record.status = "waiting"
         elif isinstance(event, ApprovalResolved):
             found = self.calls.get(event.call_id)
             if found is not None:
                 found.decision = event.decision
+                if found.asked_at is not None:
+                    found.waited = self.clock() - found.asked_at
                 if found.open:
                     found.status = "ready" if event.decision.approved else "denied"
         elif isinstance(event, ToolStarted):
             record = self._call(event.call.id, event.call.name)
             record.status = "running"
-            record.started = time.monotonic()
+            record.started = self.clock()
         elif isinstance(event, ToolProgress):
-            pass
+            found = self.calls.get(event.call_id)
+            if found is not None and event.update.text:
+                found.progress = event.update.text
         elif isinstance(event, ToolFinished):
             record = self._call(event.call.id, event.call.name)
             record.status = event.status
-            record.result_text = event.result.text
+            record.result = event.result
             record.is_error = event.result.is_error
-            record.elapsed = event.elapsed
+            if record.started is not None:
+                record.ran = self.clock() - record.started
             record.traceback = event.traceback
+            handle = getattr(event, "abandoned", None)
+            if handle is not None:
+                record.abandoned = True
+        elif isinstance(event, StepRetried):
+            self._drop_step(event.step)
+            self.blocks.append(
+                NoteRecord(
+                    event.step,
+                    f"The answer broke off ({event.reason}); it was discarded and asked for "
+                    f"again (retry {event.attempt}).",
+                )
+            )
         elif isinstance(event, RunStarted):
             self.run_id, self.prompt, self.model = event.run_id, event.prompt, event.model
         elif isinstance(event, StepStarted):
@@ -197,10 +297,21 @@ class Transcript:
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
 
+    def _drop_step(self, step: int) -> None:
+        """A retried step: what it streamed so far is void (nothing of it had run)."""
+        kept: list[Block] = []
+        for block in self.blocks:
+            if block.step == step and not isinstance(block, NoteRecord):
+                if isinstance(block, CallRecord):
+                    self.calls.pop(block.call_id, None)
+                continue
+            kept.append(block)
+        self.blocks = kept
+
     def end(self, stop_reason: str, usage: Usage | None = None, error: str | None = None) -> None:
         """Close the transcript (also used when the run never started or crashed)."""
         if self.ended is None:
-            self.ended = time.monotonic()
+            self.ended = self.clock()
         self.stop_reason = stop_reason
         if usage is not None:
             self.usage = usage
@@ -208,6 +319,10 @@ class Transcript:
             self.error = error
         for record in self.calls.values():
             if record.open:
+                if record.started is not None:
+                    record.ran = self.ended - record.started
+                if record.asked_at is not None and record.decision is None:
+                    record.waited = self.ended - record.asked_at
                 record.status = "cancelled"
 
     def _call(self, call_id: str, name: str, step: int = 0) -> CallRecord:
@@ -218,6 +333,9 @@ class Transcript:
             self.blocks.append(found)
         return found
 
+    def text_blocks(self) -> list[TextRecord]:
+        return [b for b in self.blocks if isinstance(b, TextRecord)]
+
     # --- renderings ---------------------------------------------------------------------------
 
     def footer(self) -> str:
@@ -225,58 +343,32 @@ class Transcript:
         state = self.stop_reason or "running"
         tokens = f"{self.usage.input_tokens:,} in / {self.usage.output_tokens:,} out tokens"
         plural = "" if self.steps == 1 else "s"
-        return f"{state} · {self.steps} step{plural} · {tokens} · {self.elapsed:.1f} s"
+        return f"{state} · {self.steps} step{plural} · {tokens} · {seconds(self.elapsed)}"
 
     def call_line(self, record: CallRecord, now: float | None = None) -> str:
         """Status words of one call: decision, status, time."""
         return call_line(record, now)
 
+    def call_arguments(self, record: CallRecord) -> str:
+        """The call's arguments for a person: indented JSON once known, else as streamed."""
+        if record.input == {}:
+            return ""
+        if record.input is not None:
+            return pretty_arguments(record.input, record.arguments)
+        return record.arguments
+
     def to_markdown(self) -> str:
-        """The whole run as Markdown that renders safely anywhere."""
-        head = f"**nbagent** · {self.run_id or 'run'} · model {code_span(self.model or '?')}"
-        lines = [head, "", "> **You:** " + safe_markdown(self.prompt).replace("\n", "\n> "), ""]
-        for block in self.blocks:
-            if isinstance(block, TextRecord):
-                if block.text.strip():
-                    lines += [safe_markdown(block.text), ""]
-                continue
-            args = (
-                pretty_arguments(block.input, block.arguments)
-                if block.input is not None
-                else (block.arguments)
-            )
-            title = f" ({safe_markdown(block.title)})" if block.title else ""
-            status = safe_markdown(self.call_line(block))
-            lines.append(f"**🔧 {safe_markdown(block.name)}**{title} — {status}")
-            lines += ["", fenced(shorten(args, _PREVIEW), "json"), ""]
-            if block.result_text:
-                label = "Error" if block.is_error else "Result"
-                lines += [f"{label}:", "", fenced(shorten(block.result_text, _PREVIEW)), ""]
-        if self.error:
-            lines += [f"**Error:** {safe_markdown(self.error)}", ""]
-        lines.append(f"*{safe_markdown(self.footer())}*")
-        return "\n".join(lines)
+        """The whole run as Markdown that renders safely anywhere (images are listed, not shown:
+        the saved notebook carries them as image outputs)."""
+        from .static import run_markdown
+
+        return run_markdown(self)
 
     def to_plain(self) -> str:
         """The whole run as plain text."""
-        lines = [
-            f"nbagent {self.run_id or 'run'} · model {self.model or '?'}",
-            f"You: {self.prompt}",
-        ]
-        for block in self.blocks:
-            if isinstance(block, TextRecord):
-                if block.text.strip():
-                    lines += ["", block.text.strip()]
-                continue
-            lines += ["", f"[tool] {block.name} {shorten(block.arguments, _PREVIEW)}"]
-            lines.append(f"  {self.call_line(block)}")
-            if block.result_text:
-                prefix = "  error: " if block.is_error else "  → "
-                lines.append(prefix + shorten(block.result_text, _PREVIEW).replace("\n", "\n    "))
-        if self.error:
-            lines += ["", f"Error: {self.error}"]
-        lines += ["", self.footer()]
-        return "\n".join(lines)
+        from .static import run_plain
+
+        return run_plain(self)
 
     def to_metadata(self) -> dict[str, Any]:
         """JSON-ready record: prompt, model, each call with its approval decision, totals."""
@@ -290,7 +382,8 @@ class Transcript:
                     "arguments": record.arguments,
                     "status": record.status,
                     "is_error": record.is_error,
-                    "elapsed": round(record.elapsed, 3),
+                    "ran": round(record.ran, 3),
+                    "waited": round(record.waited, 3),
                     "approval": None
                     if decision is None
                     else {
@@ -318,8 +411,3 @@ class Transcript:
             "text": texts[-1] if texts else "",
             "calls": calls,
         }
-
-    def bundle(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``(data, metadata)`` of a display output holding the whole run."""
-        data = {"text/markdown": self.to_markdown(), "text/plain": self.to_plain()}
-        return data, {"nbagent": self.to_metadata()}

@@ -28,6 +28,7 @@ from ..events import (
     RunFinished,
     RunStarted,
     StepFinished,
+    StepRetried,
     StepStarted,
     ToolArgumentsDelta,
     ToolCallReady,
@@ -41,6 +42,16 @@ from .stream import PlainStream, TextStream
 from .transcript import Transcript
 
 __all__ = ["RunView"]
+
+
+def _running_loop() -> Any:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
 
 #: Seconds between two sends of buffered text (≤ 10 text updates a second per stream).
 INTERVAL = 0.1
@@ -75,6 +86,9 @@ class RunView:
         self._last_second = -1
         self.finished = False
         self._stopping = False
+        self.display_ids: list[str] = []
+        self._notes: list[widgets.Widget] = []
+        self._stream_steps: dict[int, int] = {}
 
         self.shared = shared = Shared()
         html = {"layout": shared.layout, "style": shared.html_style}
@@ -125,6 +139,7 @@ class RunView:
             else:
                 self._text = TextStream(format="markdown", layout=self.shared.layout)
             self._text_kind = key
+            self._stream_steps[id(self._text)] = step
             self._streams.append(self._text)
             self._append_block(self._text)
         return self._text
@@ -220,6 +235,11 @@ class RunView:
             card = self._card(event.call.id)
             card.finished(event.result, event.traceback)
             card.refresh()
+            abandoned = getattr(event, "abandoned", None)
+            if abandoned is not None:
+                self._watch_abandoned(event.call.id, abandoned)
+        elif isinstance(event, StepRetried):
+            self._drop_step(event.step)
         elif isinstance(event, RunStarted):
             self.header.value = self._header_html()
         elif isinstance(event, StepFinished):
@@ -232,6 +252,58 @@ class RunView:
                 self.show_error(event.error)
             self.close()
 
+    def _drop_step(self, step: int) -> None:
+        """A retried step: remove what it streamed (the transcript already did) and say why."""
+        self._finish_text()
+        keep_calls = set(self.transcript.calls)
+        gone = {cid: card for cid, card in self.cards.items() if cid not in keep_calls}
+        gone_widgets = {id(card.widget) for card in gone.values()}
+        stale = {id(s) for s in self._streams if self._stream_steps.get(id(s)) == step}
+        self.body.children = tuple(
+            w for w in self.body.children if id(w) not in gone_widgets and id(w) not in stale
+        )
+        for card in gone.values():
+            stale.add(id(card.arguments))
+        for cid in gone:
+            del self.cards[cid]
+        self._streams = [s for s in self._streams if id(s) not in stale]
+        note_text = self.transcript.blocks[-1]
+        note = widgets.HTML(
+            f'<i style="opacity:0.7">{html.escape(getattr(note_text, "text", ""))}</i>',
+            layout=self.shared.layout,
+            style=self.shared.html_style,
+        )
+        self._notes.append(note)
+        self._append_block(note)
+
+    def _watch_abandoned(self, call_id: str, handle: Any) -> None:
+        """A stopped call whose function could not be stopped: say when it really ends."""
+        record = self.transcript.calls.get(call_id)
+        if record is None:
+            return
+        stopped = self.clock()
+        loop = _running_loop()
+
+        def ended(*_args: Any) -> None:
+            record.ended_late = max(0.0, self.clock() - stopped)
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(self._redraw_late, call_id)
+
+        try:
+            handle.add_done_callback(ended)
+        except Exception:  # a handle we do not understand: the card keeps "still running"
+            return
+
+    def _redraw_late(self, call_id: str) -> None:
+        if not self.finished:
+            card = self.cards.get(call_id)
+            if card is not None:
+                card.refresh()
+            return
+        from .outputs import refresh
+
+        refresh(self)
+
     def _card(self, call_id: str) -> ToolCard:
         card = self.cards.get(call_id)
         if card is None:
@@ -243,6 +315,35 @@ class RunView:
         return card
 
     # --- the end --------------------------------------------------------------------------------
+
+    def dispose(self) -> None:
+        """Close every widget of the view (the run's static outputs replaced it)."""
+        made: list[widgets.Widget] = [
+            self.widget,
+            self.header,
+            self.body,
+            self.stop,
+            self.footer,
+            *self.widget.children,
+            *self._streams,
+            *self._notes,
+        ]
+        if self.errors is not None:
+            made.append(self.errors)
+        for card in self.cards.values():
+            made += card.all_widgets()
+        seen: set[int] = set()
+        for widget in made:
+            for part in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
+                if part is None or id(part) in seen:
+                    continue
+                seen.add(id(part))
+                try:
+                    part.close()
+                except Exception:  # a widget that is already gone
+                    continue
+        for shared in (self.shared.layout, self.shared.html_style):
+            shared.close()
 
     def show_error(self, error: BaseException, trace: str | None = None) -> None:
         """Show an exception (a failed run, or a crash of the task driving it)."""
@@ -267,7 +368,7 @@ class RunView:
             if stream.streaming:
                 stream.finish()
         for card in self.cards.values():
-            card.close_approval()
+            card.close_approval(hide=True)  # the card's header says what became of the call
             card.refresh()
         self.stop.disabled = True
         self.stop.layout.display = "none"

@@ -52,6 +52,8 @@ class Kernel:
         self.widgets: dict[str, dict[str, Any]] = {}
         self.customs: dict[str, list[Any]] = {}
         self.comm_messages = 0
+        self.replies: dict[str, dict[str, Any]] = {}
+        self._codes: dict[str, str] = {}
 
     def shutdown(self) -> None:
         self.kc.stop_channels()
@@ -107,19 +109,40 @@ class Kernel:
         self, code: str, *, timeout: float = 60.0, allow_errors: bool = False
     ) -> list[dict[str, Any]]:
         """Run a cell and return the iopub messages it produced (until the kernel went idle)."""
+        return self.finish(self.submit(code), timeout=timeout, allow_errors=allow_errors)
+
+    def submit(self, code: str) -> str:
+        """Send a cell to run and return at once (its msg_id): a cell that awaits its run can
+        be clicked while it runs. :meth:`finish` waits for it."""
+        msg_id = str(self.kc.execute(code))
+        self._codes[msg_id] = code
+        return msg_id
+
+    def finish(
+        self, msg_id: str, *, timeout: float = 60.0, allow_errors: bool = False
+    ) -> list[dict[str, Any]]:
+        """Wait for a submitted cell: its reply, then iopub until the kernel is idle after it."""
         deadline = time.monotonic() + timeout
+        code = self._codes.get(msg_id, "")
         for _ in range(20):
-            msg_id = self.kc.execute(code)
             reply = None
             while reply is None:
-                msg = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+                self._pump_iopub_nowait()
+                try:
+                    msg = self.kc.get_shell_msg(timeout=0.05)
+                except queue.Empty:
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"cell did not finish: {code[:80]!r}") from None
+                    continue
                 if msg["parent_header"].get("msg_id") == msg_id:
                     reply = msg
             # ipykernel 6 aborts requests queued just after a cell failed: send it again
-            if reply["content"]["status"] != "aborted":
+            if reply["content"]["status"] != "aborted" or not code:
                 break
             time.sleep(0.1)
-        idle = False
+            msg_id = self.submit(code)
+        self.replies[msg_id] = reply
+        idle = any(self._is_idle(m, msg_id) for m in self.iopub)
         while not idle:
             if time.monotonic() > deadline:
                 raise AssertionError(f"cell did not finish: {code[:80]!r}")
@@ -128,16 +151,29 @@ class Kernel:
             except queue.Empty:
                 continue
             self._apply(msg)
-            idle = (
-                msg["parent_header"].get("msg_id") == msg_id
-                and msg["msg_type"] == "status"
-                and msg["content"]["execution_state"] == "idle"
-            )
+            idle = self._is_idle(msg, msg_id)
         mine = [m for m in self.iopub if m["parent_header"].get("msg_id") == msg_id]
         if reply["content"]["status"] != "ok" and not allow_errors:
             trace = "\n".join(reply["content"].get("traceback", []))
             raise CellError(f"cell failed: {reply['content'].get('ename')}\n{trace}")
         return mine
+
+    @staticmethod
+    def _is_idle(msg: dict[str, Any], msg_id: str) -> bool:
+        return (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+        )
+
+    def _pump_iopub_nowait(self) -> None:
+        while self.pump(0):
+            pass
+
+    def running(self, msg_id: str) -> bool:
+        """True while a submitted cell has not replied."""
+        self._pump_iopub_nowait()
+        return not any(self._is_idle(m, msg_id) for m in self.iopub)
 
     def eval(self, expression: str) -> Any:
         """The value of a Python literal expression evaluated in the kernel."""

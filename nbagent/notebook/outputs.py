@@ -1,0 +1,111 @@
+"""A run's place in its cell: live widgets while it runs, ordinary outputs once it ended.
+
+The live view is one display output holding the widgets (and a text note for viewers without
+widgets). When the run ends, that output is replaced by the run's static form
+(:mod:`.static`): sanitized HTML, Markdown, plain text and real images, which need no kernel and
+no saved widget state. Then the widgets are closed: a saved notebook never holds a reference to
+a widget model, so it never reopens as "model not found".
+
+A cell that awaits its run can add outputs, so images become real image outputs after the HTML
+part they belong to. A background run can only update the output it started with (anything else
+it displays could land in another cell), so there the images are embedded in that one output.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from .static import run_outputs
+
+if TYPE_CHECKING:
+    from .runner import View
+
+__all__ = ["note", "refresh", "run_ended", "show_live"]
+
+_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+_lock = threading.Lock()
+
+
+def _display(data: dict[str, Any], metadata: dict[str, Any], display_id: str | None) -> None:
+    from IPython.display import display
+
+    kwargs: dict[str, Any] = {"raw": True, "metadata": metadata}
+    if display_id is not None:
+        kwargs["display_id"] = display_id
+    display(data, **kwargs)  # type: ignore[no-untyped-call]
+
+
+def _update(data: dict[str, Any], metadata: dict[str, Any], display_id: str) -> None:
+    from IPython.display import update_display
+
+    update_display(data, raw=True, metadata=metadata, display_id=display_id)  # type: ignore[no-untyped-call]
+
+
+def note(text: str) -> None:
+    """A one-line note in the cell (Markdown and plain text)."""
+    _display({"text/markdown": f"*{text}*", "text/plain": text}, {}, None)
+
+
+def show_live(view: View, display_id: str) -> None:
+    """Display the run's widgets, with a text note for viewers without widgets."""
+    widget = getattr(view, "widget", None)
+    transcript = getattr(view, "transcript", None)
+    prompt = transcript.prompt if transcript is not None else ""
+    words = "(a live nbagent run: it needs Jupyter widgets; it becomes text when it ends)"
+    data: dict[str, Any] = {
+        "text/plain": f"nbagent run: {prompt}\n{words}",
+        "text/markdown": f"*{words}*",
+    }
+    if widget is not None:
+        data[_WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+    view.display_ids = [display_id]  # type: ignore[attr-defined]
+    _display(data, {}, display_id)
+
+
+def run_ended(view: View, *, static_segments: bool) -> None:
+    """Replace a live view by the run's static outputs and close its widgets.
+
+    ``static_segments``: the cell is still running, so images may become outputs of their own
+    (else they are embedded in the one output the run started with).
+    """
+    ids: list[str] = list(getattr(view, "display_ids", ()) or ())
+    transcript = getattr(view, "transcript", None)
+    if not ids or transcript is None:
+        return
+    bundles = run_outputs(
+        transcript,
+        inline_images=not static_segments,
+        metadata={"nbagent": transcript.to_metadata()},
+    )
+    with _lock:
+        first = ids[0]
+        data, metadata = bundles[0]
+        _update(data, metadata, first)
+        new_ids = [first]
+        for index, (data, metadata) in enumerate(bundles[1:], start=1):
+            display_id = f"{first}-{index}"
+            _display(data, metadata, display_id)
+            new_ids.append(display_id)
+        view.display_ids = new_ids  # type: ignore[attr-defined]
+    dispose = getattr(view, "dispose", None)
+    if callable(dispose):
+        dispose()
+
+
+def refresh(view: View) -> None:
+    """Redraw a finished run's static outputs in place (e.g. an abandoned tool ended late)."""
+    ids: list[str] = list(getattr(view, "display_ids", ()) or ())
+    transcript = getattr(view, "transcript", None)
+    if not ids or transcript is None:
+        return
+    bundles = run_outputs(
+        transcript,
+        inline_images=len(ids) == 1,
+        metadata={"nbagent": transcript.to_metadata()},
+    )
+    if len(bundles) != len(ids):
+        return  # the layout changed: leave the outputs as they are rather than mix them up
+    with _lock:
+        for (data, metadata), display_id in zip(bundles, ids, strict=True):
+            _update(data, metadata, display_id)

@@ -1,0 +1,392 @@
+"""A finished run as ordinary outputs: sanitized HTML, Markdown and plain text, and real images.
+
+A saved notebook must show a run with no kernel and no widget state (JupyterLab and Notebook 7
+after reopening, ``nbconvert --to html``, GitHub). So when a run ends its live widgets are replaced
+by plain mime bundles built here from the :class:`~.transcript.Transcript`:
+
+* ``text/html`` built by us: every piece of model or tool text is escaped, and Markdown is
+  rendered by markdown-it with raw HTML off, links only to http(s)/mailto (``rel=noopener``) and
+  images from model text shown as a label (nothing is fetched from an address a model wrote);
+* ``text/markdown`` and ``text/plain`` fallbacks for renderers without HTML;
+* images returned by tools as real ``image/png`` (or jpeg/gif) outputs.
+
+:func:`run_outputs` cuts the run into segments at each image (HTML, image, HTML …) so that every
+renderer shows the image in place; ``inline_images=True`` embeds them as ``data:`` URLs in one
+bundle instead, for front ends that can only update one output (a background run).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..content import ImagePart, ToolResult
+from .render import fenced, result_outputs, safe_markdown, shorten
+from .transcript import (
+    Block,
+    CallRecord,
+    NoteRecord,
+    ReasoningRecord,
+    TextRecord,
+    Transcript,
+)
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+
+__all__ = [
+    "Bundle",
+    "block_html",
+    "block_markdown",
+    "block_outputs",
+    "block_plain",
+    "head_outputs",
+    "markdown_html",
+    "run_markdown",
+    "run_outputs",
+    "run_plain",
+    "tail_outputs",
+]
+
+#: ``(data, metadata)`` of one display output.
+Bundle = tuple[dict[str, Any], dict[str, Any]]
+
+#: Longest text shown in a saved card (arguments, result, traceback).
+PREVIEW = 2_000
+_SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif")
+_SAFE_LINK = re.compile(r"(?i)^\s*(https?://|mailto:)")
+
+_COLORS = {
+    "done": "#2e7d32",
+    "error": "#c62828",
+    "timeout": "#c62828",
+    "invalid": "#c62828",
+    "denied": "#ad1457",
+    "cancelled": "#757575",
+    "waiting": "#ef6c00",
+    "running": "#1565c0",
+}
+_RUN_STYLE = (
+    "font-family:var(--jp-content-font-family,system-ui,sans-serif);"
+    "font-size:var(--jp-content-font-size1,14px);line-height:1.5;overflow-wrap:anywhere"
+)
+_CARD_STYLE = (
+    "border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px 6px 8px;margin:4px 0;"
+    "border-radius:2px"
+)
+_PRE_STYLE = (
+    "white-space:pre-wrap;margin:2px 0;padding:4px 6px;"
+    "font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);"
+    "background:var(--jp-layout-color2,#f3f3f3);border-radius:3px"
+)
+_LABEL_STYLE = "font-size:0.85em;opacity:0.7;margin-top:4px"
+_DIM_STYLE = "opacity:0.7"
+
+
+# --- Markdown from a model, made safe ------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.validateLink = lambda url: bool(_SAFE_LINK.match(url))  # type: ignore[method-assign]
+
+    def link_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        tokens[idx].attrSet("target", "_blank")
+        tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
+        return str(self.renderToken(tokens, idx, options, env))
+
+    def image(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        alt = self.renderInlineAsText(token.children or [], options, env)
+        return html.escape(f"[image: {alt or token.attrGet('src') or ''}]")
+
+    md.add_render_rule("link_open", link_open)
+    md.add_render_rule("image", image)
+    return md
+
+
+def markdown_html(text: str) -> str:
+    """Model Markdown as HTML that can run nothing (see the module docs)."""
+    return str(_markdown().render(text))
+
+
+# --- pieces of a run -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Piece:
+    """One rendered block: the three text forms, and the images that follow it."""
+
+    html: str
+    markdown: str
+    plain: str
+    images: list[ImagePart] = field(default_factory=list)
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _pre(text: str, style: str = _PRE_STYLE) -> str:
+    return f'<pre style="{style}">{_esc(shorten(text, PREVIEW))}</pre>'
+
+
+def _image_tag(part: ImagePart) -> str:
+    if part.mime_type not in _SHOWN_IMAGES:
+        return f"<div>{_esc(_image_label(part))}</div>"
+    data = base64.b64encode(part.data).decode("ascii")
+    return (
+        f'<img src="data:{part.mime_type};base64,{data}" alt="{_esc(_image_label(part))}" '
+        f'style="max-width:100%;display:block;margin:4px 0">'
+    )
+
+
+def _image_label(part: ImagePart) -> str:
+    return f"[image {part.width}×{part.height}, {part.mime_type}]"
+
+
+def _result_html(result: ToolResult) -> str:
+    """A result's text, table or Markdown as HTML (images are handled by the caller)."""
+    parts: list[str] = []
+    for output in result_outputs(result, limit=PREVIEW):
+        if output["output_type"] == "stream":
+            parts.append(_pre(output.get("text", ""), _PRE_STYLE + ";color:#c62828"))
+            continue
+        data = output.get("data", {})
+        if any(mime in data for mime in _SHOWN_IMAGES) or "text/plain" not in data:
+            if not any(mime in data for mime in _SHOWN_IMAGES) and data.get("text/plain"):
+                parts.append(_pre(str(data["text/plain"])))
+            continue
+        if "text/html" in data:  # our own table: every cell already escaped
+            parts.append(f'<div style="overflow-x:auto">{data["text/html"]}</div>')
+        elif "text/markdown" in data:
+            parts.append(markdown_html(str(data["text/markdown"])))
+        else:
+            parts.append(_pre(str(data["text/plain"])))
+    return "".join(parts)
+
+
+def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _Piece:
+    color = _COLORS.get(record.status, "#555")
+    title = f' <span style="{_DIM_STYLE}">{_esc(record.title)}</span>' if record.title else ""
+    line = transcript.call_line(record)
+    html_parts = [
+        f'<div style="{_CARD_STYLE}">',
+        f"<div><b>⚙ {_esc(record.name)}</b>{title} · "
+        f'<span style="color:{color}">{_esc(line)}</span></div>',
+    ]
+    args = transcript.call_arguments(record)
+    if args:
+        html_parts.append(_pre(args))
+    images: list[ImagePart] = []
+    result = record.result
+    if result is not None:
+        label = "Error" if record.is_error else "Result"
+        html_parts.append(f'<div style="{_LABEL_STYLE}">{label}</div>')
+        html_parts.append(_result_html(result))
+        images = list(result.images)
+        if inline_images:
+            html_parts.extend(_image_tag(p) for p in images)
+    if record.traceback:
+        html_parts.append(
+            f'<details><summary style="{_LABEL_STYLE}">Traceback</summary>'
+            f"{_pre(record.traceback)}</details>"
+        )
+    html_parts.append("</div>")
+    return _Piece(
+        "".join(html_parts),
+        block_markdown(record, transcript),
+        block_plain(record, transcript),
+        [] if inline_images else images,
+    )
+
+
+def block_html(block: Block, transcript: Transcript, *, inline_images: bool = True) -> str:
+    """One block of the run as safe HTML."""
+    return _piece(block, transcript, inline_images).html
+
+
+def _piece(block: Block, transcript: Transcript, inline_images: bool) -> _Piece:
+    if isinstance(block, CallRecord):
+        return _card(block, transcript, inline_images)
+    markdown = block_markdown(block, transcript)
+    plain = block_plain(block, transcript)
+    if isinstance(block, TextRecord):
+        body = f"<div>{markdown_html(block.text)}</div>" if block.text.strip() else ""
+    elif isinstance(block, ReasoningRecord):
+        body = (
+            f'<details><summary style="{_LABEL_STYLE}">Thinking</summary>'
+            f'<div style="white-space:pre-wrap;font-style:italic;{_DIM_STYLE}">'
+            f"{_esc(shorten(block.text.strip(), PREVIEW))}</div></details>"
+            if block.text.strip()
+            else ""
+        )
+    else:
+        body = f'<div style="font-style:italic;{_DIM_STYLE}">{_esc(block.text)}</div>'
+    return _Piece(body, markdown, plain)
+
+
+def block_markdown(block: Block, transcript: Transcript) -> str:
+    """One block as Markdown that renders safely anywhere (images listed, not shown)."""
+    if isinstance(block, TextRecord):
+        return safe_markdown(block.text) if block.text.strip() else ""
+    if isinstance(block, ReasoningRecord):
+        if not block.text.strip():
+            return ""
+        quoted = safe_markdown(shorten(block.text.strip(), PREVIEW)).replace("\n", "\n> ")
+        return f"> *thinking:* {quoted}"
+    if isinstance(block, NoteRecord):
+        return f"*{safe_markdown(block.text)}*"
+    title = f" ({safe_markdown(block.title)})" if block.title else ""
+    status = safe_markdown(transcript.call_line(block))
+    lines = [f"**🔧 {safe_markdown(block.name)}**{title} — {status}"]
+    args = transcript.call_arguments(block)
+    if args:
+        lines += ["", fenced(shorten(args, PREVIEW), "json")]
+    if block.result is not None:
+        label = "Error" if block.is_error else "Result"
+        if block.result_text:
+            lines += ["", f"{label}:", "", fenced(shorten(block.result_text, PREVIEW))]
+        lines += [f"\n*{_image_label(p)}*" for p in block.result.images]
+    return "\n".join(lines)
+
+
+def block_plain(block: Block, transcript: Transcript) -> str:
+    """One block as plain text."""
+    if isinstance(block, TextRecord):
+        return block.text.strip()
+    if isinstance(block, ReasoningRecord):
+        return "(thinking) " + shorten(block.text.strip(), PREVIEW) if block.text.strip() else ""
+    if isinstance(block, NoteRecord):
+        return f"({block.text})"
+    lines = [f"[tool] {block.name} {shorten(block.arguments, PREVIEW)}"]
+    lines.append(f"  {transcript.call_line(block)}")
+    if block.result_text:
+        prefix = "  error: " if block.is_error else "  → "
+        lines.append(prefix + shorten(block.result_text, PREVIEW).replace("\n", "\n    "))
+    if block.result is not None:
+        lines += [f"  {_image_label(p)}" for p in block.result.images]
+    return "\n".join(lines)
+
+
+def _head(transcript: Transcript) -> _Piece:
+    model = f" · <code>{_esc(transcript.model)}</code>" if transcript.model else ""
+    prompt = _esc(transcript.prompt).replace("\n", "<br>")
+    quoted = safe_markdown(transcript.prompt).replace("\n", "\n> ")
+    model_md = f" · model `{transcript.model}`" if transcript.model else ""
+    return _Piece(
+        f'<div style="{_DIM_STYLE}"><b>You:</b> {prompt}{model}</div>',
+        f"> **You:** {quoted}{safe_markdown(model_md)}",
+        f"You: {transcript.prompt}" + (f"  [model {transcript.model}]" if transcript.model else ""),
+    )
+
+
+def _tail(transcript: Transcript) -> _Piece:
+    parts, md, plain = [], [], []
+    if transcript.error:
+        parts.append(f'<div style="color:#c62828"><b>Error:</b> {_esc(transcript.error)}</div>')
+        md.append(f"**Error:** {safe_markdown(transcript.error)}")
+        plain.append(f"Error: {transcript.error}")
+    footer = transcript.footer()
+    parts.append(f'<div style="{_DIM_STYLE};font-size:0.9em">{_esc(footer)}</div>')
+    md.append(f"*{safe_markdown(footer)}*")
+    plain.append(footer)
+    return _Piece("".join(parts), "\n\n".join(md), "\n".join(plain))
+
+
+def _pieces(transcript: Transcript, inline_images: bool) -> Iterator[_Piece]:
+    yield _head(transcript)
+    for block in transcript.blocks:
+        piece = _piece(block, transcript, inline_images)
+        if piece.html or piece.images:
+            yield piece
+    yield _tail(transcript)
+
+
+def _bundle(pieces: list[_Piece]) -> dict[str, Any]:
+    body = "".join(p.html for p in pieces)
+    return {
+        "text/html": f'<div class="nbagent-run" style="{_RUN_STYLE}">{body}</div>',
+        "text/markdown": "\n\n".join(p.markdown for p in pieces if p.markdown),
+        "text/plain": "\n\n".join(p.plain for p in pieces if p.plain),
+    }
+
+
+def _image_bundle(part: ImagePart) -> dict[str, Any]:
+    if part.mime_type not in _SHOWN_IMAGES:
+        return {"text/plain": _image_label(part)}
+    return {
+        part.mime_type: base64.b64encode(part.data).decode("ascii"),
+        "text/plain": _image_label(part),
+    }
+
+
+def run_outputs(
+    transcript: Transcript,
+    *,
+    inline_images: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> list[Bundle]:
+    """The whole run as display outputs, in order; the first carries ``metadata``.
+
+    Without ``inline_images``: HTML segments separated by real image outputs. With it: one
+    bundle, the images embedded in the HTML (and listed in the text forms).
+    """
+    bundles: list[Bundle] = []
+    pending: list[_Piece] = []
+    for piece in _pieces(transcript, inline_images):
+        pending.append(piece)
+        if piece.images:
+            bundles.append((_bundle(pending), {}))
+            pending = []
+            for part in piece.images:
+                meta = {part.mime_type: {"width": part.width, "height": part.height}}
+                bundles.append((_image_bundle(part), meta))
+    if pending:
+        bundles.append((_bundle(pending), {}))
+    first_data, _ = bundles[0]
+    bundles[0] = (first_data, dict(metadata or {}))
+    return bundles
+
+
+def _with_images(piece: _Piece) -> list[Bundle]:
+    bundles: list[Bundle] = [(_bundle([piece]), {})] if piece.html else []
+    for part in piece.images:
+        meta = {part.mime_type: {"width": part.width, "height": part.height}}
+        bundles.append((_image_bundle(part), meta))
+    return bundles
+
+
+def head_outputs(transcript: Transcript) -> list[Bundle]:
+    """The prompt line of a run, as one output (for views that show a run piece by piece)."""
+    return _with_images(_head(transcript))
+
+
+def block_outputs(block: Block, transcript: Transcript) -> list[Bundle]:
+    """One block as outputs: its HTML (with text twins), then its images."""
+    return _with_images(_piece(block, transcript, False))
+
+
+def tail_outputs(transcript: Transcript, metadata: dict[str, Any] | None = None) -> list[Bundle]:
+    """The error (if any) and the footer, carrying the run's ``metadata``."""
+    data, _ = _with_images(_tail(transcript))[0]
+    return [(data, dict(metadata or {}))]
+
+
+def run_markdown(transcript: Transcript) -> str:
+    """The whole run as one Markdown text (images listed)."""
+    return "\n\n".join(p.markdown for p in _pieces(transcript, True) if p.markdown)
+
+
+def run_plain(transcript: Transcript) -> str:
+    """The whole run as plain text."""
+    return "\n\n".join(p.plain for p in _pieces(transcript, True) if p.plain)

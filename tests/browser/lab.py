@@ -1,0 +1,192 @@
+"""A JupyterLab server for browser tests: its own config, data and settings dirs, no news pop-up.
+
+Used by the browser tests and by hand (``python -m tests.browser.lab NOTEBOOK_DIR`` prints a URL).
+Needs JupyterLab and, for the tests, Playwright with Debian's ``/usr/bin/chromium``; nothing here
+downloads a browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = Path("/usr/bin/chromium")
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (apt-get install -y chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install playwright)"
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        return "jupyterlab is not installed (pip install jupyterlab)"
+    return None
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    home: Path
+
+    def page_url(self, notebook: str) -> str:
+        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+
+    def api(self, path: str, method: str = "GET", body: Any = None) -> Any:
+        """Call the server's REST API (contents, kernels, sessions)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def lab_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: no nbagent or vendor settings of the developer's."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NBAGENT_", "JUPYTER", "JPY_", "OPENAI_", "ANTHROPIC_"))
+    }
+    settings = home / "settings"
+    news = settings / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True, exist_ok=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    env.update(
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        MPLBACKEND="module://matplotlib_inline.backend_inline",
+    )
+    env.update(extra or {})
+    return env
+
+
+@contextmanager
+def running_lab(
+    root: Path, home: Path, env: dict[str, str] | None = None, python: str = sys.executable
+) -> Iterator[Lab]:
+    """Start ``jupyter lab`` serving ``root``; stop it (API, then signals) on exit."""
+    home.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(16)
+    port = _free_port()
+    log_path = home / "lab.log"
+    log = log_path.open("w")
+    server = subprocess.Popen(
+        [
+            *(python, "-m", "jupyterlab", "--no-browser", "--allow-root"),
+            *("--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"),
+            *(f"--ServerApp.root_dir={root}", "--LabApp.news_url=None"),
+        ],
+        env=lab_env(home, env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"jupyter lab did not start:\n{log_path.read_text()}"
+                    ) from None
+                time.sleep(0.3)
+        yield Lab(url, token, root, home)
+    finally:
+        try:
+            request = urllib.request.Request(
+                f"{url}/api/shutdown", method="POST", headers={"Authorization": f"token {token}"}
+            )
+            urllib.request.urlopen(request, timeout=5).close()
+            server.wait(timeout=15)
+        except Exception:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        log.close()
+
+
+# --- driving a notebook page --------------------------------------------------------------------
+
+IDLE = "Python 3 (ipykernel) | Idle"
+BUTTONS = ".jp-OutputArea-output button.jupyter-button"
+
+
+def open_notebook(page: Any, lab: Lab, notebook: str, timeout: float = 60_000) -> None:
+    """Open a notebook and wait until its kernel is idle (a run sent earlier would be lost)."""
+    from playwright.sync_api import expect
+
+    page.goto(lab.page_url(notebook))
+    expect(page.locator(".jp-StatusBar-TextItem", has_text=IDLE)).to_be_visible(timeout=timeout)
+
+
+def menu(page: Any, *path: str) -> None:
+    """Click through the main menu, e.g. ``menu(page, "Run", "Run All Cells")``."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=path[0]).first.click()
+    for label in path[1:]:
+        page.locator(".lm-Menu-itemLabel", has_text=label).first.click()
+
+
+def kernel_idle(page: Any) -> bool:
+    return bool(page.locator(".jp-StatusBar-TextItem", has_text=IDLE).count())
+
+
+def cells_done(page: Any) -> bool:
+    """Every code cell has run (an execution count, no ``[*]``)."""
+    prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    return bool(prompts) and all(p.strip() not in ("[ ]:", "[*]:", "") for p in prompts)
+
+
+def main() -> None:  # pragma: no cover - by hand
+    import tempfile
+
+    root = Path(sys.argv[1]).resolve()
+    with running_lab(root, Path(tempfile.mkdtemp())) as lab:
+        print(f"{lab.url}/lab?token={lab.token}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
