@@ -226,3 +226,25 @@ async def test_a_rendering_bug_cancels_the_run_and_is_reported() -> None:
     assert agent.messages[-1].results[0].is_error  # type: ignore[union-attr]
     os.close(read_fd)
     os.close(write_fd)
+
+
+# --- the package surface -------------------------------------------------------------------
+
+
+def test_public_names_resolve_and_importing_stays_cheap() -> None:
+    import subprocess
+    import sys
+
+    import nbagent.terminal as terminal
+
+    assert terminal.__all__ == sorted(terminal.__all__)
+    for name in terminal.__all__:
+        assert getattr(terminal, name) is not None, name
+        assert name in dir(terminal)
+    code = (
+        "import sys, nbagent.terminal\n"
+        "heavy = ('asyncio', 'nbagent.agent', 'httpx2', 'IPython', 'ipywidgets')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "", done.stdout
