@@ -1,0 +1,245 @@
+"""One terminal session: prompts in, runs out, approval questions answered, Ctrl-C obeyed.
+
+Everything happens on the main thread's event loop: the run is a task, the events are rendered
+in order as they arrive, an approval question is asked when its event comes up (so it always
+follows the call it is about, on a line of its own, with nothing printed while it waits), and
+standard input is read without blocking the loop. Ctrl-C is a loop signal handler, so it acts at
+once wherever the person is:
+
+- during a run (streaming, at a question, while a tool runs): cancel the run; the loop answers
+  every pending call, and the view says so in one line. A second Ctrl-C before the run has
+  wound down quits at once.
+- at the ``you>`` prompt: quit with status 130 (Ctrl-D quits with the session's status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import signal
+from typing import Literal
+
+from ..agent import Agent
+from ..approval import ApprovalRequest, Decision, InteractiveApprover
+from ..events import ApprovalRequested, RunCancelled, RunFailed
+from ..run import Run
+from ._console import Console, clean
+from ._input import InputInterrupted, LineReader, LineTooLong
+from ._view import TerminalView
+
+__all__ = ["Session", "parse_answer"]
+
+Outcome = Literal["done", "failed", "cancelled", "quit"]
+
+
+def parse_answer(answer: str) -> Decision:
+    """A typed answer as a decision: y/yes approve, a/always approve for the session, an empty
+    line or n/no deny, anything else denies with that text as the reason the model reads."""
+    word = answer.strip()
+    key = word.lower()
+    if key in ("y", "yes"):
+        return Decision(True, by="terminal")
+    if key in ("a", "always"):
+        return Decision(True, "always allowed this session", always=True, by="terminal")
+    if key in ("", "n", "no"):
+        return Decision(False, None, by="terminal")
+    return Decision(False, word, by="terminal")
+
+
+class Session:
+    """Runs prompts on ``agent`` and renders them; :meth:`serve` returns the exit status.
+
+    ``approver`` is the agent's InteractiveApprover when calls are to be asked about (None for
+    ``--approve auto|deny``). ``echo_input`` writes each typed line back (stdin is not a
+    terminal, so nothing else would show it).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        view: TerminalView,
+        reader: LineReader,
+        *,
+        approver: InteractiveApprover | None,
+        echo_input: bool,
+        show_prompts: bool = False,
+    ) -> None:
+        self.agent = agent
+        self.view = view
+        self.console: Console = view.console
+        self.reader = reader
+        self.approver = approver
+        self.echo_input = echo_input
+        self.show_prompts = show_prompts
+        self.status = 0
+        self.forced = False  # a second Ctrl-C: quit without waiting for the run to wind down
+        self.abandoned: list[str] = []  # sync tools still on their threads after a cancel
+        self._run: Run | None = None
+        self._cancelling = False
+        self._late_interrupt = False
+        self._consumer: asyncio.Task[Outcome] | None = None
+        self._chat = False  # reading prompts after you>
+
+    # --- Ctrl-C -------------------------------------------------------------------------------
+
+    def on_interrupt(self) -> None:
+        """Ctrl-C: cancel the run, or leave the prompt; a second one during a cancel quits."""
+        run = self._run
+        if self.echo_input is False and not self.reader.waiting:
+            self.console.at_line_start = False  # the terminal echoed "^C" where the cursor was
+        if run is not None and not run.done():
+            if self._cancelling:
+                self.forced = True
+                self.reader.interrupt()
+                if self._consumer is not None:
+                    self._consumer.cancel()
+                return
+            self._cancelling = True
+            run.cancel()
+            self.reader.interrupt()  # leaves an approval question at once
+            return
+        if not self.reader.interrupt():
+            self._late_interrupt = True  # between runs: stop before the next prompt
+
+    def _install(self, loop: asyncio.AbstractEventLoop) -> bool:
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.on_interrupt)
+        except (NotImplementedError, RuntimeError, ValueError):
+            return False  # not the main thread, or no signals here: Ctrl-C stays the default
+        return True
+
+    # --- the session --------------------------------------------------------------------------
+
+    async def serve(self, prompts: list[str] | None) -> int:
+        """Run ``prompts`` in order, or (None) read prompts after ``you>`` until Ctrl-D."""
+        loop = asyncio.get_running_loop()
+        installed = self._install(loop)
+        self.console.attach(loop)
+        try:
+            if prompts is None:
+                self._chat = True
+                return await self._interactive()
+            for prompt in prompts:
+                if self._late_interrupt:
+                    return 130
+                outcome = await self._one(prompt)
+                if outcome in ("cancelled", "quit"):
+                    return 130
+            return self.status
+        finally:
+            self.console.attach(None)
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    async def _interactive(self) -> int:
+        c = self.console
+        while True:
+            self._late_interrupt = False
+            c.ask(c.style("you> ", "bold", "blue"))
+            try:
+                line = await self.reader.read_line()
+            except InputInterrupted:
+                c.answered("")
+                c.line("bye (interrupted)")
+                return 130
+            except LineTooLong as exc:
+                c.answered("")
+                c.line(str(exc), "yellow")
+                continue
+            if line is None:
+                c.answered("")
+                c.line("bye")
+                return self.status
+            c.answered(clean(line) if self.echo_input else None)
+            prompt = line.strip()
+            if not prompt:
+                continue
+            if await self._one(prompt) == "quit":
+                c.line("bye (interrupted)")
+                return 130
+
+    async def _one(self, prompt: str) -> Outcome:
+        """One run, rendered; its outcome."""
+        if self.show_prompts:
+            self.console.line(f"you> {clean(prompt)}", "bold", "blue")
+        self._cancelling = False
+        run = self.agent.start(prompt)
+        self._run = run
+        consumer = asyncio.ensure_future(self._render(run))
+        self._consumer = consumer
+        try:
+            return await consumer
+        except asyncio.CancelledError:
+            if self.forced:
+                return "quit"
+            raise
+        except Exception as exc:  # a bug in rendering: end the run cleanly and say so
+            run.cancel()
+            await run.result()
+            self.status = 1
+            self.console.line(
+                f"error: the terminal could not show the run, so it was cancelled: "
+                f"{type(exc).__name__}: {clean(str(exc))}",
+                "red",
+                error=True,
+            )
+            return "failed"
+        finally:
+            self._run = None
+            self._consumer = None
+
+    async def _render(self, run: Run) -> Outcome:
+        outcome: Outcome = "done"
+        view = self.view
+        view.cancel_hint = "; back to the prompt (Ctrl-C again or Ctrl-D quits)" * self._chat
+        async for event in run.events():
+            if isinstance(event, ApprovalRequested):
+                await self._ask(run, event.request)
+                continue
+            view.show(event)
+            if isinstance(event, RunFailed):
+                self.status = 1
+                outcome = "failed"
+            elif isinstance(event, RunCancelled):
+                outcome = "cancelled"
+                self._note_abandoned()
+        return outcome
+
+    def _note_abandoned(self) -> None:
+        for name in self.view.running.values():
+            found = self.agent.tools.get(name)
+            execute = found.execute if found is not None else None
+            if execute is not None and not inspect.iscoroutinefunction(execute):
+                self.abandoned.append(name)
+
+    # --- approval questions -------------------------------------------------------------------
+
+    async def _ask(self, run: Run, request: ApprovalRequest) -> None:
+        approver = self.approver
+        if approver is None or self._cancelling or run.done():
+            return  # the run is ending: the loop answers this call as cancelled
+        if request.call.id not in {r.call.id for r in approver.pending()}:
+            return  # already settled (or no longer waiting)
+        c = self.console
+        for line in self.view.arguments_block(request):
+            c.line(line)
+        while True:
+            c.ask(self.view.question(request))
+            try:
+                answer = await self.reader.read_line()
+            except InputInterrupted:
+                c.answered("")  # the run is being cancelled; the view reports it next
+                return
+            except LineTooLong as exc:
+                c.answered("")
+                c.line(str(exc), "yellow")
+                continue
+            break
+        if answer is None:
+            c.answered("")
+            c.line("  (no answer: the input ended)", "yellow")
+            decision = Decision(False, "no answer: the input ended", by="terminal")
+        else:
+            c.answered(clean(answer) if self.echo_input else None)
+            decision = parse_answer(answer)
+        approver.resolve(request.call.id, decision, fingerprint=request.fingerprint)

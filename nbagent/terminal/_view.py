@@ -1,0 +1,328 @@
+"""How a run reads in a terminal: one handler per event, each writing whole lines.
+
+:class:`TerminalView` only renders; asking the approval question (which needs input) is the
+session's job, and it uses :meth:`TerminalView.call_text` and :meth:`TerminalView.question`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..approval import ApprovalRequest
+from ..events import (
+    AgentEvent,
+    ApprovalResolved,
+    AssistantTextDelta,
+    ReasoningTextDelta,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    StepFinished,
+    StepRetried,
+    StepStarted,
+    ToolCallReady,
+    ToolCallStarted,
+    ToolFinished,
+    ToolProgress,
+    ToolStarted,
+)
+from ..tools import ToolCall
+from ._console import Console, clean, clean_strict, clip, one_line
+
+__all__ = ["TerminalLimits", "TerminalView", "plural"]
+
+
+@dataclass(frozen=True)
+class TerminalLimits:
+    """Bounds on what the terminal reads and shows; every one has a sane default.
+
+    ``max_input_chars``: one typed line (a prompt or an answer). ``max_call_chars``: a call as
+    shown on its line; longer arguments are shown in full (up to ``max_arguments_chars``) before
+    the approval question. ``max_result_chars`` / ``max_result_lines``: a tool result.
+    ``max_error_chars``: one error line. ``max_held_chars``: what tools may print while a
+    question waits. ``progress_interval``: seconds between two progress lines of one call.
+    """
+
+    max_input_chars: int = 100_000
+    max_call_chars: int = 300
+    max_arguments_chars: int = 20_000
+    max_result_chars: int = 2_000
+    max_result_lines: int = 20
+    max_error_chars: int = 500
+    max_held_chars: int = 100_000
+    progress_interval: float = 0.5
+
+
+def plural(count: int, word: str) -> str:
+    """``1 step``, ``2 steps``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _seconds(value: float) -> str:
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, seconds = divmod(round(value), 60)
+    return f"{minutes} min {seconds} s"
+
+
+_STOPS = {
+    "finished": "done",
+    "terminated": "done: a tool ended the run",
+    "max_steps": "stopped at the step limit (--max-steps)",
+    "length": "stopped: the model hit its output token limit",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+
+_STEP_NOTES = {
+    "length": "the model hit its output token limit; calls in this answer were not run",
+    "content_filter": "the provider's content filter stopped the answer",
+}
+
+
+class TerminalView:
+    """Writes the events of runs to a :class:`Console` as a readable transcript.
+
+    ``debug`` adds tracebacks of failed tools and runs. ``cancel_hint`` is appended to the line
+    that reports a cancelled run (the interactive session says how to quit there).
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        limits: TerminalLimits | None = None,
+        *,
+        debug: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.console = console
+        self.limits = limits or TerminalLimits()
+        self.debug = debug
+        self.clock = clock
+        self.cancel_hint = ""
+        self._started = clock()
+        self._names: dict[str, str] = {}
+        self._labels: dict[str, str] = {}  # call id -> short call text, to say which call
+        self._last_call = ""  # the call the previous line was about
+        self._streaming: dict[str, str] = {}
+        self._step_output = False
+        self._shown_denials: set[str] = set()
+        self._progress_at: dict[str, float] = {}
+        self._open: set[str] = set()  # calls shown and not finished (maybe awaiting approval)
+        self.running: dict[str, str] = {}  # call id -> tool name, started and not finished
+
+    def show(self, event: AgentEvent) -> None:
+        """Render one event (ApprovalRequested is the session's: it asks the question)."""
+        handler = getattr(self, f"_on_{type(event).__name__}", None)
+        if handler is not None:
+            handler(event)
+
+    # --- text ---------------------------------------------------------------------------------
+
+    def _on_RunStarted(self, event: RunStarted) -> None:
+        self._started = self.clock()
+        self._names.clear()
+        self._labels.clear()
+        self._last_call = ""
+        self._shown_denials.clear()
+        self._progress_at.clear()
+        self._open.clear()
+        self.running.clear()
+
+    def _on_StepStarted(self, event: StepStarted) -> None:
+        self._streaming.clear()
+        self._step_output = False
+
+    def _on_AssistantTextDelta(self, event: AssistantTextDelta) -> None:
+        self.console.stream("text", event.text)
+        self._step_output = True
+
+    def _on_ReasoningTextDelta(self, event: ReasoningTextDelta) -> None:
+        self.console.stream("reasoning", event.text)
+        self._step_output = True
+
+    def _on_StepRetried(self, event: StepRetried) -> None:
+        c = self.console
+        lost = []
+        if self._step_output:
+            lost.append("the partial answer above")
+        if self._streaming:
+            names = ", ".join(clean_strict(n) for n in self._streaming.values())
+            lost.append(f"unfinished calls ({names}), which did not run")
+        dropped = f"discarded {' and '.join(lost)}" if lost else "nothing was shown yet"
+        when = f" in {_seconds(event.delay)}" if event.delay >= 0.05 else ""
+        reason = one_line(clean(event.reason), self.limits.max_error_chars)
+        c.line(
+            f"{c.symbol('retry')} the model's answer broke ({reason}); {dropped}; asking again"
+            f"{when} (retry {event.attempt})",
+            "yellow",
+        )
+        self._streaming.clear()
+        self._step_output = False
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def _on_ToolCallStarted(self, event: ToolCallStarted) -> None:
+        self._streaming[event.call_id] = event.name
+
+    def call_text(self, call: ToolCall, input: Any, max_chars: int | None = None) -> str:
+        """``name(key=value, …)`` for a call, cleaned, cut to ``max_chars``."""
+        if isinstance(input, dict):
+            args = ", ".join(
+                f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in input.items()
+            )
+        elif input is None:
+            args = call.arguments
+        else:
+            args = json.dumps(input, ensure_ascii=False, default=str)
+        text = clean_strict(f"{call.name}({args})").replace("\n", "\\n")
+        return clip(text, max_chars or self.limits.max_call_chars)
+
+    def _on_ToolCallReady(self, event: ToolCallReady) -> None:
+        self._streaming.pop(event.call.id, None)
+        self._names[event.call.id] = event.call.name
+        self._labels[event.call.id] = self.call_text(event.call, event.input, 60)
+        self._open.add(event.call.id)
+        self._last_call = event.call.id
+        c = self.console
+        c.line(f"{c.symbol('call')} {self.call_text(event.call, event.input)}", "cyan")
+
+    def _about(self, call_id: str) -> str:
+        """Which call a line is about, when the line before was about another one."""
+        if call_id == self._last_call:
+            return ""
+        self._last_call = call_id
+        return f"{self._labels.get(call_id, 'a call')}: "
+
+    def arguments_block(self, request: ApprovalRequest) -> list[str]:
+        """The full arguments, when the call's line had to cut them (shown before asking)."""
+        full = self.call_text(request.call, request.input, max_chars=10**12)
+        if len(full) <= self.limits.max_call_chars:
+            return []
+        try:
+            pretty = json.dumps(request.input, ensure_ascii=False, indent=2, default=str)
+        except (TypeError, ValueError):
+            pretty = request.call.arguments
+        if request.input is None:
+            pretty = request.call.arguments
+        text = clip(clean_strict(pretty), self.limits.max_arguments_chars)
+        return ["  arguments in full:", *("    " + line for line in text.split("\n"))]
+
+    def question(self, request: ApprovalRequest) -> str:
+        """The approval question for one call (the session writes it and reads the answer)."""
+        c = self.console
+        self._last_call = request.call.id
+        name = clean_strict(request.tool_name)
+        call = self.call_text(request.call, request.input, max_chars=10**12)
+        if len(call) > self.limits.max_call_chars:
+            call = f"{name} with the arguments above"
+        choices = f"[y]es, [n]o (default), [a]lways allow {name}, or type why not"
+        return c.style(f"  ? Run {call}? ", "yellow", "bold") + c.style(f"{choices}: ", "yellow")
+
+    def _on_ApprovalResolved(self, event: ApprovalResolved) -> None:
+        c = self.console
+        decision = event.decision
+        reason = one_line(clean(decision.reason or ""), self.limits.max_error_chars)
+        if decision.approved:
+            note = f" ({reason})" if reason and decision.by != "terminal" else ""
+            if decision.always and decision.by == "terminal":
+                note = " (and from now on, without asking)"
+            c.line(f"  {c.symbol('ok')} {self._about(event.call_id)}approved{note}", "green")
+        else:
+            self._shown_denials.add(event.call_id)
+            about = self._about(event.call_id)
+            c.line(f"  {c.symbol('fail')} {about}denied: {reason or 'no reason given'}", "red")
+
+    def _on_ToolStarted(self, event: ToolStarted) -> None:
+        self.running[event.call.id] = event.call.name
+
+    def _on_ToolProgress(self, event: ToolProgress) -> None:
+        now = self.clock()
+        last = self._progress_at.get(event.call_id)
+        if last is not None and now - last < self.limits.progress_interval:
+            return  # provisional and superseded soon: keep the terminal readable
+        self._progress_at[event.call_id] = now
+        name = clean_strict(self._names.get(event.call_id, ""))
+        about = self._about(event.call_id) or f"{name}: "
+        text = one_line(clean(event.update.text), self.limits.max_call_chars)
+        if not text and event.update.images:
+            text = f"{plural(len(event.update.images), 'image')}"
+        c = self.console
+        c.line(f"  {c.symbol('more')} {about}{text} ({_seconds(event.elapsed)})", "dim")
+
+    def _on_ToolFinished(self, event: ToolFinished) -> None:
+        self.running.pop(event.call.id, None)
+        self._open.discard(event.call.id)
+        c = self.console
+        limits = self.limits
+        result = event.result
+        if event.status == "done":
+            text = clip(clean(result.text), limits.max_result_chars, limits.max_result_lines)
+            pieces = [text] if text else []
+            for image in result.images:
+                size = f"{image.width}x{image.height}, " if image.width else ""
+                pieces.append(f"[image: {image.mime_type}, {size}{len(image.data) // 1024} KB]")
+            body = "\n".join(pieces) or "(an empty result)"
+            if event.elapsed >= 1:
+                body += c.style(f" ({_seconds(event.elapsed)})", "dim")
+            about = self._about(event.call.id)
+            c.line(f"  {c.symbol('result')} {about}" + body.replace("\n", "\n    "))
+            return
+        if event.status == "denied" and event.call.id in self._shown_denials:
+            return  # the denial and its reason are already on screen
+        text = clip(clean(result.text), limits.max_error_chars, 3).replace("\n", "\n    ")
+        c.line(f"  {c.symbol('fail')} {self._about(event.call.id)}{text}", "red")
+        if self.debug and event.traceback:
+            c.line("    " + clean(event.traceback).rstrip().replace("\n", "\n    "), "dim")
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def _on_StepFinished(self, event: StepFinished) -> None:
+        note = _STEP_NOTES.get(str(event.finish_reason))
+        if note:
+            self.console.line(f"  ! {note}", "yellow")
+
+    def summary(self, result: RunResult) -> str:
+        """``done · 2 steps · 64 tokens (40 in, 24 out) · 0.4 s``."""
+        usage = result.usage
+        parts = [
+            _STOPS.get(result.stop_reason, str(result.stop_reason)),
+            plural(result.steps, "step"),
+            f"{plural(usage.total_tokens, 'token')} "
+            f"({usage.input_tokens} in, {usage.output_tokens} out)",
+            _seconds(max(0.0, self.clock() - self._started)),
+        ]
+        return " · ".join(parts)
+
+    def _on_RunFinished(self, event: RunFinished) -> None:
+        self.console.line(f"[{self.summary(event.result)}]", "dim")
+
+    def _on_RunCancelled(self, event: RunCancelled) -> None:
+        c = self.console
+        answered = " (every pending call was answered as cancelled)" if self._open else ""
+        c.line(
+            f"{c.symbol('fail')} {self.summary(event.result)}{answered}{self.cancel_hint}",
+            "yellow",
+        )
+
+    def _on_RunFailed(self, event: RunFailed) -> None:
+        c = self.console
+        error = event.error
+        message = one_line(clean(str(error)), self.limits.max_error_chars) or "(no message)"
+        c.line(
+            f"error: the run failed: {type(error).__name__}: {message} "
+            f"[{self.summary(event.result)}]",
+            "red",
+            error=True,
+        )
+        if self.debug and error.__traceback__ is not None:
+            import traceback
+
+            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            c.line(clean(trace).rstrip(), "dim", error=True)

@@ -1,0 +1,189 @@
+"""A tools module for the terminal tests: slow tools, and a scripted model chosen by the prompt.
+
+Used through ``--tools`` in real subprocesses; ``nbagent_model`` makes the terminal use the model
+below instead of the offline one. Each prompt keyword plays one scene.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from nbagent import ToolContext, tool
+from nbagent.generation import (
+    Finish,
+    ReasoningDelta,
+    Request,
+    StreamEvent,
+    StreamRetry,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    Usage,
+)
+from nbagent.messages import AssistantMessage, ToolMessage, UserMessage
+from nbagent.models import FunctionModel
+from nbagent.tools import ToolCall
+
+_ids = iter(range(1, 10_000))
+
+
+@tool(needs_approval=True)
+def remove(path: str) -> str:
+    """Remove a file (pretend)."""
+    return f"removed {path}"
+
+
+@tool
+async def slow_async(seconds: float, context: ToolContext) -> str:
+    """Sleep, reporting progress; honours cancellation."""
+    context.update("started")
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+@tool
+def slow_sync(seconds: float, context: ToolContext) -> str:
+    """Sleep on a thread and ignore cancellation (the worst case)."""
+    context.update("started")
+    time.sleep(seconds)
+    return "slept"
+
+
+@tool
+async def stubborn(marker: str) -> str:
+    """Ignores the first cancel (creating ``marker`` when it comes), so a run winds down slowly."""
+    try:
+        await asyncio.sleep(300)
+    except asyncio.CancelledError:
+        Path(marker).write_text("cancel received")  # noqa: ASYNC240 (a test's marker file)
+        await asyncio.sleep(300)
+    return "slept"
+
+
+@tool
+def broken(value: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"broken on {value}")
+
+
+@tool
+def chatty(value: str, marker: str = "") -> str:
+    """Prints while it runs, then creates ``marker`` (so a test knows it has printed)."""
+    print(f"chatty says {value}")
+    if marker:
+        with open(marker, "w") as file:
+            file.write("printed")
+    return "said it"
+
+
+def _history_ok(request: Request) -> bool:
+    pending: list[str] = []
+    for message in request.messages:
+        if isinstance(message, ToolMessage):
+            if [r.call_id for r in message.results] != pending:
+                return False
+            pending = []
+        elif pending:
+            return False
+        elif isinstance(message, AssistantMessage):
+            pending = [c.id for c in message.tool_calls]
+        elif not isinstance(message, UserMessage):
+            return False
+    return not pending
+
+
+def _call(name: str, arguments: str) -> list[StreamEvent]:
+    call_id = f"call_{next(_ids)}"
+    half = len(arguments) // 2
+    return [
+        ToolInputStart(call_id, name),
+        ToolInputDelta(call_id, arguments[:half]),
+        ToolInputDelta(call_id, arguments[half:]),
+        ToolInputEnd(call_id),
+        ToolCallReceived(ToolCall(call_id, name, arguments)),
+    ]
+
+
+def _text(text: str, pieces: int = 1) -> list[StreamEvent]:
+    size = max(1, len(text) // pieces)
+    return [TextDelta(text[i : i + size]) for i in range(0, len(text), size)]
+
+
+async def _play(events: list[StreamEvent | float]) -> AsyncIterator[StreamEvent]:
+    for event in events:
+        if isinstance(event, float):
+            await asyncio.sleep(event)
+        else:
+            yield event
+
+
+def decide(request: Request) -> AsyncIterator[StreamEvent]:
+    last = request.messages[-1]
+    usage = Usage(10, 5)
+    if isinstance(last, ToolMessage):
+        text = "after tools: " + "; ".join(r.text for r in last.results)
+        return _play([*_text(text), Finish("stop", usage)])
+    prompt = last.text if isinstance(last, UserMessage) else ""
+    verdict = "history ok" if _history_ok(request) else "history BROKEN"
+    if prompt.startswith("instructions"):
+        return _play([*_text(f"instructions: {request.instructions}"), Finish("stop", usage)])
+    if prompt.startswith("check"):
+        return _play([*_text(verdict), Finish("stop", usage)])
+    if prompt.startswith("approve and chat "):
+        marker = json.dumps({"value": "hi", "marker": prompt.removeprefix("approve and chat ")})
+        events = _call("remove", '{"path": "a.txt"}') + _call("chatty", marker)
+        return _play([*events, Finish("tool_calls", usage)])
+    if prompt.startswith("approve two"):
+        events: list[StreamEvent | float] = [*_text("Removing two files now", 4), 0.05]
+        events += _call("remove", '{"path": "a.txt"}') + _call("remove", '{"path": "b.txt"}')
+        return _play([*events, Finish("tool_calls", usage)])
+    if prompt.startswith("approve"):
+        events = [*_text("I will remove the file", 5), 0.05, *_call("remove", '{"path": "a.txt"}')]
+        return _play([*events, Finish("tool_calls", usage)])
+    if prompt.startswith("long"):
+        arguments = '{"path": "' + "x" * 500 + 'END"}'
+        return _play([*_call("remove", arguments), Finish("tool_calls", usage)])
+    if prompt.startswith("stream forever"):
+        return _play([*[x for i in range(600) for x in (TextDelta(f"w{i} "), 0.05)]])
+    for name in ("slow_async", "slow_sync"):
+        if prompt.startswith(name):
+            events = [*_call(name, '{"seconds": 300}'), Finish("tool_calls", usage)]
+            return _play(events)
+    if prompt.startswith("stubborn "):
+        arguments = json.dumps({"marker": prompt.removeprefix("stubborn ")})
+        return _play([*_call("stubborn", arguments), Finish("tool_calls", usage)])
+    if prompt.startswith("retry"):
+        events = [
+            TextDelta("Half an ans"),
+            *_call("remove", '{"path": "never.txt"}')[:2],
+            StreamRetry("connection reset by peer", 1, 0.0),
+            *_text("A whole answer."),
+            Finish("stop", usage),
+        ]
+        return _play(events)
+    if prompt.startswith("reason"):
+        events = [
+            ReasoningDelta("First I think.\nThen I think more."),
+            *_text("The answer is 4."),
+            Finish("stop", usage),
+        ]
+        return _play(events)
+    if prompt.startswith("fail"):
+        raise ConnectionError("the server hung up\nwith a second line")
+    if prompt.startswith("broken"):
+        return _play([*_call("broken", '{"value": "x"}'), Finish("tool_calls", usage)])
+    if prompt.startswith("chatty"):
+        return _play([*_call("chatty", '{"value": "hi"}'), Finish("tool_calls", usage)])
+    if prompt.startswith("inject"):
+        text = "red \x1b[31mtext\x1b[0m\rOVERWRITE \x1b]52;c;cHduZWQ=\x07 done"
+        return _play([*_text(text), Finish("stop", usage)])
+    return _play([*_text(f"echo: {prompt}"), Finish("stop", usage)])
+
+
+nbagent_model = FunctionModel(decide, model="scripted-test")

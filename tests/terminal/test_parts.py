@@ -1,0 +1,250 @@
+"""The terminal's parts in-process: reading lines, writing safely, rendering events, answers."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tempfile
+
+import pytest
+
+from nbagent import Agent, AutoApprove, ToolContext, tool
+from nbagent.content import text_result
+from nbagent.events import StepFinished, ToolProgress
+from nbagent.generation import Usage
+from nbagent.models import Call, ScriptedModel, Turn
+from nbagent.terminal import Console, TerminalLimits, TerminalView
+from nbagent.terminal._console import HeldStream, clean, clean_strict, wants_color
+from nbagent.terminal._input import InputInterrupted, LineReader, LineTooLong
+from nbagent.terminal._session import parse_answer
+
+from ..conftest import assert_history_valid
+
+# --- LineReader on a real pipe ---------------------------------------------------------------
+
+
+async def test_lines_arrive_whole_across_chunks_and_end_with_none() -> None:
+    read_fd, write_fd = os.pipe()
+    reader = LineReader(read_fd)
+    os.write(write_fd, b"first li")
+    pending = asyncio.ensure_future(reader.read_line())
+    await asyncio.sleep(0.01)
+    assert not pending.done()  # half a line is not a line
+    os.write(write_fd, "ne\r\nsecond é\nthird".encode())
+    assert await pending == "first line"
+    assert await reader.read_line() == "second é"
+    os.close(write_fd)
+    assert await reader.read_line() == "third"
+    assert await reader.read_line() is None
+    os.close(read_fd)
+
+
+async def test_an_overlong_line_is_refused_and_the_next_one_read() -> None:
+    read_fd, write_fd = os.pipe()
+    reader = LineReader(read_fd, max_chars=10)
+    os.write(write_fd, b"x" * 30)
+    os.write(write_fd, b"y" * 30 + b"\nok\n")
+    with pytest.raises(LineTooLong):
+        await reader.read_line()
+    assert await reader.read_line() == "ok"
+    os.write(write_fd, b"z" * 11 + b"\n")
+    with pytest.raises(LineTooLong):
+        await reader.read_line()
+    os.close(write_fd)
+    assert await reader.read_line() is None
+    os.close(read_fd)
+
+
+async def test_a_wait_for_a_line_ends_at_once_on_interrupt() -> None:
+    read_fd, write_fd = os.pipe()
+    reader = LineReader(read_fd)
+    pending = asyncio.ensure_future(reader.read_line())
+    await asyncio.sleep(0.01)
+    assert reader.waiting
+    assert reader.interrupt()
+    with pytest.raises(InputInterrupted):
+        await pending
+    assert not reader.interrupt()  # nobody waits any more
+    os.write(write_fd, b"later\n")
+    assert await reader.read_line() == "later"
+    os.close(write_fd)
+    os.close(read_fd)
+
+
+async def test_a_regular_file_is_read_through_the_fallback() -> None:
+    with tempfile.TemporaryFile() as file:  # epoll cannot watch a regular file
+        file.write(b"one\ntwo")
+        file.seek(0)
+        reader = LineReader(file.fileno())
+        assert [await reader.read_line() for _ in range(3)] == ["one", "two", None]
+
+
+# --- Console --------------------------------------------------------------------------------
+
+
+def test_clean_makes_controls_visible() -> None:
+    assert clean("a\x1b[2Jb\rc\x07\td\n") == "a\\x1b[2Jbc\\x07\td\n"
+    assert clean("\u202eevil") == "\\u202eevil"
+    assert clean_strict("rm\u200b -rf") == "rm\\u200b -rf"
+    assert clean("👩\u200d💻") == "👩\u200d💻"  # joiners stay in ordinary text
+
+
+def test_wants_color_only_on_a_terminal_without_no_color() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert wants_color(Tty(), {})
+    assert not wants_color(Tty(), {"NO_COLOR": "1"})
+    assert not wants_color(io.StringIO(), {})
+
+
+def test_reasoning_is_prefixed_per_line_without_color() -> None:
+    out = io.StringIO()
+    console = Console(out)
+    console.stream("reasoning", "a\nb")
+    console.stream("reasoning", "c\n")
+    console.stream("text", "answer")
+    console.line("done")
+    assert out.getvalue() == "thinking: a\nthinking: bc\nanswer\ndone\n"
+
+
+async def test_outside_output_waits_for_the_answer_and_is_bounded() -> None:
+    out = io.StringIO()
+    console = Console(out, max_held_chars=10)
+    console.attach(asyncio.get_running_loop())
+    held = HeldStream(console, out)
+    console.ask("? ")
+    held.write("0123456789abcdef\n")
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert out.getvalue() == "? "
+    console.answered("y")
+    await asyncio.sleep(0)
+    assert out.getvalue() == ("? y\n0123456789\n(7 characters of tool output were dropped)\n")
+    console.attach(None)
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+def test_answers() -> None:
+    assert parse_answer("Y").approved and not parse_answer("y").always
+    assert parse_answer(" always ").always and parse_answer("a").approved
+    assert parse_answer("") == parse_answer("no") == parse_answer("N")
+    assert not parse_answer("").approved and parse_answer("").reason is None
+    denied = parse_answer("yes please, but not now")
+    assert not denied.approved and denied.reason == "yes please, but not now"
+
+
+# --- TerminalView on a real run ------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_is_shown_at_a_bounded_rate() -> None:
+    out = io.StringIO()
+    clock = Clock()
+    view = TerminalView(Console(out), TerminalLimits(progress_interval=1.0), clock=clock)
+    for index in range(10):
+        clock.now = index * 0.25
+        view.show(ToolProgress("call_1", text_result(f"{index}"), clock.now))
+    shown = [line.split(": ")[1].split(" (")[0] for line in out.getvalue().splitlines()]
+    assert shown == ["0", "4", "8"]
+
+
+def test_a_length_stop_is_explained() -> None:
+    out = io.StringIO()
+    TerminalView(Console(out)).show(StepFinished(1, Usage(), "length", 0))
+    assert "output token limit" in out.getvalue()
+
+
+async def test_a_whole_run_renders_in_order() -> None:
+    @tool
+    async def work(context: ToolContext) -> str:
+        """Work."""
+        context.update(0.5)
+        return "worked\nsecond line"
+
+    agent = Agent(
+        ScriptedModel([Turn("Working.", Call("work")), "All done."]),
+        [work],
+        approver=AutoApprove(),
+    )
+    out = io.StringIO()
+    view = TerminalView(Console(out))
+    async for event in agent.stream("go"):
+        view.show(event)
+    lines = out.getvalue().splitlines()
+    assert lines[:5] == [
+        "Working.",
+        "→ work()",
+        "  … work: 50% (0.0 s)",
+        "  ← worked",
+        "    second line",
+    ]
+    assert lines[5] == "All done."
+    assert lines[6].startswith("[done · 2 steps · ")
+
+
+# --- Session in-process ----------------------------------------------------------------------
+
+
+async def test_a_rendering_bug_cancels_the_run_and_is_reported() -> None:
+    from nbagent.models import Pause
+    from nbagent.terminal._session import Session
+
+    class BrokenView(TerminalView):
+        def _on_ToolCallReady(self, event: object) -> None:
+            raise RuntimeError("cannot draw this")
+
+    @tool
+    def noop() -> str:
+        """Nothing."""
+        return "ok"
+
+    agent = Agent(ScriptedModel([Turn(Call("noop"), Pause(0.05))]), [noop])
+    out, err = io.StringIO(), io.StringIO()
+    read_fd, write_fd = os.pipe()
+    session = Session(
+        agent, BrokenView(Console(out, err)), LineReader(read_fd), approver=None, echo_input=True
+    )
+    assert await session.serve(["go"]) == 1
+    assert err.getvalue() == (
+        "error: the terminal could not show the run, so it was cancelled: "
+        "RuntimeError: cannot draw this\n"
+    )
+    assert not agent._running  # the run ended; the agent takes the next prompt
+    assert_history_valid(agent.messages)
+    assert agent.messages[-1].results[0].is_error  # type: ignore[union-attr]
+    os.close(read_fd)
+    os.close(write_fd)
+
+
+# --- the package surface -------------------------------------------------------------------
+
+
+def test_public_names_resolve_and_importing_stays_cheap() -> None:
+    import subprocess
+    import sys
+
+    import nbagent.terminal as terminal
+
+    assert terminal.__all__ == sorted(terminal.__all__)
+    for name in terminal.__all__:
+        assert getattr(terminal, name) is not None, name
+        assert name in dir(terminal)
+    code = (
+        "import sys, nbagent.terminal\n"
+        "heavy = ('asyncio', 'nbagent.agent', 'httpx2', 'IPython', 'ipywidgets')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "", done.stdout
