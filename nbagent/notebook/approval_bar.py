@@ -30,12 +30,14 @@ class ApprovalBar:
         name = request.call.name
         self.approve = widgets.Button(
             description="Approve",
+            layout=widgets.Layout(width="auto", min_width="fit-content"),
             button_style="success",
             icon="check",
             tooltip=f"Run this call to {name}",
         )
         self.deny = widgets.Button(
             description="Deny",
+            layout=widgets.Layout(width="auto", min_width="fit-content"),
             button_style="danger",
             icon="times",
             tooltip="Do not run it; the model reads the reason",
@@ -48,14 +50,13 @@ class ApprovalBar:
         )
         self.always = widgets.Button(
             description="Always allow",
+            layout=widgets.Layout(width="auto", min_width="fit-content"),
             icon="check-double",
             tooltip=f"Approve, and run {name} without asking for the rest of this session",
         )
         self.approve.on_click(self._on_approve)
         self.deny.on_click(self._on_deny)
         self.always.on_click(self._on_always)
-        for button in (self.approve, self.deny, self.always):
-            button.layout = widgets.Layout(width="auto", min_width="fit-content")
         self.widget = widgets.HBox(
             [self.approve, self.deny, self.reason, self.always],
             layout=widgets.Layout(flex_flow="row wrap", gap="4px"),

@@ -331,11 +331,11 @@ class AgentMagics(Magics):
     def _mode(self, awaited: bool, needs_clicks: bool) -> tuple[Mode, str]:
         """Where the run runs (see :mod:`.runner`), and why when it is not in its cell."""
         if awaited:
-            if not needs_clicks:
-                return "cell", ""
             ok, why = awaiting_cells_take_clicks()
-            if ok:
+            if ok or (not needs_clicks and not self.session.busy):
                 return "cell", ""
+            if not needs_clicks:  # waiting in the cell for a run that waits for a click
+                return "background", f"it must wait for the run before it, and {why}"
             return "background", why
         if needs_clicks:
             from .cells import installed_in_this_cell

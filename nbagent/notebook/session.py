@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
+from .runner import kernel_loop
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -88,6 +89,7 @@ class Session:
         self.active: Job | None = None
         self.queue: deque[Job] = deque()
         self._lock = threading.RLock()
+        self._saved_sigint: list[Any] = []
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -216,12 +218,67 @@ class Session:
                     set_status(f"queued: starts when {self.active.label} ends")
             else:
                 self.active = job
+        if job.mode == "background":
+            self._arm_interrupt()
         if not queued:
             if job.mode == "background":
                 job.start_background()
             elif job.mode == "foreground":
                 job.run_foreground()
         return queued
+
+    # --- Kernel > Interrupt for runs that no cell awaits ----------------------------------------
+
+    def _arm_interrupt(self) -> None:
+        """While background runs exist, a SIGINT to the idle kernel stops them.
+
+        An idle kernel ignores SIGINT. While a cell runs, ipykernel has its own handler in place
+        and puts back the one it saved (``kernel.saved_sigint_handler``) when the cell ends, so
+        from inside a cell this handler goes there; from outside a cell, straight in.
+        """
+        import signal
+
+        if threading.current_thread() is not threading.main_thread() or self._saved_sigint:
+            return
+        loop = kernel_loop()
+
+        def interrupted(_signum: int, _frame: Any) -> None:
+            loop.call_soon_threadsafe(self._interrupt_background)
+
+        kernel = getattr(self.shell, "kernel", None)
+        in_cell = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        if in_cell and kernel is not None and hasattr(kernel, "saved_sigint_handler"):
+            self._saved_sigint = ["kernel", kernel.saved_sigint_handler, interrupted]
+            kernel.saved_sigint_handler = interrupted
+            return
+        try:
+            previous = signal.signal(signal.SIGINT, interrupted)
+        except (ValueError, RuntimeError):  # not the main thread of the main interpreter
+            return
+        self._saved_sigint = ["signal", previous, interrupted]
+
+    def _disarm_interrupt(self) -> None:
+        import signal
+
+        if not self._saved_sigint or threading.current_thread() is not threading.main_thread():
+            return
+        where, previous, ours = self._saved_sigint
+        self._saved_sigint = []
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is not None and getattr(kernel, "saved_sigint_handler", None) is ours:
+            kernel.saved_sigint_handler = previous
+        if signal.getsignal(signal.SIGINT) is ours:
+            signal.signal(signal.SIGINT, previous if where == "signal" else signal.SIG_IGN)
+
+    def _interrupt_background(self) -> None:
+        with self._lock:
+            targets = [
+                j
+                for j in [self.active, *self.queue]
+                if j is not None and j.mode == "background" and not j.done
+            ]
+        for job in reversed(targets):
+            job.cancel()
 
     def job_ended(self, job: Job) -> None:
         """Called by every job at its end: start the next queued one."""
@@ -237,6 +294,7 @@ class Session:
                     self.active = nxt
                     break
             else:
+                self._disarm_interrupt()
                 return
         if nxt.mode == "cell":
             nxt.your_turn()

@@ -35,7 +35,15 @@ def kernel_env(**extra: str) -> dict[str, str]:
 def _build_ipykernel6_venv(where: Path) -> Path:
     python = where / "bin" / "python"
     marker = where / "nbagent-ready.json"
-    want = {"ipykernel": IPYKERNEL6, "root": str(ROOT), "extra": ["pandas"]}
+    import hashlib
+
+    project = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    want = {
+        "ipykernel": IPYKERNEL6,
+        "root": str(ROOT),
+        "extra": ["pandas"],
+        "pyproject": project,  # a new dependency must reach this venv too
+    }
     if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
         return python
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)

@@ -53,6 +53,7 @@ class Kernel:
         self.customs: dict[str, list[Any]] = {}
         self.comm_messages = 0
         self.replies: dict[str, dict[str, Any]] = {}
+        self.closed: set[str] = set()
         self._codes: dict[str, str] = {}
 
     def shutdown(self) -> None:
@@ -68,6 +69,8 @@ class Kernel:
         if kind == "comm_open" and content.get("target_name") == WIDGET_TARGET:
             self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
             self.comm_messages += 1
+        elif kind == "comm_close":
+            self.closed.add(content["comm_id"])
         elif kind == "comm_msg":
             self.comm_messages += 1
             comm_id = content["comm_id"]
@@ -207,6 +210,54 @@ class Kernel:
         """What a Text widget sends when the person types."""
         self.send_comm(comm_id, {"method": "update", "state": {"value": value}, "buffer_paths": []})
         self.widgets[comm_id]["value"] = value
+
+    # --- outputs, as a frontend keeps them -------------------------------------------------
+
+    def cell_outputs(self, msg_id: str) -> list[dict[str, Any]]:
+        """The outputs of one cell as a notebook would save them: display updates applied (a
+        display id is updated wherever it is, whichever message sent the update)."""
+        outputs: list[dict[str, Any]] = []
+        by_id: dict[str, list[int]] = {}
+        for msg in self.iopub:
+            kind, content = msg["msg_type"], msg["content"]
+            display_id = (content.get("transient") or {}).get("display_id")
+            if kind == "update_display_data":
+                for index in by_id.get(display_id, []):
+                    outputs[index] = {
+                        "output_type": "display_data",
+                        "data": content["data"],
+                        "metadata": content.get("metadata", {}),
+                    }
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if kind in ("display_data", "execute_result"):
+                if display_id:
+                    by_id.setdefault(display_id, []).append(len(outputs))
+                outputs.append(
+                    {
+                        "output_type": kind,
+                        "data": content["data"],
+                        "metadata": content.get("metadata", {}),
+                    }
+                )
+            elif kind == "stream":
+                outputs.append(
+                    {"output_type": "stream", "name": content["name"], "text": content["text"]}
+                )
+            elif kind == "error":
+                outputs.append({"output_type": "error", "ename": content["ename"]})
+        return outputs
+
+    def cell_text(self, msg_id: str, mime: str = "text/plain") -> str:
+        """Every output of a cell in one text (``mime`` of displays, and streams)."""
+        parts = []
+        for output in self.cell_outputs(msg_id):
+            if output["output_type"] == "stream":
+                parts.append(output["text"])
+            elif output["output_type"] != "error":
+                parts.append(str(output["data"].get(mime, "")))
+        return "\n".join(parts)
 
     # --- widget queries ---------------------------------------------------------------------
 

@@ -1,19 +1,25 @@
-"""Approve, Deny, Always allow and Stop, clicked in a real kernel exactly as a browser clicks."""
+"""Approve, Deny, Always allow and Stop, clicked in a real kernel exactly as a browser clicks.
+
+On ipykernel ≥ 7.4 the ``%agent`` cell awaits its run, so the clicks arrive while the cell is
+still running; on 6.29 a run that may ask goes on in the background. Both are tested (the
+``kernel`` fixture runs each test on both kernels).
+"""
 
 from __future__ import annotations
 
 import textwrap
-
-import pytest
+from typing import Any
 
 from .kernel import Kernel
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def setup_run(kernel: Kernel, turns: str, *, tools: str = "") -> int:
     """Define tools and a ScriptedModel in the kernel; returns the widget bookmark."""
     code = textwrap.dedent(
         """
-        from nbagent.models import ScriptedModel, Call, Turn, Pause
+        from nbagent.models import ScriptedModel, Call, Turn, Pause, Text
         import nbagent.notebook
         ran = []
 
@@ -28,81 +34,127 @@ def setup_run(kernel: Kernel, turns: str, *, tools: str = "") -> int:
     kernel.execute(
         f"model = ScriptedModel({turns})\nnbagent.notebook.current_session().set_model(model)"
     )
+    in_cell(kernel)
     return kernel.mark()
 
 
-def wait_footer(kernel: Kernel, since: int, word: str) -> str:
-    return kernel.wait_for(lambda: word in kernel.footer(since) and kernel.footer(since), what=word)
+def in_cell(kernel: Kernel) -> bool:
+    """This kernel lets a cell await a run that waits for clicks (ipykernel ≥ 7.4); asked once
+    (at :func:`setup_run`), since the kernel cannot answer while a cell runs."""
+    known = getattr(kernel, "_in_cell", None)
+    if known is None:
+        known = bool(kernel.eval("nbagent.notebook.frontend.awaiting_cells_take_clicks()[0]"))
+        kernel._in_cell = known  # type: ignore[attr-defined]
+    return known
+
+
+def run_record(kernel: Kernel, msg_id: str) -> dict[str, Any] | None:
+    """The run's saved record, once the run ended and its output became static."""
+    for output in kernel.cell_outputs(msg_id):
+        record = output.get("metadata", {}).get("nbagent")
+        if record and record.get("stop_reason"):
+            return dict(record)
+    return None
+
+
+def wait_ended(kernel: Kernel, msg_id: str) -> dict[str, Any]:
+    """Wait for the cell and for its run; return the run's record."""
+    kernel.finish(msg_id, allow_errors=True)
+    return dict(kernel.wait_for(lambda: run_record(kernel, msg_id), what="the run's end"))
 
 
 DELETE_THEN_DONE = '[Turn("I will delete it.", Call("delete_file", {"path": "a.txt"})), "Done."]'
 
 
-def test_approve_runs_the_call_once_and_the_model_reads_its_result(kernel: Kernel) -> None:
+def test_approve_while_the_cell_waits_and_the_next_line_has_the_result(kernel: Kernel) -> None:
     since = setup_run(kernel, DELETE_THEN_DONE)
-    kernel.execute("%agent --new -o res Delete a.txt")
+    cell = kernel.submit("%agent --new -o res Delete a.txt\nprint('next line:', res.text)")
     approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
     assert len(approve) == 1
+    if in_cell(kernel):
+        assert kernel.running(cell)  # the cell waits for the run: Run All goes in order
     kernel.click(approve[0])
     kernel.click(approve[0])  # a double click: the second one must do nothing
-    wait_footer(kernel, since, "finished")
+    record = wait_ended(kernel, cell)
+    assert record["stop_reason"] == "finished"
     assert kernel.eval("ran") == ["a.txt"]
     assert kernel.eval("len(model.requests)") == 2
     assert kernel.eval("model.requests[1].messages[-1].results[0].text") == "deleted a.txt"
     assert kernel.eval("res.stop_reason") == "finished"
     assert kernel.eval("res.text") == "Done."
-    # the view: streamed text, the card's decision, every button disabled, the result shown
-    texts = [kernel.stream_text(c) for c in kernel.streams(since)]
-    assert "I will delete it." in texts and "Done." in texts
-    assert any("approved by you" in h and "done" in h for h in kernel.html_texts(since))
-    for label in ("Approve", "Deny", "Always allow", "Stop"):
-        assert kernel.buttons(label, since=since)
-        assert kernel.buttons(label, enabled=True, since=since) == [], label
-    assert "deleted a.txt" in kernel.all_output_text(since)
+    text = kernel.cell_text(cell)
+    if in_cell(kernel):
+        assert "next line: Done." in text
+    else:  # the cell ran on: the result was not there yet, and it said so
+        assert kernel.replies[cell]["content"]["ename"] == "RunNotFinishedError"
+        assert "in the background" in text
+    # the saved output: plain outputs only, the decision in words, the widgets closed
+    outputs = kernel.cell_outputs(cell)
+    assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
+    html = kernel.cell_text(cell, "text/html")
+    assert "I will delete it." in html and "approved by you" in html and "deleted a.txt" in html
+    assert "Done." in kernel.cell_text(cell, "text/markdown")
+    run_widgets = list(kernel.widgets)[since:]
+    assert run_widgets
+    kernel.wait_for(lambda: set(run_widgets) <= kernel.closed, what="every widget closed")
     # a click after the run ended changes nothing and raises nothing
     kernel.click(approve[0])
     kernel.drain(0.5)
     assert kernel.eval("ran") == ["a.txt"]
-    assert not [m for m in kernel.iopub if m["msg_type"] == "error"]
 
 
 def test_deny_reason_reaches_the_model_and_the_call_never_runs(kernel: Kernel) -> None:
     since = setup_run(kernel, DELETE_THEN_DONE)
-    kernel.execute("%agent --new Delete a.txt")
+    cell = kernel.submit("%agent --new Delete a.txt")
     deny = kernel.wait_for(lambda: kernel.buttons("Deny", enabled=True, since=since))
     reason = kernel.wait_for(lambda: kernel.widget_ids("TextModel", since=since))
     assert len(reason) == 1
     kernel.type_into(reason[0], "keep that file, it is the only copy")
     kernel.click(deny[0])
-    wait_footer(kernel, since, "finished")
+    record = wait_ended(kernel, cell)
     assert kernel.eval("ran") == []
     sent = kernel.eval("model.requests[1].messages[-1].results[0].text")
     assert "keep that file, it is the only copy" in sent
     assert kernel.eval("model.requests[1].messages[-1].results[0].is_error") is True
-    assert any("denied by you: keep that file" in h for h in kernel.html_texts(since))
-    assert kernel.buttons("Approve", enabled=True, since=since) == []
+    assert "denied by you: keep that file" in kernel.cell_text(cell, "text/html")
+    assert record["calls"][0]["approval"] == {
+        "approved": False,
+        "reason": "keep that file, it is the only copy",
+        "by": "person",
+        "always": False,
+    }
 
 
-def test_always_allow_skips_the_question_for_later_calls(kernel: Kernel) -> None:
+def test_always_allow_is_shown_and_can_be_revoked(kernel: Kernel) -> None:
     turns = (
         '[Turn(Call("delete_file", {"path": "a"})), "one", '
-        'Turn(Call("delete_file", {"path": "b"})), "two"]'
+        'Turn(Call("delete_file", {"path": "b"})), "two", '
+        'Turn(Call("delete_file", {"path": "c"})), "three"]'
     )
     since = setup_run(kernel, turns)
-    kernel.execute("%agent --new first")
+    first = kernel.submit("%agent --new first")
     always = kernel.wait_for(lambda: kernel.buttons("Always allow", enabled=True, since=since))
     kernel.click(always[0])
-    wait_footer(kernel, since, "finished")
-    second = kernel.mark()
-    kernel.execute("%agent second")
-    wait_footer(kernel, second, "finished")
+    wait_ended(kernel, first)
+    second_mark = kernel.mark()
+    second = kernel.submit("%agent --new second")
+    wait_ended(kernel, second)
     assert kernel.eval("ran") == ["a", "b"]
-    assert kernel.buttons("Approve", since=second) == []  # nobody was asked the second time
-    assert any("always allowed" in h for h in kernel.html_texts(second))
-    assert kernel.eval("sorted(nbagent.notebook.current_session().approver.always_allowed)") == [
-        "delete_file"
-    ]
-    kernel.execute("nbagent.notebook.current_session().approver.always_allowed.clear()")
+    assert kernel.buttons("Approve", since=second_mark) == []  # --new keeps the rule
+    assert "always allowed" in kernel.cell_text(second, "text/html")
+    # the rule is visible, and a person can revoke it
+    rules = kernel.execute("%agent rules")
+    assert "delete_file" in str(rules) and "always allowed" in str(rules)
+    config = kernel.execute("%agent config")
+    assert "always allow delete_file" in str(config)
+    kernel.execute("%agent rules remove delete_file")
+    third_mark = kernel.mark()
+    third = kernel.submit("%agent third")
+    deny = kernel.wait_for(lambda: kernel.buttons("Deny", enabled=True, since=third_mark))
+    kernel.click(deny[0])
+    wait_ended(kernel, third)
+    assert kernel.eval("ran") == ["a", "b"]
+    assert "No approval rules" in str(kernel.execute("%agent rules"))
 
 
 def test_stop_cancels_a_running_tool_and_leaves_a_valid_history(kernel: Kernel) -> None:
@@ -118,7 +170,7 @@ def test_stop_cancels_a_running_tool_and_leaves_a_valid_history(kernel: Kernel) 
     since = setup_run(
         kernel, '[Turn("Waiting.", Call("slow", {"seconds": 60})), "never"]', tools=tools
     )
-    kernel.execute("%agent --new -o res wait")
+    cell = kernel.submit("%agent --new -o res wait")
     kernel.wait_for(
         lambda: any("slow" in h and "running" in h for h in kernel.html_texts(since)),
         what="the tool running",
@@ -126,43 +178,65 @@ def test_stop_cancels_a_running_tool_and_leaves_a_valid_history(kernel: Kernel) 
     stop = kernel.buttons("Stop", enabled=True, since=since)
     assert len(stop) == 1
     kernel.click(stop[0])
-    wait_footer(kernel, since, "cancelled")
+    record = wait_ended(kernel, cell)
+    assert kernel.replies[cell]["content"]["status"] == "ok"  # Stop is not an error
+    assert record["stop_reason"] == "cancelled"
     assert kernel.eval("res.stop_reason") == "cancelled"
-    assert any("cancelled" in h for h in kernel.html_texts(since) if "slow" in h)
     messages = "nbagent.notebook.current_session().agent.messages"
     assert kernel.eval(f"type({messages}[-1]).__name__") == "ToolMessage"
     assert "cancelled" in kernel.eval(f"{messages}[-1].results[0].text")
-    # the session is free again
     kernel.execute('model.add("after the stop")')
-    after = kernel.mark()
-    kernel.execute("%agent again")
-    wait_footer(kernel, after, "finished")
+    again = kernel.submit("%agent again")
+    assert wait_ended(kernel, again)["stop_reason"] == "finished"
 
 
-def test_stop_while_waiting_for_approval_makes_later_clicks_noops(kernel: Kernel) -> None:
+def test_stop_while_waiting_for_approval_folds_the_bar_and_later_clicks_do_nothing(
+    kernel: Kernel,
+) -> None:
     since = setup_run(kernel, DELETE_THEN_DONE)
-    kernel.execute("%agent --new Delete a.txt")
+    cell = kernel.submit("%agent --new Delete a.txt")
     approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
     kernel.click(kernel.buttons("Stop", since=since)[0])
-    wait_footer(kernel, since, "cancelled")
+    record = wait_ended(kernel, cell)
+    assert record["stop_reason"] == "cancelled"
     kernel.click(approve[0])
     kernel.drain(0.5)
     assert kernel.eval("ran") == []
-    assert kernel.buttons("Approve", enabled=True, since=since) == []
     assert kernel.eval("nbagent.notebook.current_session().approver.pending()") == []
+    # the bar folded away before the view became static
+    bars = [
+        c
+        for c, s in list(kernel.widgets.items())[since:]
+        if s.get("_model_name") == "HBoxModel" and approve[0] in str(s.get("children"))
+    ]
+    assert bars
+    layout = kernel.widgets[bars[0]]["layout"].removeprefix("IPY_MODEL_")
+    assert kernel.widgets[layout].get("display") == "none"
 
 
-def test_a_second_run_waits_for_the_first_instead_of_interleaving(kernel: Kernel) -> None:
-    turns = '[Turn("First.", Call("delete_file", {"path": "a"})), "first done", "second done"]'
+def test_one_rule_for_every_run_that_starts_while_another_waits(kernel: Kernel) -> None:
+    """A run asked for while another waits for a click is queued, whatever its policy."""
+    turns = (
+        '[Turn("First.", Call("delete_file", {"path": "a"})), "first done", '
+        'Turn("Second.", Call("delete_file", {"path": "b"})), "second done"]'
+    )
     since = setup_run(kernel, turns)
-    kernel.execute("%agent --new first question")
+    kernel.execute("nbagent.notebook.current_session().stop()")
+    # the first run waits in the background: it was started from inside a function
+    kernel.execute("def ask(line):\n    get_ipython().run_line_magic('agent', line)\n")
+    kernel.execute("ask('--new first question')")
     approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
-    second = kernel.mark()
-    kernel.execute("%agent second question")
-    kernel.wait_for(lambda: "queued" in " ".join(kernel.html_texts(second)), what="queued")
-    assert kernel.eval("len(model.requests)") == 1  # the second has not started
+    second_mark = kernel.mark()
+    second = kernel.submit("%agent --approve auto -o res2 second question")
+    kernel.wait_for(
+        lambda: "queued" in " ".join(kernel.html_texts(second_mark)), what="the queued note"
+    )
+    kernel.drain(0.5)
+    assert kernel.streams(second_mark) == []  # the second has not started
     kernel.click(approve[0])
-    wait_footer(kernel, second, "finished")
+    record = wait_ended(kernel, second)
+    assert record["stop_reason"] == "finished"
+    assert kernel.eval("ran") == ["a", "b"]
     texts = kernel.eval(
         "[type(m).__name__ + ':' + getattr(m, 'text', '') "
         "for m in nbagent.notebook.current_session().agent.messages]"
@@ -173,77 +247,38 @@ def test_a_second_run_waits_for_the_first_instead_of_interleaving(kernel: Kernel
         "ToolMessage:",
         "AssistantMessage:first done",
         "UserMessage:second question",
+        "AssistantMessage:Second.",
+        "ToolMessage:",
         "AssistantMessage:second done",
     ]
 
 
-def test_the_saved_output_gets_a_transcript_with_the_decisions(kernel: Kernel) -> None:
-    since = setup_run(kernel, DELETE_THEN_DONE)
-    start = len(kernel.iopub)
-    kernel.execute("%agent --new Delete a.txt")
-    deny = kernel.wait_for(lambda: kernel.buttons("Deny", enabled=True, since=since))
-    kernel.click(deny[0])
-    wait_footer(kernel, since, "finished")
-    kernel.drain(0.3)
-    updates = [m for m in kernel.iopub[start:] if m["msg_type"] == "update_display_data"]
-    assert len(updates) == 1
-    content = updates[0]["content"]
-    shown = [m for m in kernel.iopub[start:] if m["msg_type"] == "display_data"]
-    assert content["transient"]["display_id"] == shown[0]["content"]["transient"]["display_id"]
-    data = content["data"]
-    assert "application/vnd.jupyter.widget-view+json" in data
-    assert "**🔧 delete_file** — denied by you" in data["text/markdown"]
-    assert "Done." in data["text/plain"]
-    record = content["metadata"]["nbagent"]
-    assert record["calls"][0]["approval"] == {
-        "approved": False,
-        "reason": None,
-        "by": "person",
-        "always": False,
-    }
-    assert record["stop_reason"] == "finished"
+def test_a_policy_run_needs_no_click_and_blocks_the_cell(kernel: Kernel) -> None:
+    for policy in ("auto", "deny"):
+        since = setup_run(kernel, DELETE_THEN_DONE)
+        cell = kernel.submit(f"%agent --new --approve {policy} -o res Delete a.txt\nres.text")
+        kernel.finish(cell)
+        assert kernel.eval("res.stop_reason") == "finished"
+        assert kernel.eval("ran") == (["a.txt"] if policy == "auto" else [])
+        assert kernel.buttons("Approve", since=since) == []
+        words = "approved by policy" if policy == "auto" else "denied by policy"
+        assert words in kernel.cell_text(cell, "text/html")
+        assert "'Done.'" in kernel.cell_text(cell)  # the cell's last line saw the result
 
 
-@pytest.mark.parametrize("policy", ["auto", "deny"])
-def test_a_policy_run_needs_no_click_and_blocks_the_cell(kernel: Kernel, policy: str) -> None:
-    since = setup_run(kernel, DELETE_THEN_DONE)
-    kernel.execute(f"%agent --new --approve {policy} -o res Delete a.txt")
-    # the run finished inside the cell: its result is there as soon as the cell is
-    assert kernel.eval("res.stop_reason") == "finished"
-    assert kernel.eval("ran") == (["a.txt"] if policy == "auto" else [])
-    assert kernel.buttons("Approve", since=since) == []
-    kernel.drain(0.3)
-    words = "approved by policy" if policy == "auto" else "denied by policy"
-    assert any(words in h for h in kernel.html_texts(since))
-
-
-def test_a_kernel_interrupt_cancels_a_foreground_run(kernel: Kernel) -> None:
-    tools = """
-    import time
-    from nbagent.tools import ToolContext
-
-    @tool
-    def crunch(context: ToolContext) -> str:
-        \"\"\"A slow sync tool that checks for cancellation.\"\"\"
-        for _ in range(600):
-            if context.cancelled():
-                return "stopped early"
-            time.sleep(0.1)
-        return "crunched"
-    """
-    since = setup_run(kernel, '[Turn(Call("crunch")), "never"]', tools=tools)
-    msg_id = kernel.kc.execute("%agent --new --approve auto -o res crunch")
-    kernel.wait_for(
-        lambda: any("crunch" in h and "running" in h for h in kernel.html_texts(since)),
-        what="the tool running",
-    )
-    kernel.km.interrupt_kernel()
-    reply = kernel.kc.get_shell_msg(timeout=30)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kernel.kc.get_shell_msg(timeout=30)
-    assert reply["content"]["status"] == "error"
-    assert reply["content"]["ename"] == "KeyboardInterrupt"
-    wait_footer(kernel, since, "cancelled")
-    messages = "nbagent.notebook.current_session().agent.messages"
-    assert kernel.eval(f"type({messages}[-1]).__name__") == "ToolMessage"
-    assert kernel.eval("nbagent.notebook.current_session().active") is None
+def test_prompts_that_end_with_a_question_mark_are_prompts(kernel: Kernel) -> None:
+    setup_run(kernel, '["It is warm.", "Still warm.", "Warm again."]')
+    line = kernel.submit('%agent --approve auto Please weather "Oslo", is it warm?')
+    assert wait_ended(kernel, line)["prompt"] == 'Please weather "Oslo", is it warm?'
+    assigned = kernel.submit("answer = %agent --approve auto and now?\nanswer.text")
+    kernel.finish(assigned)
+    assert kernel.eval("answer.text") == "Still warm."
+    cell = kernel.submit("%%agent --approve auto\nIs it warm\non two lines?")
+    assert wait_ended(kernel, cell)["prompt"] == "Is it warm\non two lines?"
+    assert "not found" not in kernel.cell_text(line) + kernel.cell_text(cell)
+    asked = kernel.submit("%agent?")
+    kernel.finish(asked)
+    pages = kernel.replies[asked]["content"]["payload"]
+    help_text = pages[0]["data"]["text/plain"]
+    assert "%agent [options] PROMPT" in help_text
+    assert "::" not in help_text
