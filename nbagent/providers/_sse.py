@@ -88,7 +88,7 @@ class SSEDecoder:
         self._pending_size += len(piece)
         if self._pending_size > self._limit:
             self._pending.clear()
-            raise EventTooLarge(self._limit, "a line of the stream is")
+            raise EventTooLarge(self._limit, "a line")
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
         """Decode one chunk; returns the events it completed (often none or one)."""
@@ -126,7 +126,7 @@ class SSEDecoder:
         self._data_size += len(value) + 1
         if self._data_size > self._limit + 1:
             self._data = None
-            raise EventTooLarge(self._limit, "an event's data is")
+            raise EventTooLarge(self._limit, "an event with data")
         if self._data is None:
             self._data = [value]
         else:
@@ -144,7 +144,7 @@ class SSEDecoder:
                 self._data_size = 0
                 self._event = b""
             elif len(line) > limit:
-                raise EventTooLarge(limit, "a line of the stream is")
+                raise EventTooLarge(limit, "a line")
             elif line.startswith(b"data:"):
                 self._add_data(line[6:] if line[5:6] == b" " else line[5:])
             elif line[0] == 58:  # b":" — a comment or keep-alive

@@ -578,6 +578,7 @@ async def test_a_line_without_end_fails_at_the_limit_holding_about_the_limit(
         tracemalloc.stop()
     await model.aclose()
     assert len(events) == 1 and isinstance(events[0], StreamError)
-    assert "longer than 1,048,576 bytes (max_event_bytes)" in str(events[0].error)
+    message = str(events[0].error)
+    assert f"{model.provider} sent a line longer than 1,048,576 bytes (max_event_bytes)" in message
     assert peak < 4 * limit, f"peak {peak:,} bytes"
     await server.wait_all_closed()
