@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
 
@@ -123,6 +122,9 @@ def key_vendor(key: str | None) -> str | None:
 
 
 def host_of(url: str | None) -> str:
+    """The lower-cased host name of ``url`` ("" when there is none)."""
+    from urllib.parse import urlsplit  # on first use: importing the providers stays cheap
+
     try:
         return (urlsplit(url or "").hostname or "").lower()
     except ValueError:
