@@ -138,6 +138,7 @@ def _part_to_dict(part: Any) -> dict[str, Any]:
             "name": part.name,
             "arguments": part.arguments,
             "provider_executed": part.provider_executed,
+            **({"raw": part.raw} if part.raw is not None else {}),
         }
     if isinstance(part, ProviderToolResult):
         return {
@@ -170,6 +171,7 @@ def _part_from_dict(data: Mapping[str, Any]) -> Any:
             data["name"],
             data.get("arguments", "{}"),
             bool(data.get("provider_executed", False)),
+            data.get("raw"),
         )
     if kind == "provider_tool_result":
         return ProviderToolResult(

@@ -47,6 +47,8 @@ class ToolCall:
     name: str
     arguments: str = "{}"
     provider_executed: bool = False
+    #: A provider-executed call's own block (JSON), sent back verbatim in the history.
+    raw: Any = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def input(self) -> Any:
@@ -84,6 +86,8 @@ class Definition:
     input_examples: tuple[Mapping[str, Any], ...] = ()
     strict: bool | None = None
     provider_options: Mapping[str, Any] = field(default_factory=dict)
+    #: The provider runs it (web search …): ``provider_options["tool"]`` is its own spec.
+    provider_executed: bool = False
 
 
 class ToolContext:
@@ -160,7 +164,6 @@ class Tool(Definition):
     on_input_start: InputCallback | None = None
     on_input_delta: InputCallback | None = None
     on_input_available: InputCallback | None = None
-    provider_executed: bool = False
     execution_mode: ExecutionMode = "concurrent"
     timeout: float | None = None
     function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)

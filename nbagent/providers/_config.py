@@ -1,9 +1,18 @@
 """Turn a model string (``openai:gpt-4.1-mini``) and the environment into a Generator.
 
-Lookup order for every setting: the explicit argument, then ``NBAGENT_MODEL`` /
-``NBAGENT_API_KEY`` / ``NBAGENT_BASE_URL``, then the vendor's own variables
-(``OPENAI_API_KEY``/``OPENAI_BASE_URL``, ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
-``OLLAMA_BASE_URL``). With no model anywhere, the offline model is used (it says so itself).
+Lookup order: the explicit argument first. Model and base URL: then ``NBAGENT_MODEL`` /
+``NBAGENT_BASE_URL``, then the vendor's own variables (``OPENAI_BASE_URL``,
+``ANTHROPIC_BASE_URL``, ``OLLAMA_BASE_URL``). The key of ``openai:`` and ``anthropic:``: the
+vendor's own variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), then ``NBAGENT_API_KEY`` — a
+vendor's key goes to that vendor, so with both set, ``anthropic:…`` never sends the
+``NBAGENT_API_KEY`` meant for another. With no model anywhere, the offline model is used (it
+says so itself).
+
+Keys are stripped of surrounding whitespace and must be printable ASCII without spaces inside
+(:func:`~nbagent.providers._keys.clean_api_key`). A key recognisably one vendor's (``sk-ant-…``
+is Anthropic's; ``sk-proj-…`` and other OpenAI shapes are OpenAI's) is never sent to another
+vendor or to another server: resolving such a setup raises :class:`ConfigurationError` naming
+the variable, never the key.
 
 Spec strings:
 
@@ -15,7 +24,8 @@ Spec strings:
 
 A bare model name whose vendor is obvious (``gpt-…``, ``o3…``, ``claude-…``) is accepted too.
 For ``openai-compatible``, ``OPENAI_API_KEY`` is only sent when the base URL also came from
-``OPENAI_BASE_URL``, so a key is never sent to a server it was not set up for.
+``OPENAI_BASE_URL``, so a key is never sent to a server it was not set up for. ``ollama`` and
+``openai-compatible`` take ``NBAGENT_API_KEY`` (or the argument) when the server wants a key.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..generation import Generator
+from ._keys import check_key_destination, clean_api_key
 
 __all__ = ["describe_config", "resolve_generator"]
 
@@ -45,6 +56,7 @@ _VENDOR_URL = {
     "ollama": "OLLAMA_BASE_URL",
     "openai-compatible": "OPENAI_BASE_URL",
 }
+_DESTINATION = {"openai": "openai", "anthropic": "anthropic"}
 _OFFLINE_HINT = "or use the model 'offline', which needs no key"
 
 
@@ -56,6 +68,7 @@ class _Resolved:
     base_url_source: str | None
     api_key: str | None
     key_source: str | None
+    key_problem: str | None = None  # a key that must not be used (shape, or another vendor's)
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
@@ -110,19 +123,31 @@ def _resolve(
     if not base_url:
         base_url = _DEFAULT_URLS.get(provider)
         url_source = "default" if base_url else None
-    # key: argument, NBAGENT_API_KEY, the vendor's variable
-    key_source: str | None = "argument" if api_key else None
+    # key: argument, the vendor's variable, NBAGENT_API_KEY (a vendor's key goes to the vendor)
+    key_source: str | None = "the api_key argument" if api_key else None
     if not api_key:
-        candidates = ["NBAGENT_API_KEY"]
+        candidates = []
         if provider in _VENDOR_KEY:
             candidates.append(_VENDOR_KEY[provider])
-        elif provider == "openai-compatible" and url_source == "OPENAI_BASE_URL":
+        candidates.append("NBAGENT_API_KEY")
+        if provider == "openai-compatible" and url_source == "OPENAI_BASE_URL":
             candidates.append("OPENAI_API_KEY")
         for name in candidates:
             if _env(environ, name):
-                api_key, key_source = _env(environ, name), name
+                api_key, key_source = environ[name], name
                 break
-    return _Resolved(provider, model, base_url, url_source, api_key, key_source)
+    problem = None
+    try:
+        api_key = clean_api_key(api_key, key_source or "the api_key argument")
+        # OPENAI_API_KEY beside OPENAI_BASE_URL is a pair set up for that server
+        paired = key_source == "OPENAI_API_KEY" and url_source == "OPENAI_BASE_URL"
+        destination = "openai" if paired else _DESTINATION.get(provider, "")
+        check_key_destination(api_key, key_source or "the api_key argument", destination, base_url)
+    except ConfigurationError as exc:
+        problem = str(exc)
+    if key_source == "the api_key argument":
+        key_source = "argument"
+    return _Resolved(provider, model, base_url, url_source, api_key, key_source, problem)
 
 
 def resolve_generator(
@@ -153,6 +178,8 @@ def resolve_generator(
         from ..models import OfflineModel
 
         return OfflineModel()  # adapter settings (timeout …) mean nothing to it
+    if resolved.key_problem:
+        raise ConfigurationError(resolved.key_problem)
     if provider in _VENDOR_KEY and not resolved.api_key:
         raise ConfigurationError(
             f"no API key for {provider}:{resolved.model}: set {_VENDOR_KEY[provider]} (or "
@@ -195,7 +222,8 @@ def describe_config(
     """Where each setting comes from, for ``%agent config``: never the key itself.
 
     Returns ``provider``, ``model``, ``base_url``, ``base_url_source``, ``key_source`` (the
-    variable's name, ``"argument"`` or None) and ``problem`` (what is missing, or None).
+    variable's name, ``"argument"`` or None) and ``problem`` (what is missing or wrong — a
+    malformed key, or a key that belongs to another vendor — or None).
     """
     if spec is not None and not isinstance(spec, str):
         return {
@@ -218,10 +246,10 @@ def describe_config(
             "key_source": None,
             "problem": str(exc),
         }
-    problem = None
-    if resolved.provider in _VENDOR_KEY and not resolved.api_key:
+    problem = resolved.key_problem
+    if problem is None and resolved.provider in _VENDOR_KEY and not resolved.api_key:
         problem = f"no API key: set {_VENDOR_KEY[resolved.provider]} (or NBAGENT_API_KEY)"
-    elif resolved.provider == "openai-compatible" and not resolved.base_url:
+    elif problem is None and resolved.provider == "openai-compatible" and not resolved.base_url:
         problem = "no base URL: set NBAGENT_BASE_URL"
     return {
         "provider": resolved.provider,

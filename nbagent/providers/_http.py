@@ -3,80 +3,74 @@
 * One ``httpx2.AsyncClient`` per adapter, created on first use (and again if the adapter is used
   from another event loop, as the notebook does with one loop per cell). An injected ``client``
   is used as-is and never closed here; an injected ``transport`` gets a client of our own.
-* Retries: 408, 409, 429, 5xx, connection failures and timeouts, with exponential backoff and
-  jitter; ``Retry-After`` (seconds or an HTTP date) and ``retry-after-ms`` are honoured up to a
-  cap; unparsable values are ignored; ``x-should-retry`` overrides the status rule. 400, 401,
-  403 and 404 are never retried.
+* Retries before the response (see :mod:`nbagent.providers._status`): 408, 409, 429, 5xx,
+  connection failures and timeouts, with exponential backoff and jitter, honouring
+  ``Retry-After`` up to ``retry_after_cap``; a longer ``Retry-After`` is raised at once, saying
+  how long the server asked for. 400, 401, 403 and 404 are never retried.
+* Retries after output began. Tool calls only ever run from a finished answer, so a response
+  that breaks mid-stream executed nothing and may be asked for again. The generator yields
+  :class:`~nbagent.generation.StreamRetry` (consumers drop the partial answer), waits with the
+  same backoff and streams the new response from its start. Retried mid-stream failures: the
+  connection dropping, a read timeout (no data for ``timeout`` seconds), the body ending before
+  the finish reason (a cut that looks clean), and error events the provider marks as transient
+  (Anthropic ``overloaded_error``, ``api_error``, ``rate_limit_error``, ``timeout_error``;
+  OpenAI-style ``server_error``, rate-limit and timeout types, or a numeric code of 408, 409,
+  429 or 5xx). Not retried: invalid JSON, an unexpected event shape, an event over the size
+  limit, and error events about the request itself. Every retry, before or after output,
+  counts against the same ``max_retries``; when they run out the failure is final, as a
+  :class:`~nbagent.generation.StreamError` event.
+* Limits: a line or an event of the stream may hold at most ``max_event_bytes`` (8 MiB by
+  default); an error body is read up to 64 KB.
 * Errors are :mod:`nbagent.errors` types whose message says what to do. They are raised outside
-  any ``except`` block (nothing chained), and every message passes through the key's redaction.
+  any ``except`` block (nothing chained), and every message has the adapter's own key and
+  anything else shaped like a credential replaced by ``***``
+  (:func:`nbagent.redact.redact_secrets`).
 * Once the first event is out, failures are *yielded* as ``StreamError`` events, never raised.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import random
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from typing import Any, ClassVar, Protocol
 
 import httpx2
 
 from .. import errors
-from ..generation import Request, StreamError, StreamEvent
-from ._sse import SSEDecoder
+from ..generation import Request, StreamError, StreamEvent, StreamRetry
+from ..redact import redact_secrets
+from ._keys import Secret, check_key_destination, clean_api_key
+from ._sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
+from ._status import parse_retry_after, status_error, wait_too_long
 
-__all__ = ["HTTPGenerator", "Secret", "StreamFailure", "StreamParser", "parse_retry_after"]
+__all__ = [
+    "HTTPGenerator",
+    "Secret",
+    "StreamFailure",
+    "StreamParser",
+    "parse_retry_after",
+]
 
 log = logging.getLogger("nbagent.providers")
 
-#: Error bodies are read up to this many bytes (a message, not a download).
-_ERROR_BODY_LIMIT = 64 * 1024
 #: After the final event, wait this long for the end of the body so the connection is reusable.
 _DRAIN_SECONDS = 0.25
 
 
-class Secret:
-    """An API key that never shows itself: ``repr`` and ``str`` are ``'***'``."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str | None) -> None:
-        self._value = value or ""
-
-    def reveal(self) -> str:
-        return self._value
-
-    def redact(self, text: str) -> str:
-        """``text`` with every occurrence of the key replaced by ``***``."""
-        if self._value and self._value in text:
-            return text.replace(self._value, "***")
-        return text
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-    def __repr__(self) -> str:
-        return "'***'" if self._value else "None"
-
-    __str__ = __repr__
-
-    def __reduce__(self) -> Any:  # never pickle a key into a saved object
-        raise TypeError("an API key is not picklable")
-
-    def __copy__(self) -> Secret:
-        return self
-
-    def __deepcopy__(self, memo: Any) -> Secret:
-        return self
-
-
 class StreamFailure(Exception):
-    """Raised by a parser when the stream itself reports or shows a failure."""
+    """Raised by a parser when the stream itself reports or shows a failure.
+
+    ``retryable``: the failure is transient (an overloaded server, a cut stream), so asking
+    again may succeed.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class StreamParser(Protocol):
@@ -97,57 +91,36 @@ class StreamParser(Protocol):
         ...
 
 
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After``; None when absent or garbage."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            seconds = float(value) / 1000
-        except ValueError:
-            seconds = -1.0
-        if 0 <= seconds < float("inf"):
-            return seconds
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-        return max(0.0, seconds)
-    if not 0 <= seconds < float("inf"):  # negative, nan, inf
-        return None
-    return seconds
+class _Attempt:
+    """How one streamed response ended: ``failure`` is None when it finished."""
+
+    __slots__ = ("failure", "retryable")
+
+    def __init__(self) -> None:
+        self.failure: errors.StreamError | None = None
+        self.retryable = False
 
 
-_STATUS_ERRORS: dict[int, type[errors.ProviderError]] = {
-    400: errors.BadRequestError,
-    401: errors.AuthenticationError,
-    403: errors.PermissionDeniedError,
-    404: errors.NotFoundError,
-    408: errors.ServerError,
-    409: errors.ServerError,
-    429: errors.RateLimitError,
-}
+class _Budget:
+    """Retries used so far by one request, before and after output began alike."""
 
+    __slots__ = ("used",)
 
-def _retryable_status(status: int) -> bool:
-    return status in (408, 409, 429) or status >= 500
+    def __init__(self) -> None:
+        self.used = 0
 
 
 class HTTPGenerator:
     """Base of the HTTP adapters: settings, the lazily created client, retries, the SSE pump.
 
-    Subclasses set ``provider``/``key_env``, and implement ``_headers`` and ``_prepare``.
+    Subclasses set ``provider``/``key_env``/``vendor``, and implement ``_headers`` and
+    ``_prepare``. ``max_event_bytes`` caps one line and one event of the stream.
     """
 
     provider: str = "provider"
     key_env: str = ""
+    #: Whose keys this adapter may send: a recognised key of another vendor is refused.
+    vendor: ClassVar[str] = ""
     default_base_url: ClassVar[str] = ""
 
     def __init__(
@@ -164,15 +137,21 @@ class HTTPGenerator:
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         base = (base_url or self.default_base_url).rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise errors.ConfigurationError(
-                f"the {self.provider} base URL {base!r} must start with http:// or https://"
+                f"the {self.provider} base URL {redact_secrets(base)!r} must start with "
+                "http:// or https://"
             )
         if max_retries < 0:
             raise errors.ConfigurationError("max_retries must be 0 or more")
+        if max_event_bytes < 1024:
+            raise errors.ConfigurationError("max_event_bytes must be at least 1024")
+        key = clean_api_key(api_key, "the api_key argument")
+        check_key_destination(key, "the api_key argument", self.vendor, base)
         self.model = model
         self.base_url = base
         self.timeout = timeout
@@ -181,8 +160,9 @@ class HTTPGenerator:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.retry_after_cap = retry_after_cap
-        self.extra_headers = dict(headers or {})
-        self._key = Secret(api_key)
+        self.max_event_bytes = max_event_bytes
+        self.extra_headers = _checked_headers(headers)
+        self._key = Secret(key)
         self._injected = client
         self._transport = transport
         self._client: httpx2.AsyncClient | None = None
@@ -194,8 +174,8 @@ class HTTPGenerator:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
-            f"api_key={self._key!r})"
+            f"{type(self).__name__}(model={self.model!r}, "
+            f"base_url={redact_secrets(self.base_url)!r}, api_key={self._key!r})"
         )
 
     # --- to be provided by the adapter ----------------------------------------------------
@@ -203,8 +183,8 @@ class HTTPGenerator:
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
 
-    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], StreamParser]:
-        """The URL path, the JSON body and a fresh parser for one request."""
+    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], Callable[[], StreamParser]]:
+        """The URL path, the JSON body and a parser factory (one fresh parser per attempt)."""
         raise NotImplementedError
 
     # --- the client ----------------------------------------------------------------------
@@ -257,18 +237,63 @@ class HTTPGenerator:
     # --- one request ----------------------------------------------------------------------
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        """Stream one model turn: raises before the first event, yields StreamError after it."""
-        path, body, parser = self._prepare(request)
-        response = await self._open(path, body)
-        decoder = SSEDecoder()
+        """Stream one model turn: raises before the first event, yields StreamError after it.
+
+        A retryable mid-stream failure is followed by :class:`StreamRetry` and the new
+        response's events (see the module docs).
+        """
+        path, body, new_parser = self._prepare(request)
+        content = _json_bytes(body)
+        budget = _Budget()
+        response = await self._open(path, content, budget)
+        began = False  # an event went out since the last StreamRetry
+        emitted = False  # an event went out at all: from then on, failures are events
+        while True:
+            attempt = _Attempt()
+            async with aclosing(self._pump(response, new_parser(), attempt)) as events:
+                async for event in events:
+                    began = emitted = True
+                    yield event
+            failure = attempt.failure
+            if failure is None:
+                return
+            if not attempt.retryable or budget.used >= self.max_retries:
+                yield StreamError(failure)
+                return
+            delay = self._delay(budget.used, None)
+            budget.used += 1
+            self._log_retry(str(failure), delay, budget.used)
+            if began:
+                yield StreamRetry(str(failure), budget.used, delay)
+                began = False
+            await asyncio.sleep(delay)
+            try:
+                response = await self._open(path, content, budget)
+            except errors.NbagentError as exc:
+                error: errors.NbagentError = exc
+            else:
+                continue
+            if not emitted:
+                raise error  # outside the except block: nothing chained
+            yield StreamError(error)
+            return
+
+    async def _pump(
+        self, response: httpx2.Response, parser: StreamParser, attempt: _Attempt
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Decode one response into events; how it ended goes into ``attempt``."""
+        decoder = SSEDecoder(self.max_event_bytes)
         out = parser.out
-        failure: errors.StreamError | None = None
+        message: str | None = None
+        retryable = False
         cut_after_finish = False
         try:
             async with aclosing(response.aiter_bytes()) as chunks:
                 done = False
                 async for chunk in chunks:
                     for name, data in decoder.feed(chunk):
+                        if not data or data.isspace():
+                            continue  # an empty data: line carries nothing
                         if parser.event(name, data):
                             done = True
                             break
@@ -280,7 +305,7 @@ class HTTPGenerator:
                         break
                 if not done:
                     for name, data in decoder.flush():
-                        if parser.event(name, data):
+                        if data and not data.isspace() and parser.event(name, data):
                             break
                 parser.end()
                 for event in out:
@@ -289,32 +314,30 @@ class HTTPGenerator:
                 if done:  # after the final event: reuse the connection if the body ends now
                     await _drain(chunks)
         except httpx2.HTTPError as exc:
+            retryable = True
             if parser.finished():  # cut after the finish reason: nothing that matters is lost
                 cut_after_finish = True
             elif isinstance(exc, httpx2.TimeoutException):
-                failure = self._failure(
+                message = (
                     f"the {self.provider} stream stalled: no data for {self.timeout:g} s "
                     "(read timeout); the answer is incomplete"
                 )
             else:
-                failure = self._failure(
+                message = (
                     f"the connection to {self.provider} dropped mid-response "
                     f"({type(exc).__name__}: {exc}); the answer is incomplete"
                 )
-        except UnicodeDecodeError as exc:
-            failure = self._failure(
-                f"{self.provider} sent bytes that are not valid UTF-8 ({exc.reason}); the "
-                "answer is incomplete"
-            )
-        except ValueError as exc:  # json.JSONDecodeError
-            failure = self._failure(
+        except EventTooLarge as exc:
+            message = f"{self.provider} sent {exc}; the answer is incomplete"
+        except (ValueError, RecursionError) as exc:  # json.JSONDecodeError
+            message = (
                 f"{self.provider} sent an event whose data is not valid JSON ({exc}); the "
                 "answer is incomplete"
             )
         except StreamFailure as exc:
-            failure = self._failure(str(exc))
+            message, retryable = str(exc), exc.retryable
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            failure = self._failure(
+            message = (
                 f"{self.provider} sent an event of an unexpected shape ({type(exc).__name__}: "
                 f"{exc}); the answer is incomplete"
             )
@@ -324,22 +347,32 @@ class HTTPGenerator:
             try:
                 parser.end()
             except StreamFailure as exc:
-                failure = self._failure(str(exc))
+                message, retryable = str(exc), exc.retryable
         for event in out:
             yield event
         out.clear()
-        if failure is not None:
-            yield StreamError(failure)
+        if message is not None:
+            attempt.failure = errors.StreamError(self._clean(message))
+            attempt.retryable = retryable
 
-    def _failure(self, message: str) -> errors.StreamError:
-        return errors.StreamError(self._key.redact(message))
+    def _clean(self, message: str) -> str:
+        """``message`` without the key or anything else shaped like a credential."""
+        return redact_secrets(self._key.redact(message))
 
-    async def _open(self, path: str, body: dict[str, Any]) -> httpx2.Response:
-        """POST ``body`` and return the streaming response, retrying what may be retried."""
+    def _log_retry(self, reason: str, delay: float, used: int) -> None:
+        log.info(
+            "%s: %s; retrying in %.2f s (attempt %d of %d)",
+            self.provider,
+            reason.split("\n", 1)[0],
+            delay,
+            used + 1,
+            self.max_retries + 1,
+        )
+
+    async def _open(self, path: str, content: bytes, budget: _Budget) -> httpx2.Response:
+        """POST ``content`` and return the streaming response, retrying what may be retried."""
         client = await self._client_for_request()
         url = self.base_url + path
-        content = _json_bytes(body)
-        attempt = 0
         while True:
             retry_after: float | None = None
             try:
@@ -348,29 +381,31 @@ class HTTPGenerator:
                     stream=True,
                 )
             except httpx2.TimeoutException as exc:
-                error: errors.GenerationError = self._timeout_error(exc)
+                error: errors.NbagentError = self._timeout_error(exc, budget.used + 1)
                 retry = True
+            except httpx2.LocalProtocolError:
+                error, retry = self._header_error(), False
             except httpx2.TransportError as exc:
-                error = self._connection_error(exc)
+                error = self._connection_error(exc, budget.used + 1)
                 retry = True
             else:
                 if response.status_code < 300:
                     return response
-                error, retry = await self._status_error(response)
+                status, retry = await status_error(
+                    response, self.provider, self.model, self.base_url, self.key_env
+                )
                 retry_after = parse_retry_after(response.headers)
-            if not retry or attempt >= self.max_retries:
+                if retry and retry_after is not None and retry_after > self.retry_after_cap:
+                    status, retry = wait_too_long(status, retry_after, self.retry_after_cap), False
+                error = type(status)(
+                    self._clean(str(status)), status=status.status, provider=status.provider
+                )
+            if not retry or budget.used >= self.max_retries:
                 raise error
-            delay = self._delay(attempt, retry_after)
-            log.info(
-                "%s: %s; retrying in %.2f s (attempt %d of %d)",
-                self.provider,
-                str(error).split("\n", 1)[0],
-                delay,
-                attempt + 2,
-                self.max_retries + 1,
-            )
+            delay = self._delay(budget.used, retry_after)
+            budget.used += 1
+            self._log_retry(str(error), delay, budget.used)
             await asyncio.sleep(delay)
-            attempt += 1
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -380,60 +415,55 @@ class HTTPGenerator:
 
     # --- errors ---------------------------------------------------------------------------
 
-    def _timeout_error(self, exc: httpx2.TimeoutException) -> errors.ProviderTimeoutError:
+    def _timeout_error(
+        self, exc: httpx2.TimeoutException, attempts: int
+    ) -> errors.ProviderTimeoutError:
         if isinstance(exc, (httpx2.ConnectTimeout, httpx2.PoolTimeout)):
             what = f"connecting to {self.base_url} took longer than {self.connect_timeout:g} s"
             fix = "check the network and the base URL, or raise connect_timeout"
         else:
             what = f"{self.provider} sent no response within {self.timeout:g} s"
             fix = "try again, or raise timeout"
-        return errors.ProviderTimeoutError(f"{what} (after {self.max_retries + 1} attempts): {fix}")
-
-    def _connection_error(self, exc: httpx2.TransportError) -> errors.ProviderConnectionError:
-        reason = self._key.redact(str(exc) or type(exc).__name__)
-        return errors.ProviderConnectionError(
-            f"could not reach {self.provider} at {self.base_url} ({reason}; after "
-            f"{self.max_retries + 1} attempts): check that the server is running and the base "
-            "URL is right"
+        return errors.ProviderTimeoutError(
+            self._clean(f"{what} (after {attempts} attempts): {fix}")
         )
 
-    async def _status_error(self, response: httpx2.Response) -> tuple[errors.ProviderError, bool]:
-        status = response.status_code
-        body = await _read_bounded(response)
-        detail = _error_detail(body) or response.reason_phrase or "no details"
-        cls = _STATUS_ERRORS.get(status)
-        if cls is None:
-            if status >= 500:
-                cls = errors.ServerError
-            elif status >= 400:
-                cls = errors.BadRequestError
-            else:  # an unexpected redirect or informational status
-                cls = errors.ProviderError
-        retry = _retryable_status(status)
-        should = response.headers.get("x-should-retry")
-        if should in ("true", "false"):
-            retry = should == "true"
-        message = f"{self.provider} answered HTTP {status}: {detail}\n{self._advice(status)}"
-        return cls(self._key.redact(message), status=status, provider=self.provider), retry
-
-    def _advice(self, status: int) -> str:
-        key = f"set {self.key_env} (or NBAGENT_API_KEY)" if self.key_env else "set NBAGENT_API_KEY"
-        if status == 400:
-            return "What to do: fix the request (model name, tool schemas, message history)."
-        if status == 401:
-            return f"What to do: the API key is missing or wrong: {key} to a valid key."
-        if status == 403:
-            return "What to do: this key may not use this model or endpoint; check its access."
-        if status == 404:
-            return (
-                f"What to do: check the model name ({self.model!r}) and the base URL "
-                f"({self.base_url})."
+    def _connection_error(
+        self, exc: httpx2.TransportError, attempts: int
+    ) -> errors.ProviderConnectionError:
+        reason = str(exc) or type(exc).__name__
+        return errors.ProviderConnectionError(
+            self._clean(
+                f"could not reach {self.provider} at {self.base_url} ({reason}; after "
+                f"{attempts} attempts): check that the server is running and the base URL "
+                "is right"
             )
-        if status == 429:
-            return "What to do: wait and try again, or lower the request rate (retries ran out)."
-        if status >= 500 or status in (408, 409):
-            return "What to do: the provider failed (retries ran out); try again later."
-        return "What to do: check the request and the base URL."
+        )
+
+    def _header_error(self) -> errors.ConfigurationError:
+        # The HTTP library's message quotes the header, which may be the key: never show it.
+        return errors.ConfigurationError(
+            f"the request to {self.provider} could not be sent: a header value holds a line "
+            "break or another control character (check the API key and headers=...); "
+            "nothing was sent"
+        )
+
+
+def _checked_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Extra headers, refused (naming the header, never its value) if they cannot be sent."""
+    checked: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        if not isinstance(name, str) or not name or not all("!" <= c <= "~" for c in name):
+            raise errors.ConfigurationError(
+                f"header name {name!r} must be printable ASCII without spaces"
+            )
+        if not isinstance(value, str) or not all(" " <= c <= "~" or c == "\t" for c in value):
+            raise errors.ConfigurationError(
+                f"the value of header {name!r} must be printable ASCII (no line breaks or "
+                "control characters)"
+            )
+        checked[name] = value.strip()
+    return checked
 
 
 def _json_bytes(body: dict[str, Any]) -> bytes:
@@ -449,45 +479,6 @@ async def _close_with_loop(client: httpx2.AsyncClient) -> AsyncGenerator[None, N
         yield
     finally:
         await client.aclose()
-
-
-async def _read_bounded(response: httpx2.Response) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    try:
-        async with aclosing(response.aiter_bytes()) as chunks:
-            async for chunk in chunks:
-                parts.append(chunk)
-                size += len(chunk)
-                if size >= _ERROR_BODY_LIMIT:
-                    break
-    except httpx2.HTTPError:
-        pass
-    finally:
-        await response.aclose()
-    return b"".join(parts)[:_ERROR_BODY_LIMIT]
-
-
-def _error_detail(body: bytes) -> str:
-    """The provider's own error message from an error body (OpenAI, Anthropic, Ollama, vLLM)."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:500]
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        if isinstance(error, str):
-            return error[:500]
-        if isinstance(error, dict):
-            message = error.get("message") or error.get("detail")
-            kind = error.get("type") or error.get("code")
-            if message:
-                return f"{message} ({kind})"[:500] if kind else str(message)[:500]
-        detail = data.get("detail") or data.get("message")
-        if detail:
-            return str(detail)[:500]
-    return text[:500]
 
 
 async def _drain(chunks: AsyncIterator[bytes]) -> None:

@@ -1,4 +1,4 @@
-"""Small helpers both adapters use to build requests."""
+"""Small helpers both adapters use: request building, and rules for reading streams."""
 
 from __future__ import annotations
 
@@ -11,11 +11,40 @@ from ..errors import ToolDefinitionError
 from ..tools import Definition
 
 __all__ = [
+    "DAMAGED_ARGUMENTS",
     "b64",
+    "damaged",
     "description_with_examples",
     "input_object",
     "provider_tool_spec",
+    "retryable_error",
+    "text_of",
 ]
+
+#: Put before the arguments of a call whose bytes were not valid UTF-8 on the wire. The text is
+#: then not JSON, so the loop never runs the call: it answers with an "invalid arguments" error
+#: the model reads, while the call's clean siblings run. Running it with U+FFFD in place of the
+#: bytes the model meant would silently change what it asked for.
+DAMAGED_ARGUMENTS = (
+    "(not run: the provider sent these arguments with invalid UTF-8 bytes, shown as U+FFFD) "
+)
+
+#: Error types and codes of mid-stream error events that are transient (asking again may work).
+_RETRYABLE_KINDS = frozenset(
+    {
+        "api_error",
+        "internal_error",
+        "internal_server_error",
+        "overloaded",
+        "overloaded_error",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "server_error",
+        "service_unavailable",
+        "timeout",
+        "timeout_error",
+    }
+)
 
 
 def description_with_examples(definition: Definition) -> str:
@@ -55,3 +84,34 @@ def input_object(arguments: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def damaged(fragment: str, lossy: bool) -> bool:
+    """True when ``fragment`` came from an event with invalid UTF-8 and holds a replacement."""
+    return lossy and "\ufffd" in fragment
+
+
+def retryable_error(error: Any) -> bool:
+    """Whether a mid-stream error object is transient: its type or code names an overload,
+    rate limit, timeout or server error, or a numeric code/status is 408, 409, 429 or 5xx."""
+    if not isinstance(error, Mapping):
+        return False
+    for field in ("type", "code", "status"):
+        value = error.get(field)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value in (408, 409, 429) or 500 <= value <= 599:
+                return True
+        elif isinstance(value, str) and value.lower() in _RETRYABLE_KINDS:
+            return True
+    return False
+
+
+def text_of(value: Any, what: str) -> str:
+    """``value`` if it is a string (None counts as ""); anything else is a shape error."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{what} should be a string, not {type(value).__name__}")

@@ -188,12 +188,12 @@ def drop_added_nulls(arguments: str, schema: Mapping[str, Any] | None) -> str:
     """
     try:
         value = json.loads(arguments)
-    except ValueError:
+        root = normalize_schema(schema)
+        if not isinstance(value, dict) or not _prune(value, root, root, 0):
+            return arguments
+        return json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to walk: leave as sent
         return arguments
-    root = normalize_schema(schema)
-    if not isinstance(value, dict) or not _prune(value, root, root, 0):
-        return arguments
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _resolve(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -8,8 +8,11 @@ How nbagent's conversation maps onto the API:
 * An assistant message → its blocks in order: ``text``; reasoning sent back verbatim
   (``thinking`` with its ``signature``, or ``redacted_thinking``; reasoning without either, as
   other providers produce, is dropped); ``tool_use`` with the arguments as an object (arguments
-  that are not a JSON object become ``{}``); provider-executed calls as ``server_tool_use``; and
-  provider tool results as the ``<name>_tool_result`` block they came from.
+  that are not a JSON object become ``{}``); provider-executed calls as the block they came
+  from (``server_tool_use``, ``mcp_tool_use`` with its ``server_name`` …, with the final input),
+  or as ``server_tool_use`` when that block is unknown; and provider tool results as the
+  ``<name>_tool_result`` block they came from (``web_search_tool_result``, ``mcp_tool_result``
+  …).
 * Tool results → one ``user`` message of ``tool_result`` blocks (text and image blocks,
   ``is_error``). Consecutive messages of the same role are merged into one turn, tool results
   first, as the API requires.
@@ -22,22 +25,35 @@ How nbagent's conversation maps onto the API:
   ``parallel_tool_calls=False`` → ``disable_parallel_tool_use``.
 
 Streaming: ``message_start`` (input usage), ``content_block_start`` (text, tool_use,
-server_tool_use, thinking, redacted_thinking, ``*_tool_result``), ``content_block_delta``
-(``text_delta``, ``input_json_delta``, ``thinking_delta``, ``signature_delta``),
-``content_block_stop``, ``message_delta`` (stop reason, cumulative usage), ``message_stop``,
-``ping``, and ``error`` (e.g. ``overloaded_error``) mid-stream → a ``StreamError`` event.
+server_tool_use, mcp_tool_use, thinking, redacted_thinking, ``*_tool_result``),
+``content_block_delta`` (``text_delta``, ``input_json_delta``, ``thinking_delta``,
+``signature_delta``), ``content_block_stop``, ``message_delta`` (stop reason, cumulative
+usage), ``message_stop``, ``ping``; other event and block types are ignored. Empty ``data:``
+lines are skipped.
 
-A provider tool result becomes ``ProviderToolResult(call_id=tool_use_id, name=<block type
-without "_tool_result">, content=<the block's content>)``; ``is_error`` is set when the content is
-an ``*_error`` object. Usage: ``input_tokens`` counts every input token (uncached, cache reads
-and cache writes); the cache parts are also given separately.
+How a response fails: an ``error`` event mid-stream is a ``StreamError``, retried when its type
+is transient (``overloaded_error``, ``api_error``, ``rate_limit_error``, ``timeout_error``; see
+:mod:`nbagent.providers._http`); a body that ends before ``message_stop`` and the stop reason is
+a cut stream, also retried; ``message_stop`` without a stop reason is a final failure.
+
+Text with invalid UTF-8 keeps going with U+FFFD in place of each bad byte. A ``tool_use`` whose
+own input held invalid bytes is passed on with arguments that are not JSON (prefixed
+``(not run: …)``): the loop answers it with an error the model reads and runs its clean
+siblings. A field of an unexpected type ends the response with a clear ``StreamError``.
+
+A provider-executed call (``server_tool_use``, ``mcp_tool_use``) becomes a ``ToolCall`` with
+``provider_executed=True`` and its block in ``raw``; the loop never runs it. A provider tool
+result becomes ``ProviderToolResult(call_id=tool_use_id, name=<block type without
+"_tool_result">, content=<the block's content>)``; ``is_error`` is set from the block's
+``is_error`` or when the content is an ``*_error`` object. Usage: ``input_tokens`` counts every
+input token (uncached, cache reads and cache writes); the cache parts are also given separately.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import httpx2
 
@@ -68,13 +84,23 @@ from ..messages import (
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
-from ._shared import b64, input_object, provider_tool_spec
-from ._sse import loads
+from ._shared import (
+    DAMAGED_ARGUMENTS,
+    b64,
+    damaged,
+    input_object,
+    provider_tool_spec,
+    retryable_error,
+    text_of,
+)
+from ._sse import DEFAULT_MAX_EVENT_BYTES, loads
 
 __all__ = ["AnthropicMessages"]
 
 API_VERSION = "2023-06-01"
 _RESULT_SUFFIX = "_tool_result"
+#: Blocks of calls the provider runs itself (the loop never does).
+_EXECUTED_CALLS = ("server_tool_use", "mcp_tool_use")
 
 _REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -97,7 +123,8 @@ class AnthropicMessages(HTTPGenerator):
 
     provider = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
-    default_base_url = "https://api.anthropic.com"
+    vendor: ClassVar[str] = "anthropic"
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
 
     def __init__(
         self,
@@ -115,6 +142,7 @@ class AnthropicMessages(HTTPGenerator):
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
@@ -129,6 +157,7 @@ class AnthropicMessages(HTTPGenerator):
             backoff_base=backoff_base,
             backoff_cap=backoff_cap,
             retry_after_cap=retry_after_cap,
+            max_event_bytes=max_event_bytes,
             headers=headers,
         )
         self.max_tokens = max_tokens
@@ -147,9 +176,9 @@ class AnthropicMessages(HTTPGenerator):
         headers.update(self.extra_headers)
         return headers
 
-    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], _EventParser]:
+    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], Callable[[], _EventParser]]:
         path = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
-        return path, self.build_body(request), _EventParser(self.provider)
+        return path, self.build_body(request), lambda: _EventParser(self.provider)
 
     def build_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
@@ -186,7 +215,7 @@ class AnthropicMessages(HTTPGenerator):
 
 
 def _tool(definition: Definition) -> dict[str, Any]:
-    if getattr(definition, "provider_executed", False):
+    if definition.provider_executed:
         return provider_tool_spec(definition)
     tool: dict[str, Any] = {
         "name": definition.name,
@@ -234,6 +263,11 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
                 blocks.append(
                     {"type": "thinking", "thinking": part.text, "signature": part.signature}
                 )
+        elif (
+            isinstance(part, ToolCall) and part.provider_executed and isinstance(part.raw, Mapping)
+        ):
+            # verbatim (mcp_tool_use needs its server_name back), with the input as streamed
+            blocks.append({**part.raw, "input": input_object(part.arguments)})
         elif isinstance(part, ToolCall):
             blocks.append(
                 {
@@ -296,20 +330,22 @@ def anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 class _Block:
-    __slots__ = ("args", "id", "initial", "kind", "name")
+    __slots__ = ("args", "damaged", "id", "initial", "kind", "name", "raw")
 
-    def __init__(self, kind: str, block_id: str, name: str, initial: Any) -> None:
+    def __init__(self, kind: str, block: Mapping[str, Any], lossy: bool) -> None:
         self.kind = kind
-        self.id = block_id
-        self.name = name
-        self.initial = initial
+        self.id = text_of(block.get("id"), "a tool block's id")
+        self.name = text_of(block.get("name"), "a tool block's name")
+        self.initial = block.get("input")
+        self.raw = dict(block) if kind in _EXECUTED_CALLS else None
         self.args: list[str] = []
+        self.damaged = lossy and damaged(json.dumps(block, ensure_ascii=False), lossy)
 
 
 class _EventParser:
     """Messages stream events → StreamEvents."""
 
-    __slots__ = ("_blocks", "_calls", "_provider", "_reason", "_usage", "out")
+    __slots__ = ("_blocks", "_calls", "_lossy", "_provider", "_reason", "_stopped", "_usage", "out")
 
     def __init__(self, provider: str) -> None:
         self.out: list[StreamEvent] = []
@@ -318,26 +354,16 @@ class _EventParser:
         self._calls = 0  # calls the loop must answer (not provider-executed)
         self._reason: str | None = None
         self._usage: dict[str, int] = {}
+        self._stopped = False  # message_stop arrived
+        self._lossy = False  # the current event had invalid UTF-8
 
     def event(self, name: bytes, data: bytes) -> bool:
-        payload = loads(data)
-        kind = payload.get("type") or name.decode()
+        payload, self._lossy = loads(data)
+        if not isinstance(payload, dict):
+            raise TypeError(f"an event should be a JSON object, not {type(payload).__name__}")
+        kind = payload.get("type") or name.decode("utf-8", "replace")
         if kind == "content_block_delta":
-            delta = payload["delta"]
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                if delta["text"]:
-                    self.out.append(TextDelta(delta["text"]))
-            elif dtype == "input_json_delta":
-                fragment = delta.get("partial_json")
-                block = self._blocks.get(payload["index"])
-                if fragment and block is not None:
-                    block.args.append(fragment)
-                    self.out.append(ToolInputDelta(block.id, fragment))
-            elif dtype == "thinking_delta":
-                self.out.append(ReasoningDelta(delta["thinking"]))
-            elif dtype == "signature_delta":
-                self.out.append(ReasoningDelta(signature=delta["signature"]))
+            self._delta(payload["index"], payload["delta"])
         elif kind == "content_block_start":
             self._start(payload["index"], payload["content_block"])
         elif kind == "content_block_stop":
@@ -345,40 +371,71 @@ class _EventParser:
         elif kind == "message_delta":
             reason = (payload.get("delta") or {}).get("stop_reason")
             if reason:
-                self._reason = reason
+                self._reason = text_of(reason, "stop_reason")
             self._add_usage(payload.get("usage"))
         elif kind == "message_start":
             self._add_usage((payload.get("message") or {}).get("usage"))
         elif kind == "message_stop":
+            self._stopped = True
             return True
         elif kind == "error":
             error = payload.get("error") or {}
-            etype = error.get("type", "error")
-            message = error.get("message", "")
-            raise StreamFailure(f"{self._provider} reported {etype} mid-stream: {message}")
+            etype = error.get("type", "error") if isinstance(error, Mapping) else "error"
+            message = error.get("message", "") if isinstance(error, Mapping) else error
+            raise StreamFailure(
+                f"{self._provider} reported {etype} mid-stream: {message}",
+                retryable=retryable_error(error),
+            )
         return False
 
-    def _start(self, index: int, block: Mapping[str, Any]) -> None:
-        btype = block.get("type", "")
+    def _delta(self, index: Any, delta: Mapping[str, Any]) -> None:
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            text = delta["text"]
+            if text.__class__ is not str:
+                text = text_of(text, "text_delta.text")
+            if text:
+                self.out.append(TextDelta(text))
+        elif dtype == "input_json_delta":
+            fragment = text_of(delta.get("partial_json"), "input_json_delta.partial_json")
+            block = self._blocks.get(index)
+            if fragment and block is not None:
+                block.damaged |= damaged(fragment, self._lossy)
+                block.args.append(fragment)
+                self.out.append(ToolInputDelta(block.id, fragment))
+        elif dtype == "thinking_delta":
+            thinking = text_of(delta["thinking"], "thinking_delta.thinking")
+            if thinking:
+                self.out.append(ReasoningDelta(thinking))
+        elif dtype == "signature_delta":
+            signature = text_of(delta["signature"], "signature_delta.signature")
+            self.out.append(ReasoningDelta(signature=signature))
+
+    def _start(self, index: Any, block: Mapping[str, Any]) -> None:
+        btype = text_of(block.get("type"), "a content block's type")
         if btype == "text":
-            if block.get("text"):
-                self.out.append(TextDelta(block["text"]))
-        elif btype in ("tool_use", "server_tool_use"):
-            executed = btype == "server_tool_use"
-            self._blocks[index] = _Block(btype, block["id"], block["name"], block.get("input"))
-            self.out.append(ToolInputStart(block["id"], block["name"], executed))
+            text = text_of(block.get("text"), "a text block's text")
+            if text:
+                self.out.append(TextDelta(text))
+        elif btype == "tool_use" or btype in _EXECUTED_CALLS:
+            item = _Block(btype, block, self._lossy)
+            self._blocks[index] = item
+            self.out.append(ToolInputStart(item.id, item.name, btype in _EXECUTED_CALLS))
         elif btype == "thinking":
-            if block.get("thinking") or block.get("signature"):
-                self.out.append(ReasoningDelta(block.get("thinking", ""), block.get("signature")))
+            thinking = text_of(block.get("thinking"), "a thinking block's text")
+            signature = text_of(block.get("signature"), "a thinking block's signature")
+            if thinking or signature:
+                self.out.append(ReasoningDelta(thinking, signature or None))
         elif btype == "redacted_thinking":
-            self.out.append(ReasoningDelta(redacted=block.get("data", "")))
+            data = text_of(block.get("data"), "a redacted_thinking block's data")
+            self.out.append(ReasoningDelta(redacted=data))
         elif btype.endswith(_RESULT_SUFFIX):
             content = block.get("content")
             failed = bool(block.get("is_error")) or (
                 isinstance(content, Mapping) and str(content.get("type", "")).endswith("_error")
             )
             result = ProviderToolResult(
-                block.get("tool_use_id", ""),
+                text_of(block.get("tool_use_id"), "a tool result's tool_use_id"),
                 btype[: -len(_RESULT_SUFFIX)],
                 content,
                 failed,
@@ -386,23 +443,27 @@ class _EventParser:
             )
             self.out.append(ProviderToolResultReceived(result))
 
-    def _stop(self, index: int) -> None:
+    def _stop(self, index: Any) -> None:
         block = self._blocks.pop(index, None)
         if block is None:
             return
         arguments = "".join(block.args)
         if not arguments.strip():
             arguments = json.dumps(block.initial) if block.initial else "{}"
-        executed = block.kind == "server_tool_use"
+        if block.damaged:
+            arguments = DAMAGED_ARGUMENTS + arguments
+        executed = block.kind in _EXECUTED_CALLS
         if not executed:
             self._calls += 1
         self.out.append(ToolInputEnd(block.id))
-        self.out.append(ToolCallReceived(ToolCall(block.id, block.name, arguments, executed)))
+        self.out.append(
+            ToolCallReceived(ToolCall(block.id, block.name, arguments, executed, block.raw))
+        )
 
     def _add_usage(self, usage: Mapping[str, Any] | None) -> None:
         if usage:
             for key, value in usage.items():
-                if isinstance(value, int):
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     self._usage[key] = value
 
     def finished(self) -> bool:
@@ -412,7 +473,9 @@ class _EventParser:
         raw = self._reason
         if raw is None:
             raise StreamFailure(
-                f"the {self._provider} stream ended without a stop reason; the answer is incomplete"
+                f"the {self._provider} stream ended without a stop reason; the answer is "
+                "incomplete",
+                retryable=not self._stopped,  # a cut, unlike a message_stop without a reason
             )
         reason = _REASONS.get(raw, "other")
         if reason == "stop" and self._calls:

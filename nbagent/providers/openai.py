@@ -5,8 +5,13 @@ How nbagent's conversation maps onto the API:
 * ``Request.instructions`` → a leading ``system`` message.
 * A user message → ``content`` as a string (one text part) or a list of ``text`` and
   ``image_url`` parts (images as ``data:`` URLs).
-* An assistant message → ``content`` (its text, or null) and ``tool_calls``. Reasoning and
-  provider-executed parts are not sent back (Chat Completions has no field for them).
+* An assistant message → ``content`` (its text, or null) and ``tool_calls``. Provider-executed
+  parts are not sent back. Reasoning goes back as ``reasoning_content`` only to servers that
+  want it (DeepSeek's thinking mode answers 400 without it on tool-call turns): set
+  ``reasoning_content=True``/``False`` to decide; by default (None) it is sent when the base
+  URL is ``api.deepseek.com`` or once this adapter has received ``reasoning_content`` from its
+  server, and never to ``api.openai.com`` (which rejects unknown message fields). When sent,
+  every assistant turn with tool calls carries it, ``""`` if it had no reasoning.
 * Tool results → one ``role: "tool"`` message per result, in call order. Chat Completions tool
   messages carry **text only**, so a result's images go in **one ``user`` message right after the
   batch's tool messages**: for each result with images, a text line
@@ -23,53 +28,50 @@ How nbagent's conversation maps onto the API:
 
 Streaming: ``stream_options.include_usage`` asks for the usage chunk. Tool calls are assembled by
 ``index`` and, when a server reuses an index for another call, by ``id``. Quirks tolerated: SSE
-comments and keep-alives, CRLF, no usage chunk, no ``[DONE]``, empty-string arguments (sent on
-as ``{}``), ``finish_reason: "stop"`` on a turn with calls (reported as ``"tool_calls"``),
-``reasoning_content``/``reasoning`` deltas (as reasoning) and an ``error`` object mid-stream.
+comments, keep-alives and empty ``data:`` lines, CRLF, no usage chunk, no ``[DONE]``,
+empty-string arguments (sent on as ``{}``), ``finish_reason: "stop"`` on a turn with calls
+(reported as ``"tool_calls"``), ``reasoning_content``/``reasoning`` deltas (as reasoning),
+``delta.content`` as a list of typed parts (Mistral: ``text`` parts are text, ``thinking``
+parts are reasoning, other part types are ignored), and ``null`` for any optional field.
+
+How a response ends:
+
+* a finish reason: the answer is complete (a drop after it loses nothing);
+* ``[DONE]`` without a finish reason (some routers): complete — ``"tool_calls"`` if it holds
+  calls, else ``"stop"`` (``raw_reason`` None) — provided every call's arguments parse as JSON;
+  a call cut short makes it a retryable failure;
+* the body ending with neither: a cut stream, a retryable failure;
+* an ``error`` object: a failure, retryable when its type or code says it is transient
+  (see :mod:`nbagent.providers._http`).
+
+Text with invalid UTF-8 keeps going with U+FFFD in place of each bad byte. A call whose own
+arguments held invalid bytes is passed on with arguments that are not JSON (prefixed
+``(not run: …)``), so the loop answers it with an error the model reads instead of running it
+with altered arguments; its clean siblings run. Any other field of an unexpected type ends the
+response with a clear :class:`~nbagent.errors.StreamError`.
 """
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx2
 
 from ..content import ImagePart, TextPart
-from ..generation import (
-    Finish,
-    FinishReason,
-    NamedToolChoice,
-    ReasoningDelta,
-    Request,
-    StreamEvent,
-    TextDelta,
-    ToolCallReceived,
-    ToolInputDelta,
-    ToolInputEnd,
-    ToolInputStart,
-    Usage,
-)
-from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ..errors import ConfigurationError
+from ..generation import NamedToolChoice, Request
+from ..messages import AssistantMessage, Message, ReasoningPart, ToolMessage, UserMessage
 from ..schema import normalize_schema
-from ..tools import Definition, ToolCall
-from ._http import HTTPGenerator, StreamFailure
+from ..tools import Definition
+from ._chat_stream import ChunkParser
+from ._http import HTTPGenerator
+from ._keys import host_of
 from ._shared import b64, description_with_examples, provider_tool_spec
-from ._sse import loads
-from ._strict import drop_added_nulls, strict_schema
+from ._sse import DEFAULT_MAX_EVENT_BYTES
+from ._strict import strict_schema
 
 __all__ = ["OpenAIChat", "strict_schema"]
-
-_REASONS: dict[str, FinishReason] = {
-    "stop": "stop",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "length": "length",
-    "content_filter": "content_filter",
-    "error": "error",
-}
 
 
 class OpenAIChat(HTTPGenerator):
@@ -77,12 +79,15 @@ class OpenAIChat(HTTPGenerator):
 
     ``api_key`` may be None for servers that need none (Ollama). ``max_tokens_field`` is the
     body field ``Options.max_tokens`` goes to: OpenAI's ``max_completion_tokens`` by default,
-    ``"max_tokens"`` for servers that only know the older name. See :class:`HTTPGenerator` for
-    timeouts, retries, ``client``/``transport`` injection and ``aclose()``.
+    ``"max_tokens"`` for servers that only know the older name. ``reasoning_content`` says
+    whether reasoning is sent back in that field (None: decide as the module docs say). See
+    :class:`HTTPGenerator` for timeouts, retries, limits, ``client``/``transport`` injection
+    and ``aclose()``.
     """
 
     provider = "OpenAI"
     key_env = "OPENAI_API_KEY"
+    vendor: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
 
     def __init__(
@@ -95,6 +100,7 @@ class OpenAIChat(HTTPGenerator):
         include_usage: bool = True,
         provider_name: str | None = None,
         key_env: str | None = None,
+        reasoning_content: bool | None = None,
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
         timeout: float = 600.0,
@@ -103,6 +109,7 @@ class OpenAIChat(HTTPGenerator):
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if provider_name:
@@ -121,10 +128,30 @@ class OpenAIChat(HTTPGenerator):
             backoff_base=backoff_base,
             backoff_cap=backoff_cap,
             retry_after_cap=retry_after_cap,
+            max_event_bytes=max_event_bytes,
             headers=headers,
         )
+        if reasoning_content and host_of(self.base_url) == "api.openai.com":
+            raise ConfigurationError(
+                "reasoning_content=True would send a field api.openai.com rejects: leave it "
+                "unset for OpenAI"
+            )
         self.max_tokens_field = max_tokens_field
         self.include_usage = include_usage
+        self.reasoning_content = reasoning_content
+        self._server_sends_reasoning_content = False
+
+    def sends_reasoning_content(self) -> bool:
+        """Whether assistant turns carry ``reasoning_content`` in the next request."""
+        if self.reasoning_content is not None:
+            return self.reasoning_content
+        host = host_of(self.base_url)
+        if host == "api.openai.com":
+            return False
+        return host == "api.deepseek.com" or self._server_sends_reasoning_content
+
+    def _learn_reasoning_content(self) -> None:
+        self._server_sends_reasoning_content = True
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
@@ -133,21 +160,27 @@ class OpenAIChat(HTTPGenerator):
         headers.update(self.extra_headers)
         return headers
 
-    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], _ChunkParser]:
+    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], Callable[[], ChunkParser]]:
         body = self.build_body(request)
         strict = {
-            d.name: d.input_schema
-            for d in request.tools
-            if d.strict and not getattr(d, "provider_executed", False)
+            d.name: d.input_schema for d in request.tools if d.strict and not d.provider_executed
         }
-        return "/chat/completions", body, _ChunkParser(self.provider, strict)
+
+        def parser() -> ChunkParser:
+            return ChunkParser(self.provider, strict, self._learn_reasoning_content)
+
+        return "/chat/completions", body, parser
 
     def build_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         options = request.options
         body: dict[str, Any] = {
             "model": request.model or self.model,
-            "messages": chat_messages(request.messages, request.instructions),
+            "messages": chat_messages(
+                request.messages,
+                request.instructions,
+                reasoning_content=self.sends_reasoning_content(),
+            ),
             "stream": True,
         }
         if self.include_usage:
@@ -177,7 +210,7 @@ class OpenAIChat(HTTPGenerator):
 
 
 def _tool(definition: Definition) -> dict[str, Any]:
-    if getattr(definition, "provider_executed", False):
+    if definition.provider_executed:
         return provider_tool_spec(definition)
     schema = normalize_schema(definition.input_schema)
     function: dict[str, Any] = {
@@ -201,8 +234,14 @@ def _image_url(part: ImagePart) -> dict[str, Any]:
     }
 
 
-def chat_messages(messages: Sequence[Message], instructions: str | None) -> list[dict[str, Any]]:
-    """nbagent messages as Chat Completions messages (see the module docs for the mapping)."""
+def chat_messages(
+    messages: Sequence[Message], instructions: str | None, *, reasoning_content: bool = False
+) -> list[dict[str, Any]]:
+    """nbagent messages as Chat Completions messages (see the module docs for the mapping).
+
+    ``reasoning_content``: send each assistant turn's reasoning back in that field (always on
+    a turn with tool calls, ``""`` when it had none).
+    """
     out: list[dict[str, Any]] = []
     if instructions:
         out.append({"role": "system", "content": instructions})
@@ -219,6 +258,10 @@ def chat_messages(messages: Sequence[Message], instructions: str | None) -> list
             if not text and not calls:
                 continue
             item: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if reasoning_content:
+                reasoning = "".join(p.text for p in message.content if isinstance(p, ReasoningPart))
+                if reasoning or calls:
+                    item["reasoning_content"] = reasoning
             if calls:
                 item["tool_calls"] = [
                     {
@@ -258,154 +301,3 @@ def _user_part(part: Any) -> dict[str, Any]:
     if isinstance(part, ImagePart):
         return _image_url(part)
     raise TypeError(f"a user message cannot hold a {type(part).__name__}")
-
-
-# --- stream parsing --------------------------------------------------------------------------
-
-
-class _Call:
-    __slots__ = ("args", "id", "name", "started")
-
-    def __init__(self, call_id: str, name: str) -> None:
-        self.id = call_id
-        self.name = name
-        self.args: list[str] = []
-        self.started = False
-
-
-class _ChunkParser:
-    """``chat.completion.chunk`` events → StreamEvents (first choice only)."""
-
-    __slots__ = (
-        "_by_index",
-        "_calls",
-        "_closed",
-        "_provider",
-        "_reason",
-        "_strict",
-        "_usage",
-        "out",
-    )
-
-    def __init__(self, provider: str, strict: dict[str, Mapping[str, Any] | None]) -> None:
-        self.out: list[StreamEvent] = []
-        self._provider = provider
-        self._strict = strict
-        self._calls: list[_Call] = []
-        self._by_index: dict[int, _Call] = {}
-        self._reason: str | None = None
-        self._usage: Usage | None = None
-        self._closed = False
-
-    def event(self, name: bytes, data: bytes) -> bool:
-        if data == b"[DONE]":
-            return True
-        chunk = loads(data)
-        if chunk.get("error"):
-            raise StreamFailure(_error_message(self._provider, chunk["error"]))
-        choices = chunk.get("choices")
-        if choices and not choices[0].get("index"):  # the first choice only (n > 1 is ignored)
-            choice = choices[0]
-            delta = choice.get("delta")
-            if delta:
-                text = delta.get("content")
-                if text:
-                    self.out.append(TextDelta(text))
-                calls = delta.get("tool_calls")
-                if calls:
-                    self._tool_deltas(calls)
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning and isinstance(reasoning, str):
-                    self.out.append(ReasoningDelta(reasoning))
-                refusal = delta.get("refusal")
-                if refusal:
-                    self.out.append(TextDelta(refusal))
-            reason = choice.get("finish_reason")
-            if reason:
-                self._reason = reason
-                self._close_calls()
-        usage = chunk.get("usage")
-        if usage:
-            details = usage.get("prompt_tokens_details") or {}
-            self._usage = Usage(
-                input_tokens=usage.get("prompt_tokens") or 0,
-                output_tokens=usage.get("completion_tokens") or 0,
-                cache_read_tokens=details.get("cached_tokens") or 0,
-            )
-        return False
-
-    def _tool_deltas(self, items: list[dict[str, Any]]) -> None:
-        out = self.out
-        for position, item in enumerate(items):
-            index = item.get("index", position)
-            call_id = item.get("id")
-            function = item.get("function") or {}
-            call = self._by_index.get(index)
-            if call is None or (call_id and call_id != call.id):
-                # a new call; a server that puts every call at index 0 is told apart by id
-                call = _Call(call_id or f"call_{uuid.uuid4().hex[:24]}", "")
-                self._by_index[index] = call
-                self._calls.append(call)
-            if not call.name and function.get("name"):
-                call.name = function["name"]
-            args = function.get("arguments")
-            if args is not None and not isinstance(args, str):
-                args = json.dumps(args)  # a server that sends the object itself
-            if call.started:
-                if args:
-                    call.args.append(args)
-                    out.append(ToolInputDelta(call.id, args))
-                continue
-            if args:
-                call.args.append(args)
-            if call.name:
-                self._start(call)
-
-    def _start(self, call: _Call) -> None:
-        call.started = True
-        self.out.append(ToolInputStart(call.id, call.name))
-        if call.args:
-            self.out.append(ToolInputDelta(call.id, "".join(call.args)))
-
-    def _close_calls(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        out = self.out
-        for call in self._calls:
-            if not call.started:
-                self._start(call)
-            arguments = "".join(call.args)
-            if not arguments.strip():
-                arguments = "{}"
-            elif call.name in self._strict:
-                arguments = drop_added_nulls(arguments, self._strict[call.name])
-            out.append(ToolInputEnd(call.id))
-            out.append(ToolCallReceived(ToolCall(call.id, call.name, arguments)))
-
-    def finished(self) -> bool:
-        return self._reason is not None
-
-    def end(self) -> None:
-        raw = self._reason
-        if raw is None:
-            raise StreamFailure(
-                f"the {self._provider} stream ended without a finish reason; the answer is "
-                "incomplete"
-            )
-        self._close_calls()
-        reason = _REASONS.get(raw, "other")
-        if reason == "stop" and self._calls:
-            reason = "tool_calls"
-        elif reason == "tool_calls" and not self._calls:
-            reason = "stop"
-        self.out.append(Finish(reason, self._usage or Usage(), raw))
-
-
-def _error_message(provider: str, error: Any) -> str:
-    if isinstance(error, Mapping):
-        message = error.get("message") or json.dumps(error)[:300]
-        kind = error.get("type") or error.get("code")
-        where = f" ({kind})" if kind else ""
-        return f"{provider} reported an error mid-stream{where}: {message}"
-    return f"{provider} reported an error mid-stream: {error}"

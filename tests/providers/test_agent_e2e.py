@@ -14,7 +14,9 @@ import pytest
 from nbagent.agent import Agent
 from nbagent.approval import ScriptedApprover, deny
 from nbagent.content import ToolResult, image_result
-from nbagent.tools import tool
+from nbagent.events import StepRetried
+from nbagent.messages import AssistantMessage
+from nbagent.tools import Tool, tool
 
 from . import wire
 from .conftest import Reply, Server
@@ -184,7 +186,7 @@ async def test_a_broken_stream_runs_no_tool(kind: str, server: Server, history_v
     cut = body.index(b"c_plot")  # the third call has started; the response then drops
     server.queue(Reply([body[:cut]], end="drop"))
     ran: list[str] = []
-    model = ADAPTERS[kind](server)
+    model = ADAPTERS[kind](server, max_retries=0)
     agent = Agent(model=model, tools=make_tools(ran))
     result = await agent.run("go")
     await model.aclose()
@@ -210,3 +212,147 @@ async def test_cancelling_a_run_closes_the_connection(kind: str, server: Server)
     await server.wait_all_closed(timeout=1.0)
     await model.aclose()
     assert json.loads(server.requests[0].body)["messages"]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_stream_cut_mid_call_is_asked_again_and_runs_each_call_once(
+    kind: str, server: Server, history_valid: Any
+) -> None:
+    build = TURN_BUILDERS[kind]
+    body = build(TURNS[0])
+    cut = body.index(b"c_plot")  # two calls complete, the third begun: then the drop
+    server.queue(
+        Reply([body[:cut]], end="drop"),
+        Reply(build(TURNS[0])),
+        Reply(build([], FINAL)),
+    )
+    ran: list[str] = []
+    model = ADAPTERS[kind](server, max_retries=1)
+    approver = ScriptedApprover({"delete_file": deny("no")})
+    agent = Agent(model=model, tools=make_tools(ran), approver=approver)
+    run = agent.start("go")
+    seen = [event async for event in run.events()]
+    result = await run.result()
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    assert sorted(ran) == ["get_weather:Zürich", "plot"]  # once each, from the new answer
+    retried = [e for e in seen if isinstance(e, StepRetried)]
+    assert len(retried) == 1 and "dropped mid-response" in retried[0].reason
+    assert retried[0].step == 1 and retried[0].attempt == 1
+    history_valid(agent.messages)
+    calls = [c.id for m in agent.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert calls == ["c_weather", "c_delete", "c_plot"]  # the void attempt left nothing
+    assert len(server.requests) == 3
+
+
+def openai_raw(chunks: list[bytes]) -> bytes:
+    return b"".join(b"data: " + c + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+def damaged_turn(kind: str) -> bytes:
+    """Two calls: the first one's arguments hold an invalid byte (\\xff); text holds one too."""
+    if kind == "openai":
+        return openai_raw(
+            [
+                b'{"choices": [{"index": 0, "delta": {"content": "caf\xff!"}}]}',
+                b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c_bad", '
+                b'"type": "function", "function": {"name": "get_weather", "arguments": '
+                b'"{\\"city\\": \\"Z\xffrich\\"}"}}]}}]}',
+                b'{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": "c_ok", '
+                b'"type": "function", "function": {"name": "get_weather", "arguments": '
+                b'"{\\"city\\": \\"Bern\\"}"}}]}}]}',
+                b'{"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}',
+            ]
+        )
+    return (
+        wire.anthropic_sse(
+            [
+                wire.an_message_start(),
+                wire.an_block_start(0, {"type": "text", "text": ""}),
+            ]
+        )
+        + b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        b'"delta": {"type": "text_delta", "text": "caf\xff!"}}\n\n'
+        + wire.anthropic_sse(
+            [
+                wire.an_block_stop(0),
+                wire.an_block_start(
+                    1, {"type": "tool_use", "id": "c_bad", "name": "get_weather", "input": {}}
+                ),
+            ]
+        )
+        + b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 1, '
+        b'"delta": {"type": "input_json_delta", "partial_json": "{\\"city\\": \\"Z\xffrich\\"}"}}'
+        b"\n\n"
+        + wire.anthropic_sse(
+            [
+                wire.an_block_stop(1),
+                wire.an_block_start(
+                    2, {"type": "tool_use", "id": "c_ok", "name": "get_weather", "input": {}}
+                ),
+                wire.an_json(2, '{"city": "Bern"}'),
+                wire.an_block_stop(2),
+                wire.an_message_delta("tool_use"),
+                wire.MESSAGE_STOP,
+            ]
+        )
+    )
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_invalid_utf8_in_arguments_never_runs_that_call_but_its_sibling_runs(
+    kind: str, server: Server, history_valid: Any
+) -> None:
+    server.queue(Reply(damaged_turn(kind)), Reply(TURN_BUILDERS[kind]([], FINAL)))
+    ran: list[str] = []
+    model = ADAPTERS[kind](server)
+    agent = Agent(model=model, tools=make_tools(ran))
+    result = await agent.run("weather?")
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    assert ran == ["get_weather:Bern"]  # never with "Z\ufffdrich"
+    history_valid(agent.messages)
+    first = agent.messages[1]
+    assert isinstance(first, AssistantMessage) and first.text == "caf\ufffd!"
+    results = {r.call_id: r for r in agent.messages[2].results}  # type: ignore[union-attr]
+    assert results["c_bad"].is_error and "nothing was run" in results["c_bad"].text
+    assert not results["c_ok"].is_error and results["c_ok"].text == "Sunny in Bern"
+    sent = server.requests[1].json
+    if kind == "openai":
+        bad = sent["messages"][1]["tool_calls"][0]["function"]["arguments"]
+        assert bad.startswith("(not run: the provider sent these arguments with invalid UTF-8")
+        tool_message = sent["messages"][2]
+        assert tool_message["tool_call_id"] == "c_bad"
+        assert tool_message["content"].startswith("Error: Invalid arguments")
+    else:
+        blocks = sent["messages"][1]["content"]
+        assert [b["type"] for b in blocks] == ["text", "tool_use", "tool_use"]
+        assert blocks[1]["input"] == {} and blocks[2]["input"] == {"city": "Bern"}
+        outcome = {b["tool_use_id"]: b for b in sent["messages"][2]["content"]}
+        assert outcome["c_bad"]["is_error"] is True
+
+
+PROVIDER_TOOL = {
+    "openai": {"type": "web_search", "search_context_size": "low"},
+    "anthropic": {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_provider_executed_tool_is_sent_as_the_providers_own_spec(
+    kind: str, server: Server
+) -> None:
+    web_search = Tool(
+        name="web_search",
+        provider_executed=True,
+        provider_options={"tool": PROVIDER_TOOL[kind]},
+    )
+    server.queue(Reply(TURN_BUILDERS[kind]([], FINAL)))
+    model = ADAPTERS[kind](server)
+    agent = Agent(model=model, tools=[*make_tools([]), web_search])
+    result = await agent.run("search the web")
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    tools = server.requests[0].json["tools"]
+    assert tools[-1] == PROVIDER_TOOL[kind]  # verbatim, not a function named web_search
+    assert len(tools) == 4

@@ -12,6 +12,7 @@ from nbagent.generation import (
     ProviderToolResultReceived,
     ReasoningDelta,
     StreamError,
+    StreamRetry,
     TextDelta,
     ToolCallReceived,
     ToolInputDelta,
@@ -280,43 +281,72 @@ OVERLOADED = (
 )
 
 
-@pytest.mark.parametrize(
-    ("body", "end", "message"),
-    [
-        pytest.param([PARTIAL[:-7]], "drop", "dropped mid-response", id="drop"),
-        pytest.param([PARTIAL], "finish", "without a stop reason", id="eof-no-stop"),
+def error_event(etype: str, message: str) -> bytes:
+    return anthropic_sse(
+        [("error", {"type": "error", "error": {"type": etype, "message": message}})]
+    )
+
+
+FAULTS = [
+    pytest.param([PARTIAL[:-7]], "drop", "dropped mid-response", True, id="drop"),
+    pytest.param([PARTIAL], "finish", "without a stop reason", True, id="eof-no-stop"),
+    pytest.param(
+        [PARTIAL + anthropic_sse([MESSAGE_STOP])],
+        "finish",
+        "without a stop reason",
+        False,
+        id="message-stop-without-reason",
+    ),
+    pytest.param(
+        [PARTIAL + OVERLOADED],
+        "finish",
+        "overloaded_error mid-stream: Overloaded",
+        True,
+        id="overloaded",
+    ),
+    *[
         pytest.param(
-            [PARTIAL + anthropic_sse([MESSAGE_STOP])],
+            [PARTIAL + error_event(etype, "try later")],
             "finish",
-            "without a stop reason",
-            id="message-stop-without-reason",
-        ),
-        pytest.param(
-            [PARTIAL + OVERLOADED],
-            "finish",
-            "overloaded_error mid-stream: Overloaded",
-            id="overloaded",
-        ),
-        pytest.param(
-            [PARTIAL + b"event: content_block_delta\ndata: {oops\n\n"],
-            "finish",
-            "not valid JSON",
-            id="json",
-        ),
-        pytest.param(
-            [PARTIAL + b"event: x\ndata: \xc3\x28\n\n"], "finish", "not valid UTF-8", id="utf8"
-        ),
-        pytest.param(
-            [PARTIAL + b'event: content_block_delta\ndata: {"type": "content_block_delta"}\n\n'],
-            "finish",
-            "unexpected shape",
-            id="shape",
-        ),
+            f"{etype} mid-stream: try later",
+            True,
+            id=etype,
+        )
+        for etype in ("api_error", "rate_limit_error", "timeout_error")
     ],
-)
-async def test_faults(server: Server, body: list[bytes], end: str, message: str) -> None:
+    pytest.param(
+        [PARTIAL + error_event("invalid_request_error", "prompt is too long")],
+        "finish",
+        "invalid_request_error mid-stream: prompt is too long",
+        False,
+        id="invalid_request_error",
+    ),
+    pytest.param(
+        [PARTIAL + b"event: content_block_delta\ndata: {oops\n\n"],
+        "finish",
+        "not valid JSON",
+        False,
+        id="json",
+    ),
+    pytest.param(
+        [PARTIAL + b"event: x\ndata: \xc3\x28\n\n"], "finish", "not valid JSON", False, id="utf8"
+    ),
+    pytest.param(
+        [PARTIAL + b'event: content_block_delta\ndata: {"type": "content_block_delta"}\n\n'],
+        "finish",
+        "unexpected shape",
+        False,
+        id="shape",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "end", "message", "retryable"), FAULTS)
+async def test_faults(
+    server: Server, body: list[bytes], end: str, message: str, retryable: bool
+) -> None:
     server.queue(Reply(body, end=end))  # type: ignore[arg-type]
-    model = anthropic(server)
+    model = anthropic(server, max_retries=0)  # no retries left: every fault is final
     events = await collect(model)
     assert events[0] == TextDelta("hé")
     assert isinstance(events[-1], StreamError), events
@@ -331,10 +361,44 @@ async def test_faults(server: Server, body: list[bytes], end: str, message: str)
     await server.wait_all_closed()
 
 
+@pytest.mark.parametrize(("body", "end", "message", "retryable"), FAULTS)
+async def test_faults_after_output_are_retried_when_transient(
+    server: Server, body: list[bytes], end: str, message: str, retryable: bool
+) -> None:
+    """A transient fault after output began: StreamRetry, then the new answer from its start."""
+    server.queue(Reply(body, end=end), Reply(wire.anthropic_text("again")))  # type: ignore[arg-type]
+    model = anthropic(server, max_retries=1)
+    events = await collect(model)
+    await model.aclose()
+    if not retryable:
+        assert isinstance(events[-1], StreamError) and message in str(events[-1].error)
+        assert len(server.requests) == 1 and not any(isinstance(e, StreamRetry) for e in events)
+        return
+    retry = next(e for e in events if isinstance(e, StreamRetry))
+    assert message in retry.reason and retry.attempt == 1
+    after = events[events.index(retry) + 1 :]
+    assert after == [TextDelta("again"), Finish("stop", Usage(472, 5), "end_turn")]
+    assert len(server.requests) == 2
+    answer = answer_of(events)
+    assert answer.ok and answer.text == "again" and answer.tool_calls() == ()
+
+
+async def test_overloaded_retries_run_out_then_the_error_is_final(server: Server) -> None:
+    server.default = Reply(PARTIAL + OVERLOADED)
+    model = anthropic(server, max_retries=2)
+    events = await collect(model)
+    await model.aclose()
+    assert len(server.requests) == 3
+    assert [e.attempt for e in events if isinstance(e, StreamRetry)] == [1, 2]
+    assert isinstance(events[-1], StreamError)
+    assert "overloaded_error mid-stream" in str(events[-1].error)
+    assert answer_of(events).status == "failed"
+
+
 async def test_error_event_after_a_complete_call_still_fails_the_answer(server: Server) -> None:
     body = PARTIAL + anthropic_sse([an_json(1, '"}'), an_block_stop(1)]) + OVERLOADED
     server.queue(Reply(body))
-    model = anthropic(server)
+    model = anthropic(server, max_retries=0)
     events = await collect(model)
     assert ToolCallReceived(ToolCall("t", "rm", '{"path": "/"}')) in events
     answer = answer_of(events)

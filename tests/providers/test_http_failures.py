@@ -6,6 +6,7 @@ import asyncio
 import email.utils
 import logging
 import pickle
+import re
 import time
 import traceback
 from typing import Any
@@ -14,7 +15,7 @@ import httpx2
 import pytest
 
 from nbagent import errors
-from nbagent.generation import Finish, StreamError, TextDelta
+from nbagent.generation import Finish, StreamError, StreamRetry, TextDelta
 
 from . import wire
 from .conftest import Reply, Server
@@ -68,14 +69,39 @@ async def test_429_retry_after_seconds_then_success(kind: str, server: Server) -
     await model.aclose()
 
 
-async def test_429_retry_after_http_date_is_capped(kind: str, server: Server) -> None:
-    later = email.utils.formatdate(time.time() + 3600, usegmt=True)
-    server.queue(json_reply(kind, 429, "slow down", headers={"retry-after": later}))
+@pytest.mark.parametrize(
+    ("header", "value", "asked"),
+    [
+        ("retry-after", "121", r"121 s"),
+        ("retry-after-ms", "90000", r"90 s"),
+        ("retry-after", "in an hour", r"3(599|600) s"),
+    ],
+)
+async def test_retry_after_beyond_the_cap_is_raised_at_once(
+    kind: str, server: Server, header: str, value: str, asked: str
+) -> None:
+    if value == "in an hour":
+        value = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    server.default = json_reply(kind, 429, "slow down", headers={header: value})
+    model = make(kind, server, retry_after_cap=60, max_retries=3)
+    with pytest.raises(errors.RateLimitError) as raised:
+        await collect(model)
+    message = str(raised.value)
+    assert len(server.requests) == 1  # neither waited the cap nor retried
+    assert "slow down" in message and "HTTP 429" in message
+    assert re.search(f"asked to wait {asked} before trying again", message), message
+    assert "retry_after_cap (60 s)" in message and "did not wait" in message
+    assert raised.value.status == 429
+    assert_no_key(raised.value)
+    await model.aclose()
+
+
+async def test_retry_after_within_the_cap_is_waited_then_retried(kind: str, server: Server) -> None:
+    server.queue(json_reply(kind, 429, "slow down", headers={"retry-after": "0.05"}))
     server.queue(Reply(ok_body(kind)))
-    model = make(kind, server, retry_after_cap=0.15)
-    start = time.monotonic()
-    await collect(model)
-    assert 0.14 <= time.monotonic() - start < 1.0  # waited the cap, not an hour
+    model = make(kind, server, retry_after_cap=0.05)
+    assert (await collect(model))[0] == TextDelta("ok")
+    assert len(server.requests) == 2
     await model.aclose()
 
 
@@ -202,11 +228,25 @@ async def test_no_response_in_time_raises_a_timeout(kind: str, server: Server) -
 async def test_a_stalled_stream_becomes_a_stream_error(kind: str, server: Server) -> None:
     body = ok_body(kind)
     server.queue(Reply([body[: len(body) // 2]], end="hang"))
-    model = make(kind, server, timeout=0.15)
+    model = make(kind, server, timeout=0.15, max_retries=0)
     events = await collect(model)
     assert isinstance(events[-1], StreamError)
     assert "stalled" in str(events[-1].error) and "0.15 s" in str(events[-1].error)
     await model.aclose()
+    await server.wait_all_closed()
+
+
+async def test_a_stalled_stream_is_asked_for_again(kind: str, server: Server) -> None:
+    body = ok_body(kind)
+    first_event_end = body.index(b"\n\n", body.index(b'"ok"')) + 2
+    server.queue(Reply([body[:first_event_end]], end="hang"), Reply(ok_body(kind)))
+    model = make(kind, server, timeout=0.15, max_retries=1)
+    events = await collect(model)
+    await model.aclose()
+    retries = [e for e in events if isinstance(e, StreamRetry)]
+    assert len(retries) == 1 and "stalled" in retries[0].reason
+    assert events[0] == TextDelta("ok") and events[-2:][0] == TextDelta("ok")
+    assert isinstance(events[-1], Finish)
     await server.wait_all_closed()
 
 
@@ -277,7 +317,7 @@ async def test_cancel_while_waiting_for_a_retry(kind: str, server: Server) -> No
 
 
 async def test_pool_has_no_busy_connection_after_runs(kind: str, server: Server) -> None:
-    model = make(kind, server)
+    model = make(kind, server, max_retries=0)
     for reply in (
         Reply(ok_body(kind)),
         Reply([ok_body(kind)[:40]], end="drop"),
@@ -336,3 +376,56 @@ def test_one_adapter_across_event_loops(kind: str) -> None:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+# --- keys and headers that cannot be sent -------------------------------------------------------
+
+
+async def test_a_key_read_from_a_file_with_its_newline_works(kind: str, server: Server) -> None:
+    server.queue(Reply(ok_body(kind)))
+    model = make(kind, server, api_key=KEY + "\n")
+    assert (await collect(model))[0] == TextDelta("ok")
+    sent = server.requests[0].headers
+    assert sent.get("authorization", sent.get("x-api-key")) in (f"Bearer {KEY}", KEY)
+    await model.aclose()
+
+
+async def test_an_unsendable_header_says_so_and_never_shows_its_value(
+    kind: str, server: Server
+) -> None:
+    model = make(kind, server)
+    model.extra_headers["x-forwarded-key"] = KEY + "\nx"  # set behind the adapter's back
+    with pytest.raises(errors.ConfigurationError, match="could not be sent") as raised:
+        await collect(model)
+    assert "could not reach" not in str(raised.value)
+    assert_no_key(raised.value)
+    assert server.requests == []  # nothing went out, nothing was retried
+    await model.aclose()
+
+
+async def test_credentials_a_server_echoes_are_redacted_in_errors(
+    kind: str, server: Server
+) -> None:
+    other = "sk-proj-Zq81" + "x" * 40  # not our key, but shaped like one
+    echo = f"bad auth header Authorization: Bearer {other} from https://bob:pw123@proxy"
+    server.default = json_reply(kind, 401, echo)
+    model = make(kind, server)
+    with pytest.raises(errors.AuthenticationError) as raised:
+        await collect(model)
+    message = str(raised.value)
+    assert other not in message and "pw123" not in message
+    assert "Authorization: ***" in message and "https://***@proxy" in message
+    await model.aclose()
+    body = (
+        b'data: {"error": {"message": "leaked ' + other.encode() + b'", "type": "x"}}\n\n'
+        if kind == "openai"
+        else b'event: error\ndata: {"type": "error", "error": {"type": "x", "message": '
+        b'"leaked ' + other.encode() + b'"}}\n\n'
+    )
+    server.default = None
+    server.queue(Reply(body))
+    model = make(kind, server)
+    events = await collect(model)
+    assert isinstance(events[-1], StreamError)
+    assert other not in str(events[-1].error) and "leaked ***" in str(events[-1].error)
+    await model.aclose()

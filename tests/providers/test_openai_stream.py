@@ -13,6 +13,7 @@ from nbagent.generation import (
     ReasoningDelta,
     StreamError,
     StreamEvent,
+    StreamRetry,
     TextDelta,
     ToolCallReceived,
     ToolInputDelta,
@@ -277,43 +278,62 @@ async def fails(model: Generator, message: str) -> list[StreamEvent]:
     return events
 
 
-@pytest.mark.parametrize(
-    ("body", "end", "message"),
-    [
-        pytest.param([PARTIAL[:-9]], "drop", "dropped mid-response", id="drop"),
-        pytest.param([PARTIAL], "finish", "without a finish reason", id="eof-no-finish"),
-        pytest.param(
-            [PARTIAL + b"data: [DONE]\n\n"],
-            "finish",
-            "without a finish reason",
-            id="done-no-finish",
-        ),
-        pytest.param(
-            [
-                PARTIAL + b'data: {"error": {"message": "The server had an error", '
-                b'"type": "server_error"}}\n\n'
-            ],
-            "finish",
-            "error mid-stream (server_error): The server had an error",
-            id="error-object",
-        ),
-        pytest.param(
-            [PARTIAL + b'data: {"choices": [{"delta": {"conte\n\n'],
-            "finish",
-            "not valid JSON",
-            id="bad-json",
-        ),
-        pytest.param(
-            [PARTIAL + b'data: {"x": "\xff\xfe"}\n\n'], "finish", "not valid UTF-8", id="bad-utf8"
-        ),
-        pytest.param(
-            [PARTIAL + b"data: [1, 2]\n\n"], "finish", "unexpected shape", id="not-an-object"
-        ),
-    ],
-)
-async def test_faults(server: Server, body: list[bytes], end: str, message: str) -> None:
+FAULTS = [
+    pytest.param([PARTIAL[:-9]], "drop", "dropped mid-response", True, id="drop"),
+    pytest.param([PARTIAL], "finish", "without a finish reason", True, id="eof-no-finish"),
+    pytest.param(
+        [PARTIAL + b"data: [DONE]\n\n"],
+        "finish",
+        "ended with [DONE] but no finish reason, and the arguments of call 'rm' are incomplete",
+        True,
+        id="done-no-finish-cut-call",
+    ),
+    pytest.param(
+        [
+            PARTIAL + b'data: {"error": {"message": "The server had an error", '
+            b'"type": "server_error"}}\n\n'
+        ],
+        "finish",
+        "error mid-stream (server_error): The server had an error",
+        True,
+        id="error-object",
+    ),
+    pytest.param(
+        [PARTIAL + b'data: {"error": {"message": "Upstream busy", "code": 502}}\n\n'],
+        "finish",
+        "error mid-stream (502): Upstream busy",
+        True,
+        id="error-object-5xx-code",
+    ),
+    pytest.param(
+        [
+            PARTIAL + b'data: {"error": {"message": "Invalid prompt", '
+            b'"type": "invalid_request_error"}}\n\n'
+        ],
+        "finish",
+        "error mid-stream (invalid_request_error): Invalid prompt",
+        False,
+        id="error-object-final",
+    ),
+    pytest.param(
+        [PARTIAL + b'data: {"choices": [{"delta": {"conte\n\n'],
+        "finish",
+        "not valid JSON",
+        False,
+        id="bad-json",
+    ),
+    pytest.param(
+        [PARTIAL + b"data: [1, 2]\n\n"], "finish", "unexpected shape", False, id="not-an-object"
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "end", "message", "retryable"), FAULTS)
+async def test_faults(
+    server: Server, body: list[bytes], end: str, message: str, retryable: bool
+) -> None:
     server.queue(Reply(body, end=end))  # type: ignore[arg-type]
-    model = openai(server)
+    model = openai(server, max_retries=0)  # no retries left: every fault is final
     events = await fails(model, message)
     assert events[0] == TextDelta("hé")
     answer = answer_of(events)
@@ -322,6 +342,85 @@ async def test_faults(server: Server, body: list[bytes], end: str, message: str)
         answer.tool_calls()
     await model.aclose()
     await server.wait_all_closed()
+
+
+@pytest.mark.parametrize(("body", "end", "message", "retryable"), FAULTS)
+async def test_faults_after_output_are_retried_when_transient(
+    server: Server, body: list[bytes], end: str, message: str, retryable: bool
+) -> None:
+    """A transient fault after output began: StreamRetry, then the new answer from its start."""
+    server.queue(Reply(body, end=end), Reply(wire.openai_text("again")))  # type: ignore[arg-type]
+    model = openai(server, max_retries=1)
+    events = await collect(model)
+    await model.aclose()
+    if not retryable:
+        assert isinstance(events[-1], StreamError) and message in str(events[-1].error)
+        assert len(server.requests) == 1 and not any(isinstance(e, StreamRetry) for e in events)
+        return
+    retry = next(e for e in events if isinstance(e, StreamRetry))
+    assert message in retry.reason and retry.attempt == 1 and retry.delay >= 0
+    assert events[0] == TextDelta("hé")
+    after = events[events.index(retry) + 1 :]
+    assert after == [TextDelta("again"), Finish("stop", Usage(82, 17), "stop")]
+    assert len(server.requests) == 2 and server.requests[0].body == server.requests[1].body
+    answer = answer_of(events)
+    assert answer.ok and answer.text == "again" and answer.tool_calls() == ()
+
+
+async def test_mid_stream_retries_share_the_budget_and_then_fail(server: Server) -> None:
+    cut = Reply([PARTIAL[:-9]], end="drop")
+    server.queue(
+        Reply(b'{"error": {"message": "busy"}}', 503, content_type="application/json"),
+        cut,
+        cut,
+    )
+    model = openai(server, max_retries=2)
+    events = await collect(model)
+    await model.aclose()
+    # one retry before output (the 503), one after the first drop; the second drop is final
+    assert len(server.requests) == 3
+    assert [type(e).__name__ for e in events].count("StreamRetry") == 1
+    assert [e.attempt for e in events if isinstance(e, StreamRetry)] == [2]
+    assert isinstance(events[-1], StreamError)
+    assert "dropped mid-response" in str(events[-1].error)
+
+
+async def test_a_failed_request_after_a_mid_stream_retry_is_an_event(server: Server) -> None:
+    server.queue(
+        Reply([PARTIAL[:-9]], end="drop"),
+        Reply(b'{"error": {"message": "bad key"}}', 401, content_type="application/json"),
+    )
+    model = openai(server, max_retries=3)
+    events = await collect(model)
+    await model.aclose()
+    assert isinstance(events[-2], StreamRetry)
+    assert isinstance(events[-1], StreamError)
+    assert isinstance(events[-1].error, errors.AuthenticationError)
+    assert len(server.requests) == 2  # a 401 is never retried
+
+
+async def test_a_cut_before_any_output_is_retried_silently(server: Server) -> None:
+    server.queue(Reply([b": keep-alive\n\n"], end="drop"), Reply(wire.openai_text("ok")))
+    model = openai(server)
+    events = await collect(model)
+    await model.aclose()
+    assert events == [TextDelta("ok"), Finish("stop", Usage(82, 17), "stop")]
+    assert len(server.requests) == 2
+
+
+async def test_done_without_a_finish_reason_completes_a_clean_answer(server: Server) -> None:
+    calls = [
+        oa_chunk({"content": "ok"}),
+        oa_chunk({"tool_calls": [oa_call(0, "c", "f", '{"a": 1}')]}),
+    ]
+    server.queue(Reply(openai_sse(calls)), Reply(openai_sse(calls[:1])))
+    model = openai(server)
+    events = await collect(model)
+    assert events[-1] == Finish("tool_calls", Usage(), None)
+    assert answer_of(events).tool_calls() == (ToolCall("c", "f", '{"a": 1}'),)
+    events = await collect(model)
+    assert events == [TextDelta("ok"), Finish("stop", Usage(), None)]
+    await model.aclose()
 
 
 async def test_drop_after_the_finish_reason_loses_nothing(server: Server) -> None:

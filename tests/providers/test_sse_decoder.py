@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbagent.providers._sse import SSEDecoder, loads
+from nbagent.providers._sse import EventTooLarge, SSEDecoder, loads
 
 STREAM = (
     ": comment\n"
@@ -74,13 +74,71 @@ def test_flush_completes_an_unterminated_last_event() -> None:
     assert decode([b"data: x\r"]) == [("", "x")]
 
 
-def test_loads_is_strict_about_utf8_and_lenient_about_surrogates() -> None:
-    assert loads('{"a": "é🌍"}'.encode()) == {"a": "é🌍"}
-    with pytest.raises(UnicodeDecodeError):
-        loads(b'{"a": "\xe2\x82"}')
+def test_loads_replaces_bad_utf8_says_so_and_is_lenient_about_surrogates() -> None:
+    assert loads('{"a": "é🌍"}'.encode()) == ({"a": "é🌍"}, False)
+    assert loads(b'{"a": "\xe2\x82"}') == ({"a": "\ufffd"}, True)
+    assert loads(b'{"a": "x\xffy", "b": "ok"}') == ({"a": "x\ufffdy", "b": "ok"}, True)
+    assert loads('{"a": "\ufffd"}'.encode()) == ({"a": "\ufffd"}, False)  # a real U+FFFD
     with pytest.raises(json.JSONDecodeError):
         loads(b'{"a": ')
-    assert loads(b'{"a": "\\ud83c"}') == {"a": "\ud83c"}  # a lone surrogate escape
+    assert loads(b'{"a": "\\ud83c"}') == ({"a": "\ud83c"}, False)  # a lone surrogate escape
+
+
+def test_loads_turns_too_deep_nesting_into_a_value_error() -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        loads(b"[" * 100_000 + b"]" * 100_000)
+
+
+# --- the size limit ------------------------------------------------------------------------------
+
+LIMIT = 1024
+
+
+def decode_limited(pieces: list[bytes]) -> list[tuple[str, str]]:
+    decoder = SSEDecoder(LIMIT)
+    events = []
+    for piece in pieces:
+        events.extend(decoder.feed(piece))
+    events.extend(decoder.flush())
+    return [(name.decode(), data.decode()) for name, data in events]
+
+
+def test_a_line_up_to_the_limit_passes_at_every_split() -> None:
+    line = b"data: " + b"x" * (LIMIT - 6)  # exactly LIMIT bytes
+    body = line + b"\n\n" + b"data: next\n\n"
+    expected = [("", "x" * (LIMIT - 6)), ("", "next")]
+    for at in range(len(body) + 1):
+        assert decode_limited([body[:at], body[at:]]) == expected, at
+
+
+def test_a_line_over_the_limit_fails_at_every_split() -> None:
+    body = b"data: " + b"x" * (LIMIT - 5) + b"\n\n"  # one byte too many
+    for at in range(len(body) + 1):
+        with pytest.raises(EventTooLarge, match="a line longer than 1,024 bytes"):
+            decode_limited([body[:at], body[at:]])
+
+
+def test_an_unterminated_line_fails_once_past_the_limit_without_holding_more() -> None:
+    decoder = SSEDecoder(LIMIT)
+    fed = 0
+    failed = None
+    for _ in range(10_000):  # a 1 MB line, 100 bytes at a time: it must stop near the limit
+        fed += 100
+        try:
+            decoder.feed(b"y" * 100)
+        except EventTooLarge as exc:
+            failed = exc
+            break
+    assert failed is not None and fed <= LIMIT + 100
+
+
+def test_an_event_of_many_lines_is_limited_as_a_whole() -> None:
+    line = b"data: " + b"z" * 200 + b"\n"
+    assert decode_limited([line * 4 + b"\n"]) == [("", "\n".join(["z" * 200] * 4))]
+    with pytest.raises(EventTooLarge, match="an event with data longer than 1,024"):
+        decode_limited([line * 6 + b"\n"])
+    # the count starts again with each event
+    assert len(decode_limited([(line * 4 + b"\n") * 5])) == 5
 
 
 def test_utf8_split_inside_a_character_is_fine() -> None:

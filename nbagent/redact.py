@@ -1,0 +1,99 @@
+"""Hide credential-shaped text in anything shown to a person or saved: ``redact_secrets``.
+
+Error messages, transcripts and tracebacks may quote a server that echoed a key, a URL with a
+password, or a header. :func:`redact_secrets` replaces what *looks like* a credential with
+``***`` and leaves the rest readable, so a key nbagent never knew about is hidden too.
+
+What is replaced (the secret part only; a header name, ``Bearer`` and the URL stay):
+
+* API keys shaped like OpenAI's and Anthropic's: ``sk-…``, ``sk-proj-…``, ``sk-ant-…`` (at least
+  16 key characters after ``sk-``, one of them a digit, so ``sk-learn`` stays);
+* ``Bearer <token>`` (a token of 8+ characters holding a digit), and the values of
+  ``Authorization``, ``Proxy-Authorization``, ``x-api-key``, ``api-key`` and ``api_key`` written
+  as ``name: value`` or ``name=value``, quoted or not (JSON, headers, keyword arguments);
+* the ``user:password`` part of a URL (``https://***@host/``);
+* common token shapes: GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``,
+  ``github_pat_``), Slack (``xoxb-`` …), AWS access key ids (``AKIA…``, ``ASIA…``), Google API
+  keys (``AIza…``), Hugging Face (``hf_…``), Groq (``gsk_…``), npm (``npm_…``), Stripe
+  (``sk_live_…``, ``rk_test_…``), GitLab (``glpat-…``) and JSON Web Tokens (``eyJ….eyJ….…``).
+
+Not replaced, on purpose: bare hex strings (a 40-character git commit or a 64-character sha256
+is ordinary text in logs and errors, and no provider issues keys in that bare shape), UUIDs, and
+words that merely contain ``key`` or ``token``. Redaction is a safety net, not a guarantee: a
+secret with no recognisable shape passes through unless it is the configured key itself (the
+provider adapters also replace their own key exactly).
+
+Speed: each rule runs only when a substring test finds its literal (cheap, in C), and most
+rules start with that literal so the engine scans for it directly: about 10-15 ms per megabyte
+of ordinary text on one core, linear in its length. Importing costs only :mod:`re`.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["redact_secrets"]
+
+MASK = "***"
+
+# (substrings that must occur — in the lower-cased text when ``folded`` — pattern, replacement)
+_Rule = tuple[tuple[str, ...], bool, "re.Pattern[str]", str]
+
+_KEY_CHARS = "A-Za-z0-9_-"
+
+
+def _rule(gates: tuple[str, ...], pattern: str, repl: str = MASK, *, folded: bool = False) -> _Rule:
+    flags = re.IGNORECASE if folded else 0
+    return (gates, folded, re.compile(pattern, flags), repl)
+
+
+_RULES: tuple[_Rule, ...] = (
+    # user:password@ in a URL (the user name goes too: it is often a token itself)
+    _rule(("://",), r"://[^\s/@:'\"<>]{1,256}:[^\s/@'\"<>]{1,256}@", "://" + MASK + "@"),
+    # header or keyword values: authorization: …, x-api-key: …, "api_key": "…", api_key=…
+    _rule(
+        ("authorization", "api-key", "api_key"),
+        r"(\b(?:proxy-)?authorization|\bapi[-_]key)(['\"]?\s{0,4}[:=]\s{0,4}['\"]?)"
+        r"(?:(?:bearer|basic|token|digest)\s{1,4})?[^\s'\",;}\]]{4,}",
+        r"\1\2" + MASK,
+        folded=True,
+    ),
+    _rule(
+        ("bearer",),
+        r"\b(bearer\s{1,4})(?=[A-Za-z0-9._~+/=-]{0,512}?\d)[A-Za-z0-9._~+/-]{8,}=*",
+        r"\1" + MASK,
+        folded=True,
+    ),
+    # The literal comes first so the engine can scan for it; the look-behind after it is the
+    # word boundary (``task-1234…`` is not a key).
+    _rule(("sk-",), rf"sk-(?<!\wsk-)(?=[{_KEY_CHARS}]{{0,512}}?\d)[{_KEY_CHARS}]{{16,}}"),
+    _rule(("gh",), r"gh(?<!\wgh)[pousr]_[A-Za-z0-9]{30,}"),
+    _rule(("github_pat_",), r"github_pat_(?<!\wgithub_pat_)[A-Za-z0-9_]{30,}"),
+    _rule(("xox",), r"xox(?<!\wxox)[abposre]-[A-Za-z0-9-]{10,}"),
+    _rule(("AKIA", "ASIA"), r"A(?<!\wA)[KS]IA[A-Z0-9]{16}\b"),
+    _rule(("AIza",), r"AIza(?<!\wAIza)[0-9A-Za-z_-]{35}"),
+    _rule(("hf_", "gsk_", "npm_"), r"(?<![A-Za-z0-9])(?:hf|gsk|npm)_[A-Za-z0-9]{30,}"),
+    _rule(("_live_", "_test_"), r"(?<![A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    _rule(("glpat-",), rf"glpat-(?<!\wglpat-)[{_KEY_CHARS}]{{20,}}"),
+    _rule(
+        ("eyJ",),
+        rf"eyJ(?<!\weyJ)[{_KEY_CHARS}]{{8,}}\.eyJ[{_KEY_CHARS}]{{8,}}\.[{_KEY_CHARS}]{{8,}}",
+    ),
+)
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every credential-shaped substring replaced by ``***`` (see module docs)."""
+    if not text:
+        return text
+    folded: str | None = None
+    for gates, fold, pattern, repl in _RULES:
+        if fold:
+            if folded is None:
+                folded = text.lower()
+            haystack = folded
+        else:
+            haystack = text
+        if any(gate in haystack for gate in gates):
+            text = pattern.sub(repl, text)  # a stale ``folded`` only costs a needless pass
+    return text

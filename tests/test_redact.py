@@ -1,0 +1,109 @@
+"""redact_secrets: every credential shape is hidden, ordinary text is left alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbagent.redact import redact_secrets
+
+OPENAI = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+LEGACY = "sk-" + "a1B2c3" * 3 + "T3BlbkFJ" + "x9Y8z7" * 3
+ANTHROPIC = "sk-ant-api03-Zq81xVbN3mK7pLs0aQw9eRt2yUi5oPl4kJh6gFd8sA1zXc3vBn7mQ-AbCdEfAA"
+GITHUB = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"Incorrect API key provided: {OPENAI}.", "Incorrect API key provided: ***."),
+        (f"key {LEGACY} rejected", "key *** rejected"),
+        (f"x-api-key: {ANTHROPIC}", "x-api-key: ***"),
+        (f"invalid x-api-key {ANTHROPIC}", "invalid x-api-key ***"),
+        ("sk-test-SECRET-0123456789abcdef", "***"),
+        (f"Authorization: Bearer {OPENAI}\nHost: x", "Authorization: ***\nHost: x"),
+        ('{"authorization": "Basic dXNlcjpwYXNz"}', '{"authorization": "***"}'),
+        ("proxy-authorization=Token abc123xyz", "proxy-authorization=***"),
+        ("OpenAIChat(api_key='abc123def456')", "OpenAIChat(api_key='***')"),
+        ('{"api-key": "0123456789abcdef"}', '{"api-key": "***"}'),
+        ("header Bearer abc.def-123456 was refused", "header Bearer *** was refused"),
+        ("bearer eyJ0eXAiOiJKV1Qi.x1", "bearer ***"),
+        ("https://bob:hunter2@proxy.corp:8080/v1", "https://***@proxy.corp:8080/v1"),
+        ("redis://default:s3cr3t@cache:6379/0 down", "redis://***@cache:6379/0 down"),
+        (f"push to {GITHUB} failed", "push to *** failed"),
+        ("github_pat_11ABCDEFG0" + "x" * 30, "***"),
+        ("slack xoxb-123456789012-abcdefABCDEF ok", "slack *** ok"),
+        ("aws AKIAIOSFODNN7EXAMPLE and ASIAY34FZKBOKMUTVV7A", "aws *** and ***"),
+        ("AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "***"),
+        ("hf_" + "a1B2c3D4e5" * 3 + "XYZ", "***"),
+        ("gsk_" + "Q" * 20 + "1" * 20, "***"),
+        ("npm_" + "z9" * 18, "***"),
+        ("stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "stripe ***"),
+        ("glpat-" + "xYz12" * 4, "***"),
+        (f"token {JWT}", "token ***"),
+    ],
+)
+def test_each_credential_shape_is_replaced(text: str, expected: str) -> None:
+    assert redact_secrets(text) == expected
+    assert redact_secrets(expected) == expected  # idempotent
+
+
+ORDINARY = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Use scikit-learn (import sklearn; pip install sk-learn) for the task-12 model.",
+    "def f(api_key: str | None = None) -> None:\n    return None",
+    "Bearer of bad news; bearer authentication is described in RFC 6750.",
+    "authorization: see the docs",  # too short to be a credential
+    "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904 touched 3 files",
+    "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "request id 3fa85f64-5717-4562-b3fc-2c963f66afa6 failed after 3 retries",
+    "connect to http://localhost:11434/v1 and https://api.openai.com/v1/chat/completions",
+    "mailto:someone@example.com and user@host.example:22",
+    "Tokens: input 1200, output 300; key_env=OPENAI_API_KEY",
+    "desk-lamp-0123456789abcdefgh is a product code",  # 'sk-' inside a word
+    "The sketch-book has 32 pages",
+    "weight_12345678901234567890123456789012 is a variable name",
+    "x = {'token': 5, 'key': 'value'}",
+    "Das Straßenfest 🎉 beginnt um 18 Uhr.",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+def test_long_text_keeps_everything_but_the_secrets() -> None:
+    prose = "Line of ordinary log output number 12345, status ok.\n"
+    text = prose * 5000 + f"Authorization: Bearer {OPENAI}\n" + prose * 5000 + ANTHROPIC
+    out = redact_secrets(text)
+    assert OPENAI not in out and ANTHROPIC not in out
+    assert out == prose * 5000 + "Authorization: ***\n" + prose * 5000 + "***"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=200),
+    st.sampled_from([OPENAI, ANTHROPIC, LEGACY, GITHUB, JWT, "AKIAIOSFODNN7EXAMPLE"]),
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=200),
+)
+def test_a_secret_anywhere_in_any_text_is_gone(before: str, secret: str, after: str) -> None:
+    out = redact_secrets(f"{before} {secret} {after}")
+    assert secret not in out
+
+
+def test_importing_it_is_cheap() -> None:
+    code = (
+        "import sys\nimport nbagent.redact\n"
+        "heavy = {'httpx2', 'IPython', 'ipywidgets', 'jsonschema', 'asyncio'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
