@@ -16,6 +16,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
+from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
 from .render import pretty_arguments, result_outputs
 from .stream import PlainStream
@@ -171,7 +172,8 @@ class ToolCard:
         self.show_result(result, final=True)
         if traceback:
             out = widgets.Output()
-            out.outputs = ({"output_type": "stream", "name": "stderr", "text": traceback},)
+            text = redact_secrets(traceback)
+            out.outputs = ({"output_type": "stream", "name": "stderr", "text": text},)
             self.traceback = widgets.Accordion(children=[out], selected_index=None)
             self.traceback.set_title(0, "Traceback")
             self._add(self.traceback)

@@ -97,8 +97,10 @@ class _Marker:
 def _find(tokens_by_line: list[list[tokenize.TokenInfo]]) -> _Marker | None:
     if not _can_await():
         return None
-    for line in tokens_by_line:
-        if not line or line[0].type in (tokenize.INDENT, tokenize.DEDENT):
+    for tokens in tokens_by_line:
+        # a line after an indented block starts with DEDENT tokens: they are not indentation
+        line = [t for t in tokens if t.type != tokenize.DEDENT]
+        if not line or line[0].type == tokenize.INDENT:
             continue
         first = line[0]
         if first.start[1] != 0:

@@ -1,6 +1,7 @@
 """What a person sees of a tool result, and model or tool text made safe to show.
 
-Model and tool text is never trusted HTML. JupyterLab renders outputs of a live session (and
+Model and tool text is never trusted HTML, and credential-shaped text in it is shown as ``***``
+(:func:`nbagent.redact.redact_secrets`). JupyterLab renders outputs of a live session (and
 everything inside an Output widget) as *trusted*: Markdown there may carry raw HTML and
 ``javascript:`` links that run. So text goes out as ``text/plain``, or as Markdown passed
 through :func:`safe_markdown`, or as HTML we build ourselves with every value escaped.
@@ -15,6 +16,7 @@ import re
 from typing import Any
 
 from ..content import ImagePart, ToolResult
+from ..redact import redact_secrets
 
 __all__ = [
     "MAX_TEXT",
@@ -168,12 +170,14 @@ def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[st
     The person sees ``result.value`` (what the tool returned) where it has a better form than
     the text the model reads; images come from the already encoded parts.
     """
-    text = result.text
+    text = redact_secrets(result.text)
     value = result.value
     if result.is_error:
         return [{"output_type": "stream", "name": "stderr", "text": shorten(text, limit)}]
     outputs: list[dict[str, Any]] = []
     table = table_html(value) if value is not None else None
+    if table is not None:
+        table = redact_secrets(table)
     markdown = getattr(value, "_repr_markdown_", None)
     if table is not None:
         outputs.append(_display({"text/html": table, "text/plain": shorten(text, limit)}))
@@ -184,6 +188,7 @@ def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[st
         except Exception:
             source = None
         if isinstance(source, str):
+            source = redact_secrets(source)
             outputs.append(
                 _display(
                     {"text/markdown": safe_markdown(shorten(source, limit)), "text/plain": source}

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
+from ..redact import redact_secrets
 from .render import fenced, result_outputs, safe_markdown, shorten
 from .transcript import (
     Block,
@@ -116,7 +117,7 @@ def _markdown() -> MarkdownIt:
 
 def markdown_html(text: str) -> str:
     """Model Markdown as HTML that can run nothing (see the module docs)."""
-    return str(_markdown().render(text))
+    return str(_markdown().render(redact_secrets(text)))
 
 
 # --- pieces of a run -----------------------------------------------------------------------------
@@ -133,7 +134,8 @@ class _Piece:
 
 
 def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
+    """Escaped for HTML, with credential-shaped text replaced (a saved notebook keeps no key)."""
+    return html.escape(redact_secrets(text), quote=True)
 
 
 def _pre(text: str, style: str = _PRE_STYLE) -> str:
@@ -204,8 +206,8 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
     html_parts.append("</div>")
     return _Piece(
         "".join(html_parts),
-        block_markdown(record, transcript),
-        block_plain(record, transcript),
+        redact_secrets(block_markdown(record, transcript)),
+        redact_secrets(block_plain(record, transcript)),
         [] if inline_images else images,
     )
 
@@ -218,8 +220,8 @@ def block_html(block: Block, transcript: Transcript, *, inline_images: bool = Tr
 def _piece(block: Block, transcript: Transcript, inline_images: bool) -> _Piece:
     if isinstance(block, CallRecord):
         return _card(block, transcript, inline_images)
-    markdown = block_markdown(block, transcript)
-    plain = block_plain(block, transcript)
+    markdown = redact_secrets(block_markdown(block, transcript))
+    plain = redact_secrets(block_plain(block, transcript))
     if isinstance(block, TextRecord):
         body = f"<div>{markdown_html(block.text)}</div>" if block.text.strip() else ""
     elif isinstance(block, ReasoningRecord):
@@ -283,10 +285,13 @@ def _head(transcript: Transcript) -> _Piece:
     prompt = _esc(transcript.prompt).replace("\n", "<br>")
     quoted = safe_markdown(transcript.prompt).replace("\n", "\n> ")
     model_md = f" · model `{transcript.model}`" if transcript.model else ""
+    plain = f"You: {transcript.prompt}" + (
+        f"  [model {transcript.model}]" if transcript.model else ""
+    )
     return _Piece(
         f'<div style="{_DIM_STYLE}"><b>You:</b> {prompt}{model}</div>',
-        f"> **You:** {quoted}{safe_markdown(model_md)}",
-        f"You: {transcript.prompt}" + (f"  [model {transcript.model}]" if transcript.model else ""),
+        redact_secrets(f"> **You:** {quoted}{safe_markdown(model_md)}"),
+        redact_secrets(plain),
     )
 
 
@@ -300,7 +305,7 @@ def _tail(transcript: Transcript) -> _Piece:
     parts.append(f'<div style="{_DIM_STYLE};font-size:0.9em">{_esc(footer)}</div>')
     md.append(f"*{safe_markdown(footer)}*")
     plain.append(footer)
-    return _Piece("".join(parts), "\n\n".join(md), "\n".join(plain))
+    return _Piece("".join(parts), redact_secrets("\n\n".join(md)), redact_secrets("\n".join(plain)))
 
 
 def _pieces(transcript: Transcript, inline_images: bool) -> Iterator[_Piece]:

@@ -21,6 +21,7 @@ from ..events import (
     StepFinished,
     ToolFinished,
 )
+from ..redact import redact_secrets
 from .static import block_outputs, head_outputs, tail_outputs
 from .transcript import Block, CallRecord, Transcript
 
@@ -87,7 +88,7 @@ class TextView:
         """Nothing streams live in a text view."""
 
     def show_error(self, error: BaseException, trace: str | None = None) -> None:
-        text = trace or f"{type(error).__name__}: {error}"
+        text = redact_secrets(trace or f"{type(error).__name__}: {error}")
         self.display({"text/plain": text}, {})
 
     def close(self, stop_reason: str | None = None) -> None:

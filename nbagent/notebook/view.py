@@ -37,6 +37,7 @@ from ..events import (
     ToolProgress,
     ToolStarted,
 )
+from ..redact import redact_secrets
 from .card import Shared, ToolCard
 from .stream import PlainStream, TextStream
 from .transcript import Transcript
@@ -73,7 +74,7 @@ class RunView:
         clock: Callable[[], float] = time.monotonic,
         interval: float = INTERVAL,
     ) -> None:
-        self.transcript = Transcript(prompt=prompt)
+        self.transcript = Transcript(prompt=prompt, started=clock(), clock=clock)
         self.approver = approver
         self.on_stop = on_stop
         self.clock = clock
@@ -350,7 +351,7 @@ class RunView:
         if self.errors is None:
             self.errors = widgets.Output(layout=self.shared.layout)
             self.widget.children = (*self.widget.children, self.errors)
-        text = trace or "".join(tb.format_exception_only(type(error), error))
+        text = redact_secrets(trace or "".join(tb.format_exception_only(type(error), error)))
         self.errors.outputs = (
             *self.errors.outputs,
             {"output_type": "stream", "name": "stderr", "text": text},

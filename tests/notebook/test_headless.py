@@ -132,7 +132,7 @@ def test_auto_policy_images_and_tables(executed: tuple[Any, str]) -> None:
 
 def test_cell_magic_subcommands_and_the_offline_model(executed: tuple[Any, str]) -> None:
     nb, _ = executed
-    assert "**You:** Two lines,\nread as one prompt." in texts(nb.cells[5], "text/markdown")
+    assert "**You:** Two lines,\n> read as one prompt." in texts(nb.cells[5], "text/markdown")
     table = texts(nb.cells[6])
     assert "delete_file" in table and "asks every call" in table and "city: string*" in table
     history = texts(nb.cells[7])

@@ -215,13 +215,16 @@ def test_a_click_after_the_run_ended_does_nothing(wire: Wire) -> None:
 
 def test_decisions_and_progress_show_on_the_card(wire: Wire) -> None:
     view, _, _, call = approval_view(wire)
+    wire.now += 2.0  # the person took two seconds: that is not the tool's time
     view.handle(ApprovalResolved("c9", Decision(True, None, always=True, by="person")))
     view.handle(ToolStarted(call))
     header = view.cards["c9"].header.value
     assert "approved by you (always allow this tool)" in header and "running" in header
-    view.handle(ToolFinished(call, ToolResult(()), "done", 1.5))
+    wire.now += 1.5
+    view.handle(ToolFinished(call, ToolResult(()), "done", 3.5))
     assert (
-        "approved by you (always allow this tool) · done · 1.5 s" in view.cards["c9"].header.value
+        "approved by you (always allow this tool) after 2.0 s · done in 1.5 s"
+        in view.cards["c9"].header.value
     )
 
 
