@@ -48,8 +48,11 @@ class Lab:
     root: Path
     home: Path
 
-    def page_url(self, notebook: str) -> str:
-        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+    def page_url(self, notebook: str, workspace: str | None = None) -> str:
+        """The notebook in a workspace of its own (by default a new one): JupyterLab would
+        otherwise reopen the tabs of the page before it."""
+        name = workspace or secrets.token_hex(6)
+        return f"{self.url}/lab/workspaces/{name}/tree/{notebook}?token={self.token}"
 
     def api(self, path: str, method: str = "GET", body: Any = None) -> Any:
         """Call the server's REST API (contents, kernels, sessions)."""
@@ -71,7 +74,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def lab_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+def lab_env(
+    home: Path, extra: dict[str, str] | None = None, *, quiet_news: bool = True
+) -> dict[str, str]:
     """The server's environment: no nbagent or vendor settings of the developer's."""
     env = {
         k: v
@@ -81,7 +86,8 @@ def lab_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     settings = home / "settings"
     news = settings / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True, exist_ok=True)
-    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    if quiet_news:
+        (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     # every cell in the DOM, so that a test can read the outputs of cells scrolled out of view
     tracker = settings / "@jupyterlab" / "notebook-extension"
     tracker.mkdir(parents=True, exist_ok=True)
@@ -100,7 +106,13 @@ def lab_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @contextmanager
 def running_lab(
-    root: Path, home: Path, env: dict[str, str] | None = None, python: str = sys.executable
+    root: Path,
+    home: Path,
+    env: dict[str, str] | None = None,
+    python: str = sys.executable,
+    *,
+    args: tuple[str, ...] = (),
+    quiet_news: bool = True,
 ) -> Iterator[Lab]:
     """Start ``jupyter lab`` serving ``root``; stop it (API, then signals) on exit."""
     home.mkdir(parents=True, exist_ok=True)
@@ -112,9 +124,9 @@ def running_lab(
         [
             *(python, "-m", "jupyterlab", "--no-browser", "--allow-root"),
             *("--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"),
-            *(f"--ServerApp.root_dir={root}", "--LabApp.news_url=None"),
+            *(f"--ServerApp.root_dir={root}", "--LabApp.news_url=None", *args),
         ],
-        env=lab_env(home, env),
+        env=lab_env(home, env, quiet_news=quiet_news),
         stdout=log,
         stderr=subprocess.STDOUT,
     )

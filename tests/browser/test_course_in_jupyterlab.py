@@ -1,0 +1,186 @@
+"""The course as a teacher uses it: Run All in JupyterLab, click what asks, save, reopen, export.
+
+Every course notebook runs with Run > Run All Cells in headless Chromium; each approval it meets
+is approved; no cell may show an error, every cell's expected output must be there, and no
+output may be a widget that a saved notebook cannot show. Then a notebook is saved, its kernel
+shut down, and it is reopened: the runs must still read as runs (text, cards, images) with no
+"model not found"; ``jupyter nbconvert --to html`` must show the same.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .lab import BUTTONS, CHROMIUM, Lab, cells_done, menu, missing, open_notebook, running_lab
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SHOTS = ROOT / "test-output"
+TIMEOUT = 120
+
+#: Text each notebook must show once Run All is done (from prints and from %agent runs).
+EXPECTED = {
+    "01_quickstart": [
+        "Paris: sunny, 21 °C",
+        "finished after 2 steps",
+        "Watering the plants in the kitchen.",
+    ],
+    "02_defining_tools": ["age set to 42", "Customer C-200 is on the Silver plan."],
+    "03_approvals": ["deleted old.log", "approved by you"],
+    "04_rich_results": ["6 cities; warmest is Pune at 31 °C.", "⚙ sketch", "⚙ temperatures"],
+    "05_streaming_and_control": [
+        "412 birds counted on the north coast",
+        "stopped: cancelled",
+        "⚙ survey",
+    ],
+    "06_generator_vs_agent": ["Customer C-100 is on the Gold plan."],
+    "07_providers": ["2 + 3 = 5."],
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    reason = missing()
+    if reason:
+        print(f"browser test skipped: {reason}")
+        pytest.skip(reason)
+    home = tmp_path_factory.mktemp("course-lab")
+    work = home / "work"
+    shutil.copytree(ROOT / "notebooks", work)
+    with running_lab(work, home) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser(lab: Lab) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def run_all(page: Any) -> int:
+    """Run > Run All Cells, approving every call that asks; returns how many were approved."""
+    menu(page, "Run", "Run All Cells")
+    approved = 0
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        buttons = page.locator(BUTTONS, has_text="Approve")
+        for index in range(buttons.count()):
+            button = buttons.nth(index)
+            if button.is_visible() and button.is_enabled():
+                button.click()
+                approved += 1
+        if cells_done(page):
+            time.sleep(0.5)  # let the last display updates land
+            if cells_done(page):
+                return approved
+        time.sleep(0.25)
+    raise AssertionError("Run All did not finish")
+
+
+def page_problems(page: Any) -> list[str]:
+    """Errors a person would see: error outputs, and widgets that cannot be shown."""
+    problems = [
+        text[:500]
+        for text in page.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        ).all_inner_texts()
+    ]
+    for words in ("model not found", "Error displaying widget"):
+        if page.get_by_text(words).count():
+            problems.append(words)
+    return problems
+
+
+def output_text(page: Any) -> str:
+    return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    try:
+        open_notebook(page, lab, path.name)
+        approved = run_all(page)
+        assert page_problems(page) == []
+        shown = output_text(page)
+        missing_texts = [t for t in EXPECTED[path.stem] if t not in shown]
+        assert not missing_texts, f"not shown: {missing_texts}"
+        if path.stem == "03_approvals":
+            assert approved == 1  # the one %agent call that asks
+        if path.stem == "04_rich_results":
+            assert page.locator(".jp-OutputArea-output img").count() >= 2
+        # a finished run keeps no widget in the notebook
+        assert page.locator(".jp-OutputArea-output .jupyter-widgets").count() == 0
+    except Exception:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"course-{path.stem}-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+
+
+def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) -> None:
+    name = "04_rich_results.ipynb"
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    try:
+        open_notebook(page, lab, name)
+        run_all(page)
+        menu(page, "File", "Save Notebook")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            saved = json.loads((lab.root / name).read_text())
+            if any(c.get("outputs") for c in saved["cells"]):
+                break
+            time.sleep(0.3)
+        menu(page, "Kernel", "Shut Down Kernel")
+        time.sleep(1.0)
+        page.close()
+        for kernel in lab.api("/api/kernels"):
+            lab.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+
+        page = browser.new_page(viewport={"width": 1100, "height": 1000})
+        page.goto(lab.page_url(name))
+        page.locator(".jp-OutputArea-output").first.wait_for(timeout=60_000)
+        time.sleep(2.0)  # widget outputs would fail to render by now
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "course-reopened.png"), full_page=True)
+        assert page_problems(page) == []
+        shown = output_text(page)
+        for text in ("⚙ sketch", "⚙ temperatures", "You: Show me the temperatures.", "finished"):
+            assert text in shown, text
+        assert page.locator(".jp-OutputArea-output img").count() >= 2
+    finally:
+        page.close()
+
+    saved_path = lab.root / name
+    raw = saved_path.read_text()
+    assert "application/vnd.jupyter.widget-view+json" not in raw
+    html_path = lab.home / "export.html"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "jupyter", "nbconvert", "--to", "html"),
+            *(str(saved_path), "--output", str(html_path)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    exported = html_path.read_text()
+    for text in ("⚙ sketch", "temperatures", "Pune", "data:image/png;base64"):
+        assert text in exported, text
+    assert "widget-view+json" not in exported
