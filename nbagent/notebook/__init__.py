@@ -47,6 +47,27 @@ def _after_cell(*_args: Any) -> None:
         report.problems([f"could not scan the namespace for tools: {exc}"])
 
 
+_exit_hook = False
+
+
+def _at_exit() -> None:
+    """At interpreter exit, turn live runs into finished outputs (once per process)."""
+    global _exit_hook
+    if _exit_hook:
+        return
+    import atexit
+
+    def close_runs() -> None:
+        if _session is not None:
+            try:
+                _session.shutdown()
+            except Exception:  # exiting: nothing left to tell
+                pass
+
+    atexit.register(close_runs)
+    _exit_hook = True
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
@@ -60,6 +81,7 @@ def load_ipython_extension(ipython: Any) -> None:
         _session = Session(ipython)
     ipython.register_magics(AgentMagics(ipython, _session))
     cells.install(ipython)
+    _at_exit()
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:
         ipython.events.register("post_run_cell", _after_cell)
     report.problems(_session.scan())

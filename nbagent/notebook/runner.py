@@ -299,6 +299,10 @@ class Job:
             self._finish(result, None)
         return self.result
 
+    def abandon(self) -> None:
+        """End this job now, without its loop (the kernel is shutting down)."""
+        self._finish(self.run.final if self.run else None, None, cancelled=True)
+
     # --- the end --------------------------------------------------------------------------------
 
     def _finish(

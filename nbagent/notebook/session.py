@@ -90,6 +90,7 @@ class Session:
         self.queue: deque[Job] = deque()
         self._lock = threading.RLock()
         self._saved_sigint: list[Any] = []
+        self._closing = False
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -283,6 +284,8 @@ class Session:
     def job_ended(self, job: Job) -> None:
         """Called by every job at its end: start the next queued one."""
         with self._lock:
+            if self._closing:
+                return
             if job in self.queue:
                 self.queue.remove(job)
             if self.active is not job:
@@ -301,6 +304,20 @@ class Session:
         else:  # a queued foreground job runs in the background: its cell has ended
             nxt.mode = "background"
             nxt.start_background()
+
+    def shutdown(self, reason: str = "the kernel shut down before the run ended") -> None:
+        """The kernel is going away: every live run becomes a finished output saying why (its
+        loop will not run again), so that a notebook saved afterwards shows no live widget."""
+        with self._lock:
+            self._closing = True
+            targets = [j for j in self.jobs if not j.done]
+            self.queue.clear()
+        for job in targets:
+            transcript = getattr(job.view, "transcript", None)
+            if transcript is not None and transcript.error is None:
+                transcript.error = reason
+            job.cancel()
+            job.abandon()
 
     def stop(self) -> int:
         """Cancel the running run and everything queued; returns how many were stopped."""

@@ -15,7 +15,9 @@ CALL = '__import__("nbagent.notebook.cells").notebook.cells.agent_cell'
 
 CASES = {
     # a prompt ending with "?" is a prompt, not a help request
-    '%agent Please weather "Oslo", is it warm?': f"await {CALL}('Please weather \"Oslo\", is it warm?')",
+    '%agent Please weather "Oslo", is it warm?': (
+        f"await {CALL}('Please weather \"Oslo\", is it warm?')"
+    ),
     "%agent what's up?": f'await {CALL}("what\'s up?")',
     "x = %agent -o y is it warm?": f"x = await {CALL}('-o y is it warm?', value=True)",
     "y=%agent  spaced": f"y=await {CALL}('spaced', value=True)",
@@ -23,7 +25,9 @@ CASES = {
     # code around the magic stays as it is
     "print(1)\n%agent two\nprint(2)": f"print(1)\nawait {CALL}('two')\nprint(2)",
     # after an indented block the line starts with DEDENT tokens: still the top level
-    "@tool\ndef f():\n    return 1\n\n%agent go": f"@tool\ndef f():\n    return 1\n\nawait {CALL}('go')",
+    "@tool\ndef f():\n    return 1\n\n%agent go": (
+        f"@tool\ndef f():\n    return 1\n\nawait {CALL}('go')"
+    ),
     "%agent a \\\n  b c?": f"await {CALL}('a    b c?')",
 }
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
+from .conftest import kernel_env, start_kernel
 from .kernel import Kernel
-from .test_kernel_approval import in_cell, run_record, setup_run
+from .test_kernel_approval import WIDGET_MIME, in_cell, run_record, setup_run
 
 SLOW_TOOLS = """
 import asyncio, time
@@ -160,3 +162,28 @@ def test_tools_that_print_and_a_cell_with_code_around_the_magic(kernel: Kernel) 
     text = kernel.cell_text(cell)
     assert "tool says hi" in text and "after Shouted." in text
     assert text.index("tool says hi") < text.index("after Shouted.")
+
+
+def test_a_kernel_shut_down_mid_run_leaves_a_finished_output(
+    kernel_python: str, tmp_path: Path
+) -> None:
+    """Shutting the kernel down while a run waits (Kernel > Shut Down in JupyterLab): the run's
+    output becomes the finished static one, so a notebook saved afterwards has no live widget."""
+    k = start_kernel(kernel_python, tmp_path, kernel_env())
+    try:
+        k.execute("%load_ext nbagent\nimport nbagent\nfrom nbagent import tool")
+        since = setup_run(k, '[Turn("I will delete it.", Call("delete_file", {"path": "a"}))]')
+        cell = k.submit("%agent Delete a")
+        k.wait_for(lambda: k.buttons("Approve", enabled=True, since=since))
+        k.km.shutdown_kernel(now=False)
+        k.drain(1.0)
+        outputs = k.cell_outputs(cell)
+        assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
+        html = k.cell_text(cell, "text/html")
+        assert "I will delete it." in html and "cancelled" in html
+        if in_cell(k):  # a background task is cancelled by the loop's own shutdown first
+            assert "the kernel shut down before the run ended" in html
+    finally:
+        k.kc.stop_channels()
+        if k.km.is_alive():
+            k.km.shutdown_kernel(now=True)
