@@ -68,6 +68,24 @@ def _at_exit() -> None:
     _exit_hook = True
 
 
+def _on_shutdown(ipython: Any) -> None:
+    """A kernel asked to shut down sets ``shell.exit_now``: finish the live runs right then,
+    while the kernel can still send their outputs (atexit may come too late for that)."""
+    observe = getattr(ipython, "observe", None)
+    if observe is None or getattr(ipython, "_nbagent_watches_exit", False):
+        return
+
+    def exiting(change: Any) -> None:
+        if change.get("new") and _session is not None and _session.shell is ipython:
+            try:
+                _session.shutdown()
+            except Exception:  # the kernel is going away: nothing left to tell
+                pass
+
+    observe(exiting, names="exit_now")
+    ipython._nbagent_watches_exit = True
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
@@ -82,6 +100,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(AgentMagics(ipython, _session))
     cells.install(ipython)
     _at_exit()
+    _on_shutdown(ipython)
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:
         ipython.events.register("post_run_cell", _after_cell)
     report.problems(_session.scan())
