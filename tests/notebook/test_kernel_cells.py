@@ -181,7 +181,8 @@ def test_a_kernel_shut_down_mid_run_leaves_a_finished_output(
         assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
         html = k.cell_text(cell, "text/html")
         assert "I will delete it." in html and "cancelled" in html
-        assert "the kernel shut down before the run ended" in html
+        if in_cell(k):  # (a background run on ipykernel 6 may be cancelled by the loop first)
+            assert "the kernel shut down before the run ended" in html
     finally:
         k.kc.stop_channels()
         if k.km.is_alive():
