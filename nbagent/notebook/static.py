@@ -59,6 +59,11 @@ Bundle = tuple[dict[str, Any], dict[str, Any]]
 
 #: Longest text shown in a saved card (arguments, result, traceback).
 PREVIEW = 2_000
+#: The Markdown and plain-text fallbacks cut each long text here (the HTML keeps all of it):
+#: three full copies of a long answer would triple the notebook's size for renderers that
+#: read only the first form they know.
+FALLBACK = 2_000
+_MORE = "the HTML form of this output has all of it"
 _SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif")
 _SAFE_LINK = re.compile(r"(?i)^\s*(https?://|mailto:)")
 
@@ -237,10 +242,17 @@ def _piece(block: Block, transcript: Transcript, inline_images: bool) -> _Piece:
     return _Piece(body, markdown, plain)
 
 
+def _fallback(text: str) -> str:
+    """A text cut for the Markdown and plain-text forms (see :data:`FALLBACK`)."""
+    if len(text) <= FALLBACK:
+        return text
+    return f"{text[:FALLBACK]}\n… ({len(text) - FALLBACK:,} more characters: {_MORE})"
+
+
 def block_markdown(block: Block, transcript: Transcript) -> str:
     """One block as Markdown that renders safely anywhere (images listed, not shown)."""
     if isinstance(block, TextRecord):
-        return safe_markdown(block.text) if block.text.strip() else ""
+        return safe_markdown(_fallback(block.text)) if block.text.strip() else ""
     if isinstance(block, ReasoningRecord):
         if not block.text.strip():
             return ""
@@ -265,7 +277,7 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
 def block_plain(block: Block, transcript: Transcript) -> str:
     """One block as plain text."""
     if isinstance(block, TextRecord):
-        return block.text.strip()
+        return _fallback(block.text.strip())
     if isinstance(block, ReasoningRecord):
         return "(thinking) " + shorten(block.text.strip(), PREVIEW) if block.text.strip() else ""
     if isinstance(block, NoteRecord):

@@ -37,6 +37,9 @@ from ..events import (
 from ..generation import Usage
 from .render import pretty_arguments
 
+#: How much of the final answer the run's metadata record keeps.
+_RECORD_TEXT = 1_000
+
 __all__ = [
     "CallRecord",
     "NoteRecord",
@@ -395,6 +398,7 @@ class Transcript:
                 }
             )
         texts = [b.text for b in self.blocks if isinstance(b, TextRecord)]
+        last = texts[-1] if texts else ""
         return {
             "version": 1,
             "run_id": self.run_id,
@@ -408,6 +412,8 @@ class Transcript:
                 "output_tokens": self.usage.output_tokens,
             },
             "elapsed": round(self.elapsed, 3),
-            "text": texts[-1] if texts else "",
+            # the answer's start (the outputs hold all of it): a record, not a second copy
+            "text": last[:_RECORD_TEXT],
+            "text_length": len(last),
             "calls": calls,
         }
