@@ -8,6 +8,8 @@
     │   └── ImageError            image bytes that do not decode, or a decompression bomb
     ├── AnswerIncompleteError     tool calls asked of an answer that did not finish normally
     ├── ConfigurationError        no provider/key/model could be resolved; says how to set one
+    ├── RecordingError            a recording is malformed, truncated, or of a newer format
+    │   └── ReplayDivergedError       a replayed run asked what the recording does not hold
     ├── GenerationError           talking to a model failed
     │   ├── ProviderError         the provider answered with an HTTP error status
     │   │   ├── BadRequestError           400 — fix the request (schema, model name, history)
@@ -29,6 +31,7 @@ Control flow (step limit, terminate, cancel) is not an error: a run reports why 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "AgentError",
@@ -46,6 +49,8 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeoutError",
+    "RecordingError",
+    "ReplayDivergedError",
     "RateLimitError",
     "ResultError",
     "RunInProgressError",
@@ -99,6 +104,29 @@ class AnswerIncompleteError(NbagentError):
 
 class ConfigurationError(NbagentError):
     """No provider, key or model could be resolved; the message says how to set one."""
+
+
+class RecordingError(NbagentError):
+    """A recording cannot be used: malformed, truncated, edited into an invalid stream, or
+    written by a newer nbagent. The message names the file (or cell) and the problem."""
+
+
+class ReplayDivergedError(RecordingError):
+    """A replayed run departed from its recording: a different tool set or schema, another
+    request, a call the recording does not hold. ``step`` is the first diverging step (1-based)
+    and ``difference`` says what differed."""
+
+    def __init__(self, message: str, *, step: int = 0, difference: str = "") -> None:
+        self.step = step
+        self.difference = difference
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_diverged, (str(self), self.step, self.difference))
+
+
+def _rebuild_diverged(message: str, step: int, difference: str) -> ReplayDivergedError:
+    return ReplayDivergedError(message, step=step, difference=difference)
 
 
 class GenerationError(NbagentError):

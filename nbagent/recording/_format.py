@@ -1,0 +1,249 @@
+"""The recording file: its parts, the request fingerprint, and reading and writing it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import RecordingError
+from ..generation import NamedToolChoice, Request
+from ..messages import Message, message_to_dict
+from ..tools import Definition
+
+__all__ = ["FORMAT", "VERSION", "Recording", "Step", "fingerprint"]
+
+FORMAT = "nbagent-recording"
+VERSION = 1
+
+_EVENT_TYPES = {"text", "reasoning", "call", "provider_result", "finish", "error", "raise"}
+
+
+def _hash(value: Any) -> str:
+    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _definition_hash(definition: Definition) -> str:
+    from ..schema import normalize_schema
+
+    return _hash(
+        {
+            "description": definition.description,
+            "schema": normalize_schema(definition.input_schema),
+            "title": definition.title,
+            "strict": definition.strict,
+            "examples": [dict(e) for e in definition.input_examples],
+            "provider_executed": bool(getattr(definition, "provider_executed", False)),
+        }
+    )
+
+
+class MessageHashes:
+    """Hashes of messages, each computed once (a run sends the same messages every step)."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Message, str]] = {}
+
+    def __call__(self, message: Message) -> str:
+        found = self._known.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        data = message_to_dict(message)
+        role = str(data.get("role", "?"))
+        digest = f"{role}:{_hash(data)}"
+        self._known[id(message)] = (message, digest)
+        return digest
+
+
+def fingerprint(request: Request, hashes: MessageHashes | None = None) -> dict[str, Any]:
+    """What identifies a request, as stored with each recorded step (hashes, no content)."""
+    digest = hashes or MessageHashes()
+    choice = request.options.tool_choice
+    options = request.options
+    return {
+        "tools": {d.name: _definition_hash(d) for d in request.tools},
+        "tool_choice": {"name": choice.name} if isinstance(choice, NamedToolChoice) else choice,
+        "instructions": _hash(request.instructions) if request.instructions else None,
+        "options": _hash(
+            {
+                "max_tokens": options.max_tokens,
+                "temperature": options.temperature,
+                "top_p": options.top_p,
+                "stop": list(options.stop),
+                "parallel_tool_calls": options.parallel_tool_calls,
+                "extra": dict(options.extra),
+            }
+        ),
+        "messages": [digest(m) for m in request.messages],
+    }
+
+
+# --- the recording ---------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """One model request: its fingerprint and the coalesced events the model streamed."""
+
+    request: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Recording:
+    """Every model request of one or more runs, in order (see the module docs)."""
+
+    steps: list[Step] = field(default_factory=list)
+    model: str = ""
+    created: str = ""
+    prompt: str = ""
+    source: str = ""
+
+    # --- files -----------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """The file's text: sorted keys, one event per line (diffs read well)."""
+        lines = ["{"]
+        head = {
+            "format": FORMAT,
+            "version": VERSION,
+            "created": self.created,
+            "model": self.model,
+            "prompt": self.prompt,
+        }
+        for key, value in head.items():
+            lines.append(f"  {json.dumps(key)}: {_dumps(value)},")
+        lines.append('  "steps": [')
+        for index, step in enumerate(self.steps):
+            lines.append("    {")
+            lines.append(f'      "request": {_dumps(step.request)},')
+            lines.append('      "events": [')
+            for number, event in enumerate(step.events):
+                comma = "," if number < len(step.events) - 1 else ""
+                lines.append(f"        {_dumps(event)}{comma}")
+            lines.append("      ]")
+            lines.append("    }" + ("," if index < len(self.steps) - 1 else ""))
+        lines.append("  ]")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def save(self, path: str | Path) -> Path:
+        """Write the recording (atomically: a crash never leaves half a file)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.tmp")
+        temporary.write_text(self.to_json(), encoding="utf-8")
+        temporary.replace(target)
+        return target
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "recording") -> Recording:
+        """Parse and check a recording; :class:`RecordingError` says what is wrong and where."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise RecordingError(f"{source} is not valid JSON (truncated?): {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise RecordingError(f"{source} is not an nbagent recording (no format {FORMAT!r})")
+        version = data.get("version")
+        if not isinstance(version, int) or version < 1:
+            raise RecordingError(f"{source} has no valid format version")
+        if version > VERSION:
+            raise RecordingError(
+                f"{source} was written by a newer nbagent (format version {version}; this one "
+                f"reads version {VERSION}): upgrade nbagent to replay it"
+            )
+        steps = data.get("steps")
+        if not isinstance(steps, list):
+            raise RecordingError(f"{source} has no list of steps")
+        parsed: list[Step] = []
+        for number, raw in enumerate(steps, start=1):
+            where = f"{source}, step {number}"
+            if not isinstance(raw, dict):
+                raise RecordingError(f"{where} is not an object")
+            request, events = raw.get("request"), raw.get("events")
+            if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+                raise RecordingError(f"{where} has no request fingerprint")
+            if not isinstance(events, list):
+                raise RecordingError(f"{where} has no list of events")
+            for index, event in enumerate(events):
+                _check_event(event, f"{where}, event {index + 1}")
+            parsed.append(Step(request, events))
+        return cls(
+            parsed,
+            str(data.get("model") or ""),
+            str(data.get("created") or ""),
+            str(data.get("prompt") or ""),
+            source,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recording:
+        """Read a recording file (see :meth:`from_json`)."""
+        target = Path(path)
+        try:
+            text = target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RecordingError(f"cannot read the recording {target}: {exc}") from None
+        return cls.from_json(text, source=str(target))
+
+
+#: Keys that come first in an event, so that a line reads "type, who, what …, when".
+_FIRST = ("type", "id", "call_id", "name", "reason", "text", "arguments")
+
+
+def _ordered(value: Any) -> Any:
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda k: (_FIRST.index(k) if k in _FIRST else len(_FIRST), k))
+        return {k: _ordered(value[k]) for k in keys}
+    if isinstance(value, list):
+        return [_ordered(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    """One value on one line, keys in a fixed order (a stable file, readable in a diff)."""
+    return json.dumps(_ordered(value), ensure_ascii=False, separators=(", ", ": "))
+
+
+def _check_event(event: Any, where: str) -> None:
+    """Refuse an event that could not have come from a stream (hand edits, truncation)."""
+    if not isinstance(event, dict) or event.get("type") not in _EVENT_TYPES:
+        raise RecordingError(f"{where}: not a known event ({str(event)[:80]})")
+    kind = event["type"]
+    strings = {
+        "text": ("text",),
+        "reasoning": (),
+        "call": ("id", "name", "arguments"),
+        "provider_result": ("call_id", "name"),
+        "finish": ("reason",),
+        "error": ("message",),
+        "raise": ("message",),
+    }[kind]
+    for key in strings:
+        if not isinstance(event.get(key), str):
+            raise RecordingError(f"{where}: a {kind} event needs a string {key!r}")
+    if kind == "finish" and event["reason"] not in (
+        "stop",
+        "tool_calls",
+        "pause",
+        "length",
+        "content_filter",
+        "error",
+        "other",
+    ):
+        raise RecordingError(f"{where}: unknown finish reason {event['reason']!r}")
+    usage = event.get("usage")
+    counts = usage.values() if isinstance(usage, dict) else [-1]
+    if (
+        kind == "finish"
+        and usage is not None
+        and not all(isinstance(v, int) and v >= 0 for v in counts)
+    ):
+        raise RecordingError(f"{where}: usage must hold non-negative integers")
+    for key in ("t", "d"):
+        if key in event and not (isinstance(event[key], (int, float)) and event[key] >= 0):
+            raise RecordingError(f"{where}: {key!r} must be a non-negative number")

@@ -1,0 +1,305 @@
+"""Replay: a Generator that plays a recording back, checking each request against it first."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import errors
+from ..errors import RecordingError, ReplayDivergedError
+from ..generation import (
+    Finish,
+    Generator,
+    ProviderToolResultReceived,
+    ReasoningDelta,
+    Request,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputEnd,
+    ToolInputStart,
+    Usage,
+)
+from ..messages import Message, ProviderToolResult, message_to_dict
+from ..tools import ToolCall
+from ._format import MessageHashes, Recording, Step, fingerprint
+
+__all__ = ["Pace", "ReplayGenerator", "replay"]
+
+#: How a replay streams: as fast as it can, at a steady readable rate, or with the recorded timing.
+Pace = Literal["instant", "readable", "recorded"]
+#: Characters per second of the "readable" pace, and the size of one streamed piece.
+READABLE_RATE = 600.0
+_PIECE = 24
+#: The longest wait between two replayed pieces, whatever was recorded.
+_MAX_GAP = 2.0
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+class ReplayGenerator:
+    """A Generator that plays a :class:`Recording` back, step by step (see the module docs).
+
+    ``pace`` sets how text streams; ``fallback`` (a live Generator) takes over from the first
+    diverging step instead of failing, with the divergence in :attr:`diverged`.
+    """
+
+    def __init__(
+        self,
+        recording: Recording,
+        *,
+        pace: Pace = "instant",
+        fallback: Generator | None = None,
+        model: str | None = None,
+    ) -> None:
+        self.recording = recording
+        self.pace: Pace = pace
+        self.fallback = fallback
+        self.model = model if model is not None else f"replay of {recording.model or 'a model'}"
+        self.position = 0
+        self.diverged: ReplayDivergedError | None = None
+        self._hashes = MessageHashes()
+        self._prepared = [
+            _prepare(step, recording.source, n) for n, step in enumerate(recording.steps, 1)
+        ]
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplayGenerator({self.recording.source!r}: step {self.position} of "
+            f"{len(self.recording.steps)})"
+        )
+
+    @property
+    def finished(self) -> bool:
+        """Every recorded step was played."""
+        return self.position >= len(self.recording.steps)
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if self.diverged is not None and self.fallback is not None:
+            async for event in self.fallback.stream(request):
+                yield event
+            return
+        number = self.position + 1
+        try:
+            self._check(request, number)
+        except ReplayDivergedError as exc:
+            if self.fallback is None:
+                raise
+            self.diverged = exc
+            async for event in self.fallback.stream(request):
+                yield event
+            return
+        self.position = number
+        prepared = self._prepared[number - 1]
+        async for event in self._play(prepared):
+            yield event
+
+    def _check(self, request: Request, number: int) -> None:
+        source = self.recording.source
+        if number > len(self.recording.steps):
+            raise ReplayDivergedError(
+                f"replay of {source} diverged at step {number}: the recording has only "
+                f"{len(self.recording.steps)} step(s), and the run asked the model again",
+                step=number,
+                difference="more requests than recorded",
+            )
+        recorded = self.recording.steps[number - 1].request
+        current = fingerprint(request, self._hashes)
+        difference = _difference(recorded, current, request)
+        if difference:
+            raise ReplayDivergedError(
+                f"replay of {source} diverged at step {number}: {difference}",
+                step=number,
+                difference=difference,
+            )
+
+    async def _play(
+        self, prepared: list[tuple[float, StreamEvent | BaseException]]
+    ) -> AsyncIterator[StreamEvent]:
+        previous = 0.0
+        for at, item in prepared:
+            if isinstance(item, BaseException):
+                raise item
+            if self.pace == "recorded":
+                gap = min(_MAX_GAP, max(0.0, at - previous))
+                if gap:
+                    await asyncio.sleep(gap)
+                previous = max(previous, at)
+            elif self.pace == "readable" and isinstance(item, (TextDelta, ToolInputDelta)):
+                size = len(item.text if isinstance(item, TextDelta) else item.delta)
+                await asyncio.sleep(size / READABLE_RATE)
+            yield item
+
+
+def replay(
+    recording: Recording | str | Path,
+    *,
+    pace: Pace = "instant",
+    fallback: Generator | None = None,
+) -> ReplayGenerator:
+    """A Generator that replays ``recording`` (a :class:`Recording` or a file's path)."""
+    if not isinstance(recording, Recording):
+        recording = Recording.load(recording)
+    return ReplayGenerator(recording, pace=pace, fallback=fallback)
+
+
+def _pieces(text: str, at: float, duration: float) -> list[tuple[float, str]]:
+    """A coalesced text split again into pieces spread over its recorded duration."""
+    if not text:
+        return []
+    chunks = [text[i : i + _PIECE] for i in range(0, len(text), _PIECE)]
+    step = duration / len(chunks) if chunks else 0.0
+    return [(at + step * (n + 1), chunk) for n, chunk in enumerate(chunks)]
+
+
+def _prepare(
+    step: Step, source: str, number: int
+) -> list[tuple[float, StreamEvent | BaseException]]:
+    """The stream events of one step, built once (replaying costs no parsing)."""
+    where = f"{source}, step {number}"
+    out: list[tuple[float, StreamEvent | BaseException]] = []
+    received: list[tuple[float, StreamEvent]] = []
+    finished = False
+    for event in step.events:
+        kind = event["type"]
+        at = float(event.get("t", 0)) / 1000
+        duration = float(event.get("d", 0)) / 1000
+        if kind == "text":
+            out += [(t, TextDelta(piece)) for t, piece in _pieces(event["text"], at, duration)]
+        elif kind == "reasoning":
+            text = str(event.get("text") or "")
+            out.append((at, ReasoningDelta(text, event.get("signature"), event.get("redacted"))))
+        elif kind == "call":
+            call_id, name = event["id"], event["name"]
+            executed = bool(event.get("provider_executed", False))
+            out.append((at, ToolInputStart(call_id, name, executed)))
+            args = event["arguments"]
+            out += [(t, ToolInputDelta(call_id, p)) for t, p in _pieces(args, at, duration)]
+            out.append((at + duration, ToolInputEnd(call_id)))
+            if event.get("complete", True):
+                final = event.get("final", args)
+                text = final if isinstance(final, str) else args
+                call = ToolCall(call_id, name, text, executed, raw=event.get("raw"))
+                received.append((at + duration, ToolCallReceived(call)))
+        elif kind == "provider_result":
+            result = ProviderToolResult(
+                event["call_id"],
+                event["name"],
+                event.get("content"),
+                bool(event.get("is_error", False)),
+                event.get("raw"),
+            )
+            out.append((at, ProviderToolResultReceived(result)))
+        elif kind == "finish":
+            out += received
+            received = []
+            usage = event.get("usage") or {}
+            out.append(
+                (
+                    at,
+                    Finish(
+                        event["reason"],
+                        Usage(
+                            usage.get("input_tokens", 0),
+                            usage.get("output_tokens", 0),
+                            usage.get("cache_read_tokens", 0),
+                            usage.get("cache_write_tokens", 0),
+                        ),
+                        event.get("raw_reason"),
+                    ),
+                )
+            )
+            finished = True
+        elif kind == "error":
+            out += received
+            received = []
+            out.append((at, StreamError(errors.StreamError(event["message"]))))
+            finished = True
+        elif kind == "raise":
+            error_type = getattr(errors, str(event.get("error", "")), None)
+            if not (isinstance(error_type, type) and issubclass(error_type, errors.NbagentError)):
+                error_type = errors.GenerationError
+            try:
+                exc: BaseException = error_type(event["message"])
+            except TypeError:
+                exc = errors.GenerationError(event["message"])
+            out.append((at, exc))
+            finished = True
+    if not finished:
+        raise RecordingError(
+            f"{where} ends without a finish, an error or a raise (truncated or edited?): "
+            "nothing of it is replayed"
+        )
+    out += received
+    return out
+
+
+def _difference(recorded: Mapping[str, Any], current: Mapping[str, Any], request: Request) -> str:
+    """The first thing that differs between two fingerprints, in words; "" when none does."""
+    tools_then = recorded.get("tools") or {}
+    tools_now = current.get("tools") or {}
+    if not isinstance(tools_then, Mapping):
+        tools_then = {}
+    removed = sorted(set(tools_then) - set(tools_now))
+    added = sorted(set(tools_now) - set(tools_then))
+    if removed or added:
+        parts = []
+        if removed:
+            parts.append(f"tool(s) {', '.join(removed)} were recorded but are not registered now")
+        if added:
+            parts.append(f"tool(s) {', '.join(added)} are registered now but were not recorded")
+        return "; ".join(parts)
+    changed = sorted(name for name in tools_now if tools_then.get(name) != tools_now[name])
+    if changed:
+        return (
+            f"the definition (description or schema) of tool(s) {', '.join(changed)} differs "
+            "from the recording"
+        )
+    if recorded.get("tool_choice") != current.get("tool_choice"):
+        return (
+            f"the tool choice is {current.get('tool_choice')!r}, recorded "
+            f"{recorded.get('tool_choice')!r}"
+        )
+    if recorded.get("instructions") != current.get("instructions"):
+        return "the instructions differ from the recording"
+    if recorded.get("options") not in (None, current.get("options")):
+        return "the generation options (max tokens, temperature, stop …) differ from the recording"
+    then: Sequence[str] = recorded.get("messages") or []
+    now: Sequence[str] = current.get("messages") or []
+    for index, (a, b) in enumerate(zip(then, now, strict=False)):
+        if a != b:
+            now_message = _describe(request.messages[index])
+            return f"message {index + 1} of the conversation differs: now {now_message}"
+    if len(then) != len(now):
+        if len(now) > len(then):
+            extra = request.messages[len(then)]
+            return f"the conversation has more messages than recorded: {_describe(extra)}"
+        return f"the conversation has {len(now)} messages, the recording {len(then)}"
+    return ""
+
+
+def _describe(message: Message) -> str:
+    """A message in a few words, for a divergence message."""
+    data = message_to_dict(message)
+    role = data.get("role")
+    if role == "tool":
+        results = data.get("results", [])
+        described = []
+        for result in results[:3]:
+            parts = result.get("content", [])
+            text = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
+            described.append(
+                f"the result of {result.get('name')} ({result.get('call_id')}): {text[:80]!r}"
+            )
+        return "; ".join(described) or "tool results"
+    text = "".join(p.get("text", "") for p in data.get("content", []) if p.get("type") == "text")
+    calls = [p.get("name") for p in data.get("content", []) if p.get("type") == "tool_call"]
+    words = f"a {role} message {text[:80]!r}"
+    if calls:
+        words += f" calling {', '.join(str(c) for c in calls)}"
+    return words
