@@ -1,0 +1,341 @@
+"""Record a run, save it, load it, replay it through the same loop: same text, same calls, the
+tools run for real; divergence is named; broken recordings are refused before anything runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nbagent import Agent, AutoApprove, tool
+from nbagent.errors import RecordingError, ReplayDivergedError
+from nbagent.generation import Finish, TextDelta, ToolCallReceived, ToolInputDelta, ToolInputStart
+from nbagent.models import Call, FunctionModel, ScriptedModel, Text, Turn
+from nbagent.recording import Recording, cassette, record, replay
+from nbagent.tools import ToolCall
+
+from .conftest import assert_history_valid
+
+
+def weather_tool(log: list[str], answer: str = "sunny") -> Any:
+    @tool
+    def weather(city: str) -> str:
+        """Current weather for a city."""
+        log.append(city)
+        return f"{city}: {answer}"
+
+    return weather
+
+
+def script() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            Turn(
+                Text("Checking the weather. " * 20, chunks=40),
+                Call("weather", {"city": "Oslo"}, chunks=9),
+            ),
+            Turn(Text("It is sunny in Oslo.", chunks=5)),
+        ]
+    )
+
+
+def recorded_run(log: list[str] | None = None) -> tuple[Recording, Any]:
+    recorder = record(script())
+    agent = Agent(recorder, [weather_tool(log if log is not None else [])], approver=AutoApprove())
+    result = _run_collecting(agent)
+    assert result.stop_reason == "finished"
+    return recorder.recording, result
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any socket connection fails: a replay must not need one."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("a replay tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+def test_a_replay_is_the_run_again_with_the_tools_run_for_real(
+    tmp_path: Path, no_network: None
+) -> None:
+    recording, first = recorded_run()
+    path = recording.save(tmp_path / "run.json")
+    ran: list[str] = []
+    agent = Agent(replay(path), [weather_tool(ran)], approver=AutoApprove())
+    events = asyncio.run(_events(agent, "Weather in Oslo?"))
+    second = agent.messages
+    assert ran == ["Oslo"]  # executed for real, not read from the file
+    assert [type(m) for m in first.messages] == [type(m) for m in second]
+    assert first.messages == tuple(second)
+    assert first.text == "It is sunny in Oslo."
+    assert_history_valid(second)
+    # it streamed: text and arguments in pieces, as the view shows them
+    names = [type(e).__name__ for e in events]
+    assert names.count("AssistantTextDelta") > 5 and names.count("ToolArgumentsDelta") >= 1
+    started = next(e for e in events if type(e).__name__ == "RunStarted")
+    assert started.model.startswith("replay of ScriptedModel")
+
+
+async def _events(agent: Agent, prompt: str) -> list[Any]:
+    return [event async for event in agent.stream(prompt)]
+
+
+def test_the_file_is_versioned_stable_json_with_coalesced_events(tmp_path: Path) -> None:
+    recording, _ = recorded_run()
+    text = recording.to_json()
+    data = json.loads(text)
+    assert data["format"] == "nbagent-recording" and data["version"] == 1
+    assert recording.to_json() == text  # the same recording always writes the same file
+    assert Recording.from_json(text).to_json() == text  # and reads back to it
+    first = data["steps"][0]["events"]
+    assert [e["type"] for e in first] == ["text", "call", "finish"]  # 40 + 9 fragments → 2
+    assert first[1]["arguments"] == '{"city": "Oslo"}'
+    # one event per line: a diff shows what changed
+    lines = text.splitlines()
+    assert any(line.strip().startswith('{"type": "call"') for line in lines)
+    assert set(data["steps"][0]["request"]) == {
+        "tools",
+        "tool_choice",
+        "instructions",
+        "options",
+        "messages",
+    }
+
+
+def test_a_recording_holds_no_secret() -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 6
+
+    async def leaky(request: Any) -> Any:
+        yield TextDelta(f"your key is {key}, keep it safe")
+        yield Finish("stop")
+
+    recorder = record(FunctionModel(leaky))
+    _run_collecting(Agent(recorder), "what is my key?")
+    text = recorder.recording.to_json()
+    assert key not in text and "***" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ("schema", "the definition (description or schema) of tool(s) weather differs"),
+        ("removed", "tool(s) weather were recorded but are not registered now"),
+        ("result", "message 3 of the conversation differs: now the result of weather"),
+        ("added", "tool(s) extra are registered now but were not recorded"),
+    ],
+)
+def test_divergence_names_the_step_and_what_differed(
+    tmp_path: Path, change: str, words: str
+) -> None:
+    recording, _ = recorded_run()
+    path = recording.save(tmp_path / "run.json")
+    ran: list[str] = []
+    tools = [weather_tool(ran)]
+    if change == "schema":
+
+        @tool
+        def weather(city: str, days: int = 1) -> str:  # one more parameter
+            """Current weather for a city."""
+            ran.append(city)
+            return f"{city}: sunny"
+
+        tools = [weather]
+    elif change == "removed":
+        tools = []
+    elif change == "result":
+        tools = [weather_tool(ran, answer="rainy")]
+    elif change == "added":
+
+        @tool
+        def extra() -> str:
+            """Something else."""
+            return "x"
+
+        tools.append(extra)
+    result = _run_collecting(Agent(replay(path), tools, approver=AutoApprove()))
+    assert result.stop_reason == "failed"
+    error = result.error
+    assert isinstance(error, ReplayDivergedError)
+    step = 2 if change == "result" else 1
+    assert error.step == step
+    assert f"diverged at step {step}" in str(error) and words in str(error)
+    assert str(path) in str(error)
+    if change in ("schema", "removed", "added"):
+        assert ran == []  # the first request already differed: nothing ran
+
+
+def _run_collecting(agent: Agent, prompt: str = "Weather in Oslo?") -> Any:
+    """Run to the end and return the RunResult, failed or not (no exception either way)."""
+
+    async def go() -> Any:
+        run = agent.start(prompt)
+        run.discard_events()
+        return await run.result()
+
+    return asyncio.run(go())
+
+
+def test_a_live_fallback_takes_over_at_the_divergence() -> None:
+    recording, _ = recorded_run()
+    live = ScriptedModel(["It rains in Oslo, says the live model."])
+    replayer = replay(recording, fallback=live)
+    result = _run_collecting(
+        Agent(replayer, [weather_tool([], answer="rainy")], approver=AutoApprove())
+    )
+    assert result.stop_reason == "finished"
+    assert result.text == "It rains in Oslo, says the live model."
+    assert replayer.diverged is not None and replayer.diverged.step == 2
+    assert len(live.requests) == 1
+
+
+def _bad(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    return path
+
+
+def test_broken_recordings_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    recording, _ = recorded_run()
+    good = recording.to_json()
+    data = json.loads(good)
+    cases: dict[str, str] = {
+        "not valid JSON": good[: len(good) // 2],  # truncated
+        "not an nbagent recording": json.dumps({"steps": []}),
+        "newer nbagent": json.dumps({**data, "version": 99}),
+        "not a known event": json.dumps(
+            {**data, "steps": [{**data["steps"][0], "events": [{"type": "explode"}]}]}
+        ),
+        "needs a string 'arguments'": json.dumps(
+            {
+                **data,
+                "steps": [
+                    {
+                        **data["steps"][0],
+                        "events": [{"type": "call", "id": "c", "name": "weather", "arguments": 5}],
+                    }
+                ],
+            }
+        ),
+        "ends without a finish": json.dumps(
+            {**data, "steps": [{**data["steps"][0], "events": data["steps"][0]["events"][:2]}]}
+        ),
+    }
+    for words, text in cases.items():
+        path = _bad(tmp_path, text)
+        ran: list[str] = []
+        with pytest.raises(RecordingError, match=words) as caught:
+            replay(path)  # every step is checked when the replay is made
+        assert str(path) in str(caught.value)
+        assert ran == []
+
+
+def test_a_stopped_run_is_recorded_as_stopped_and_replays_so() -> None:
+    async def slow(request: Any) -> Any:
+        yield TextDelta("thinking about it")
+        await asyncio.sleep(30)
+        yield Finish("stop")
+
+    recorder = record(FunctionModel(slow))
+    agent = Agent(recorder)
+
+    async def go() -> None:
+        run = agent.start("hi")
+        async for event in run.events():
+            if type(event).__name__ == "AssistantTextDelta":
+                run.cancel()
+        await run.result()
+
+    asyncio.run(go())
+    events = recorder.recording.steps[0].events
+    assert events[-1]["type"] == "error" and "stopped" in events[-1]["message"]
+    replayed = Agent(replay(Recording.from_json(recorder.recording.to_json())))
+    result = _run_collecting(replayed, "hi")
+    assert result.stop_reason == "failed" and "stopped here" in str(result.error)
+
+
+def test_calls_that_never_completed_are_replayed_but_never_run() -> None:
+    async def broken(request: Any) -> Any:
+        yield ToolInputStart("c1", "weather")
+        yield ToolInputDelta("c1", '{"city": "Os')
+        yield Finish("length")
+
+    recorder = record(FunctionModel(broken))
+    _run_collecting(Agent(recorder, [weather_tool([])]))
+    ran: list[str] = []
+    result = _run_collecting(
+        Agent(replay(Recording.from_json(recorder.recording.to_json())), [weather_tool(ran)])
+    )
+    assert result.stop_reason == "length" and ran == []
+
+
+def test_provider_cleaned_arguments_are_kept() -> None:
+    async def cleaned(request: Any) -> Any:
+        if len(request.messages) > 1:
+            yield TextDelta("done")
+            yield Finish("stop")
+            return
+        yield ToolInputStart("c1", "weather")
+        yield ToolInputDelta("c1", '{"city": "Oslo", "extra": null}')
+        yield ToolCallReceived(ToolCall("c1", "weather", '{"city": "Oslo"}'))
+        yield Finish("tool_calls")
+
+    recorder = record(FunctionModel(cleaned))
+    _run_collecting(Agent(recorder, [weather_tool([])], approver=AutoApprove()))
+    ran: list[str] = []
+    replayed = Agent(replay(recorder.recording), [weather_tool(ran)], approver=AutoApprove())
+    result = _run_collecting(replayed)
+    assert result.stop_reason == "finished" and ran == ["Oslo"]
+
+
+def test_paces_wait_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    recording, _ = recorded_run()
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float, *args: Any) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("nbagent.recording._replay.asyncio.sleep", sleep)
+    for pace in ("instant", "readable"):
+        waits.clear()
+        _run_collecting(
+            Agent(replay(recording, pace=pace), [weather_tool([])], approver=AutoApprove())
+        )
+        total = sum(waits)
+        if pace == "instant":
+            assert total == 0
+        else:  # about 440 characters at 600 characters a second
+            assert 0.5 < total < 1.5, total
+
+
+def test_a_cassette_records_once_then_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NBAGENT_RECORD", raising=False)
+    path = tmp_path / "cassettes" / "weather.json"
+    made: list[int] = []
+
+    def live() -> Any:
+        made.append(1)
+        return script()
+
+    for _ in range(2):
+        with cassette(path, live) as model:
+            result = _run_collecting(Agent(model, [weather_tool([])], approver=AutoApprove()))
+            assert result.text == "It is sunny in Oslo."
+    assert made == [1] and path.exists()  # recorded the first time only
+    monkeypatch.setenv("NBAGENT_RECORD", "1")
+    with cassette(path, live) as model:
+        _run_collecting(Agent(model, [weather_tool([])], approver=AutoApprove()))
+    assert made == [1, 1]
+    monkeypatch.setenv("NBAGENT_RECORD", "0")
+    with pytest.raises(RecordingError, match="no recording"), cassette(tmp_path / "x.json", live):
+        pass
