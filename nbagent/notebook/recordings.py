@@ -1,0 +1,238 @@
+"""Recordings in a notebook: each run recorded into a file beside the notebook, found again by
+what the run asks, and replayed when no model is configured.
+
+Where: ``nbagent-recordings/`` in the kernel's working directory (the notebook's folder in
+JupyterLab, Notebook 7, VS Code, ``jupyter execute`` and nbclient given the notebook's path), or
+``NBAGENT_RECORDINGS``. A kernel receives code, not the notebook: it cannot read a cell's
+metadata or outputs, and nbclient clears them before a cell runs. A folder beside the notebook
+is found by every frontend, survives saving, copying the folder, git and Binder.
+
+Which: a run's file is named after its first request — a hash of the request's fingerprint
+(the conversation so far with this prompt, the tools, the instructions and options: see
+:func:`nbagent.recording.fingerprint`), with the prompt as a readable prefix. The same cell
+asking the same thing after the same conversation finds its recording, wherever the cell moved;
+a cell whose request changed (another tool schema, an edited prompt, a different earlier
+result) finds none, and replay says which recording of the same prompt differs, and how.
+
+When: with no model configured (only the offline stand-in), a run that has a recording replays
+it; otherwise it runs live. With a model configured, a run is recorded (afresh). ``--record``,
+``--replay`` and ``--live`` say it explicitly; ``--replay`` with a model configured continues live
+from the first diverging step and saves the new recording.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from ..content import TextPart
+from ..errors import RecordingError
+from ..generation import Generator, Request
+from ..messages import UserMessage
+from ..recording import Recording, RecordingGenerator, ReplayGenerator, fingerprint
+from ..recording._format import _hash
+from ..redact import redact_secrets
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..events import RunResult
+    from ..recording import Pace
+
+__all__ = ["Choice", "RecordMode", "RecordingStore", "choose"]
+
+RecordMode = Literal["auto", "record", "replay", "live"]
+#: Stop reasons whose runs are worth replaying (a failed or stopped run is not saved).
+_KEEP = ("finished", "terminated", "max_steps", "length")
+
+
+def _slug(prompt: str) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", prompt.lower()).strip("-")
+    return words[:40].rstrip("-") or "run"
+
+
+class RecordingStore:
+    """The recordings folder of this kernel (see the module docs)."""
+
+    def __init__(self, folder: str | Path | None = None) -> None:
+        self._folder = Path(folder) if folder is not None else None
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is not None:
+            return self._folder
+        configured = os.environ.get("NBAGENT_RECORDINGS", "").strip()
+        return Path(configured) if configured else Path.cwd() / "nbagent-recordings"
+
+    @staticmethod
+    def key(request: Request) -> str:
+        """The name a run's recording is filed under: a hash of its first request."""
+        return _hash(fingerprint(request))
+
+    def path_for(self, prompt: str, key: str) -> Path:
+        return self.folder / f"{_slug(prompt)}-{key}.json"
+
+    def find(self, request: Request) -> Path | None:
+        """The recording of a run whose first request is ``request``, if there is one."""
+        if not self.folder.is_dir():
+            return None
+        found = sorted(self.folder.glob(f"*-{self.key(request)}.json"))
+        return found[0] if found else None
+
+    def same_prompt(self, prompt: str) -> list[Path]:
+        """Recordings of runs that began with this prompt (to explain a missing match)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(self.folder.glob(f"{_slug(prompt)}-*.json"))
+
+    def entries(self) -> list[tuple[Path, Recording | RecordingError]]:
+        """Every recording in the folder, read (or the reason it could not be)."""
+        if not self.folder.is_dir():
+            return []
+        out: list[tuple[Path, Recording | RecordingError]] = []
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                out.append((path, Recording.load(path)))
+            except RecordingError as exc:
+                out.append((path, exc))
+        return out
+
+    def save(self, recording: Recording, prompt: str) -> Path:
+        """File ``recording`` under the fingerprint of its first step."""
+        first = recording.steps[0].request if recording.steps else {}
+        key = _hash(first)
+        recording.prompt = redact_secrets(prompt)
+        return recording.save(self.path_for(prompt, key))
+
+
+def first_request(agent: Agent, prompt: str, tools: list[str] | None) -> Request:
+    """The request a run of ``prompt`` will send first (as the loop builds it)."""
+    chosen = [agent.tools[n] for n in tools] if tools is not None else list(agent.tools.values())
+    return Request(
+        messages=(*agent.messages, UserMessage((TextPart(prompt),))),
+        model=getattr(agent.generator, "model", ""),
+        tools=tuple(t.definition for t in chosen),
+        instructions=agent.instructions,
+        options=agent.options,
+    )
+
+
+@dataclass
+class Choice:
+    """The model a run uses (``None``: the agent's own) and what to do when it ends."""
+
+    generator: Generator | None
+    note: str
+    finish: Callable[[RunResult | None], str | None]
+
+
+def _nothing(_result: RunResult | None) -> str | None:
+    return None
+
+
+def _configured(agent: Agent) -> bool:
+    """A model other than the offline stand-in is set."""
+    from ..models import OfflineModel
+
+    return not isinstance(agent.generator, OfflineModel)
+
+
+def choose(
+    agent: Agent,
+    prompt: str,
+    tools: list[str] | None,
+    mode: RecordMode,
+    store: RecordingStore,
+    pace: Pace,
+) -> Choice:
+    """Decide how a run gets its model: live, live and recorded, or replayed (module docs).
+
+    Raises :class:`RecordingError` when ``--replay`` finds nothing to replay, saying why.
+    """
+    if mode == "live":
+        return Choice(None, "", _nothing)
+    configured = _configured(agent)
+    request = first_request(agent, prompt, tools)
+    found = store.find(request) if mode != "record" else None
+    if mode == "replay" or (mode == "auto" and found is not None and not configured):
+        if found is None:
+            raise RecordingError(_missing(store, prompt, request))
+        recording = Recording.load(found)
+        fallback = RecordingGenerator(agent.generator) if configured and mode == "replay" else None
+        replayer = ReplayGenerator(
+            recording,
+            pace=pace,
+            fallback=fallback,
+            model=f"replay of {recording.model or 'a model'}, recorded {recording.created[:10]}",
+        )
+
+        def after_replay(result: RunResult | None) -> str | None:
+            if fallback is None or replayer.diverged is None or result is None:
+                return None
+            if result.stop_reason not in _KEEP:
+                return None
+            kept = recording.steps[: replayer.diverged.step - 1]
+            merged = Recording(
+                [*kept, *fallback.recording.steps],
+                model=fallback.recording.model,
+                created=fallback.recording.created,
+            )
+            return str(store.save(merged, prompt))
+
+        note = f"replaying {found.name}"
+        return Choice(replayer, note, after_replay)
+    if mode == "record" or configured:
+        recorder = RecordingGenerator(agent.generator)
+
+        def after_record(result: RunResult | None) -> str | None:
+            if result is None or result.stop_reason not in _KEEP or not recorder.recording.steps:
+                return None
+            return str(store.save(recorder.recording, prompt))
+
+        return Choice(recorder, "recording", after_record)
+    return Choice(None, "", _nothing)
+
+
+def _missing(store: RecordingStore, prompt: str, request: Request) -> str:
+    """Why ``--replay`` found no recording: none for this prompt, or how the closest differs."""
+    from ..recording._replay import _difference
+
+    same = store.same_prompt(prompt)
+    where = store.folder
+    if not same:
+        return (
+            f"there is no recording of {prompt!r} in {where}: run the cell with a model "
+            "configured (or with --record) to make one"
+        )
+    try:
+        closest = Recording.load(same[-1])
+    except RecordingError as exc:
+        return f"the recording of {prompt!r} cannot be used: {exc}"
+    recorded = closest.steps[0].request if closest.steps else {}
+    difference = _difference(recorded, fingerprint(request), request) or "the request differs"
+    return (
+        f"the recording {same[-1].name} was made for another first request: {difference}. "
+        "Re-record it with a model configured (or --record), or undo the change"
+    )
+
+
+def describe(store: RecordingStore) -> list[tuple[str, ...]]:
+    """Rows for ``%agent recording``: file, prompt, model, date, steps (or what is wrong)."""
+    rows: list[tuple[str, ...]] = []
+    for path, found in store.entries():
+        if isinstance(found, RecordingError):
+            rows.append((path.name, "", "", "", f"unusable: {found}"))
+            continue
+        rows.append(
+            (
+                path.name,
+                found.prompt,
+                found.model,
+                found.created[:19],
+                str(len(found.steps)),
+            )
+        )
+    return rows
