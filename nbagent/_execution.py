@@ -70,7 +70,7 @@ async def contained(awaitable: Awaitable[T], *, cancel_requested: Callable[[], b
         if cancel_requested():
             raise
         raise ToolRaised(exc) from None
-    except Exception:
+    except (Exception, GeneratorExit):  # GeneratorExit: an abandoned coroutine being closed
         raise
     except BaseException as exc:
         raise ToolRaised(exc) from None

@@ -306,6 +306,8 @@ def test_run_sync_returns_and_the_interpreter_exits(kind: str) -> None:
     assert proc.returncode == 0, err[-3000:]
     assert out.startswith("ok | f did not finish within 0.1 s"), out
     assert "still running; its result will be ignored" in out
+    assert "is abandoned" in err  # logged
+    assert "Exception ignored" not in err  # closing the abandoned coroutine raises nothing
 
 
 # --- 10. every consumer gets its own input -------------------------------------------------
