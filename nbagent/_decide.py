@@ -34,7 +34,9 @@ async def decide_call(
     """
     try:
         needed = await found.approval_needed(copy_json(input_value))
-    except Exception as exc:  # a broken predicate must not let the call through
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:  # a broken rule must not let the call through, nor stop the run
         return Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
     if not needed:
         return None
@@ -43,7 +45,9 @@ async def decide_call(
     if known is not None:
         try:
             decision = known(request)
-        except Exception as exc:
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # even KeyboardInterrupt: it denies this call only
             decision = _failed(exc)
         if decision is not None:  # e.g. "always allow": nobody needs to be asked
             decision = _as_decision(decision)
@@ -67,7 +71,9 @@ async def _ask(
     """
     try:
         pending: Any = approver.decide(request)
-    except Exception as exc:
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:
         emit(ApprovalRequested(request))
         return _failed(exc)
     if not inspect.isawaitable(pending):

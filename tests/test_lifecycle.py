@@ -58,14 +58,19 @@ async def slow(ctx):
     await asyncio.sleep(30)
 
 class Approver:
+    def known_decision(self, request):
+        if kind.startswith("known"):
+            raise raised("from the rules")
+        return None
+
     async def decide(self, request):
         raise raised("from the approver")
 
+asks = kind.startswith(("decide", "known"))
 boom = boom_sync if kind.startswith("sync") else boom_async
-tools = [Tool(name="boom", execute=boom, needs_approval=kind.startswith("decide")),
-         Tool(name="slow", execute=slow)]
+tools = [Tool(name="boom", execute=boom, needs_approval=asks), Tool(name="slow", execute=slow)]
 calls = [Call("boom", {}, id="b")] + ([Call("slow", {}, id="s")] if mode == "batch" else [])
-turns = [Turn(*calls)] + (["after"] if kind.startswith("decide") else []) + ["second"]
+turns = [Turn(*calls)] + (["after"] if asks else []) + ["second"]
 model = ScriptedModel(turns)
 agent = Agent(model, tools, approver=Approver())
 
@@ -145,11 +150,12 @@ def test_siblings_are_answered_when_a_tool_stops_the_run() -> None:
     assert "before this call finished" in first  # the slow sibling's answer
 
 
-def test_an_approver_raising_keyboard_interrupt_only_denies_the_call() -> None:
-    out = run_script("decide-kbd", "script")
+@pytest.mark.parametrize(("kind", "where"), [("decide-kbd", "approver"), ("known-kbd", "rules")])
+def test_an_approver_raising_keyboard_interrupt_only_denies_the_call(kind: str, where: str) -> None:
+    out = run_script(kind, "script")
     first = out.splitlines()[0]
     assert first.startswith("finished:after valid idle"), out
-    assert "the approver failed: KeyboardInterrupt: from the approver" in first
+    assert f"the approver failed: KeyboardInterrupt: from the {where}" in first
 
 
 async def test_a_tool_raising_cancelled_error_by_itself_is_an_error_result() -> None:
