@@ -31,7 +31,7 @@ Control flow (step limit, terminate, cancel) is not an error: a run reports why 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .events import RunResult
@@ -196,6 +196,9 @@ class RunFailedError(AgentError):
         reason = f"{type(cause).__name__}: {cause}" if cause is not None else "unknown error"
         super().__init__(f"the run failed after {result.steps} step(s): {reason}")
 
+    def __reduce__(self) -> tuple[type[RunFailedError], tuple[RunResult]]:
+        return (type(self), (self.result,))
+
 
 class RunAbortedError(AgentError):
     """User code raised a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
@@ -209,3 +212,10 @@ class RunAbortedError(AgentError):
         self.tool = tool
         self.raised = raised
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_aborted, (str(self), self.tool, self.raised))
+
+
+def _rebuild_aborted(message: str, tool: str | None, raised: BaseException) -> RunAbortedError:
+    return RunAbortedError(message, tool=tool, raised=raised)

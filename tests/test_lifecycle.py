@@ -416,3 +416,13 @@ async def test_a_broken_approver_denies_that_call_only(approver: Any, reason: st
     assert result.stop_reason == "finished" and log == ["free"]
     [message] = [m for m in agent.messages if isinstance(m, ToolMessage)]
     assert reason in message.results[0].text and message.results[0].is_error
+
+
+def test_run_errors_survive_pickling() -> None:
+    import pickle
+
+    from nbagent import RunAbortedError
+
+    error = RunAbortedError("tool 'x' raised SystemExit: 3", tool="x", raised=SystemExit(3))
+    copy = pickle.loads(pickle.dumps(error))
+    assert str(copy) == str(error) and copy.tool == "x" and copy.raised.args == (3,)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import traceback
 
 import pytest
@@ -41,6 +42,9 @@ async def test_run_raises_with_the_partial_result_and_the_cause(kind: str, serve
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     assert KEY not in text and KEY not in repr(error)
     assert not agent._running and len(agent.messages) == 1  # the prompt; still a valid history
+    copy = pickle.loads(pickle.dumps(error))  # crosses process boundaries intact
+    assert str(copy) == str(error) and copy.result.stop_reason == "failed"
+    assert type(copy.error) is AuthenticationError
     await model.aclose()
 
 
