@@ -455,7 +455,8 @@ async def generate(generator: Generator, request: Request) -> Answer:
 def parse_partial_json(text: str) -> Any:
     """Best-effort parse of a JSON prefix (``'{"city": "Par'`` → ``{"city": "Par"}``).
 
-    Returns ``None`` when nothing usable has arrived yet. For display only: never validated.
+    Returns ``None`` when nothing usable has arrived yet, or when the text is not usable (nested
+    too deeply, not JSON). For display only: never validated, never raises.
     """
     if not text:
         return None
@@ -466,5 +467,5 @@ def parse_partial_json(text: str) -> Any:
     except (ValueError, ImportError):
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None

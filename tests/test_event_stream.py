@@ -106,3 +106,12 @@ async def test_events_after_the_end_return_at_once() -> None:
     first = [e async for e in run.events()]
     second: list[Any] = [e async for e in run.events()]
     assert type(first[-1]).__name__ == "RunFinished" and second == []
+
+
+async def test_partial_of_hostile_arguments_is_none_not_an_exception() -> None:
+    deep = "[" * 100_000
+    model = ScriptedModel([Turn(Call("sink", deep, chunks=4)), "done"])
+    run = Agent(model, [sink()]).start("go")
+    deltas = [e async for e in run.events() if isinstance(e, ToolArgumentsDelta)]
+    assert (await run.result()).text == "done"
+    assert deltas[-1].text == deep and deltas[-1].partial is None
