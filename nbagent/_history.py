@@ -4,7 +4,8 @@ The history is re-sent on every later turn, so one bad value in it would break e
 request ("a poisoned conversation"). Everything passes through here on its way in:
 
 * calls: arguments that are not strict JSON or exceed a limit are kept as ``{}`` (their error
-  result says why), names are bounded, and calls beyond the per-turn limit are refused;
+  result says why), a name no tool can have is replaced by one every provider accepts (and the
+  call refused), and calls beyond the per-turn limit are refused;
 * text from the model and from tools: lone surrogates (which no UTF-8 request can carry)
   become U+FFFD;
 * tool results: text beyond the limit is cut, extra images left out, each with a marker;
@@ -14,6 +15,7 @@ request ("a poisoned conversation"). Everything passes through here on its way i
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,8 +36,9 @@ __all__ = [
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-#: Longest tool name kept in the history (valid names have at most 64 characters).
-MAX_NAME = 128
+#: What every provider accepts as a function name (and every registered tool's name matches).
+_VALID_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 STAND_IN = "{}"
 
 
@@ -64,12 +67,28 @@ class CheckedCall:
     problem: str | None = None
 
 
-def check_calls(calls: tuple[ToolCall, ...], limits: Limits) -> list[CheckedCall]:
-    """Parse every call strictly within ``limits``; refuse the calls beyond the per-turn cap."""
+def check_calls(
+    calls: tuple[ToolCall, ...], limits: Limits, tools: Collection[str]
+) -> list[CheckedCall]:
+    """Parse every call strictly within ``limits``; refuse the calls beyond the per-turn cap,
+    and calls whose name no tool can have (``tools`` are the names offered)."""
     checked: list[CheckedCall] = []
     cap = limits.max_calls_per_turn
     for index, call in enumerate(calls):
         safe = _safe_name(call)
+        if safe.name != call.name:
+            available = ", ".join(sorted(tools)) or "none"
+            checked.append(
+                CheckedCall(
+                    _bounded(safe, limits),
+                    problem=(
+                        f"Unknown tool {_shown(call.name)} (a tool name has 1-64 letters, digits, "
+                        f"'_' or '-'; this conversation shows it as {safe.name!r}), nothing was "
+                        f"run. Available tools: {available}."
+                    ),
+                )
+            )
+            continue
         if index >= cap:  # kept as sent when valid: the model may make it again later
             checked.append(
                 CheckedCall(
@@ -111,10 +130,12 @@ def _bounded(call: ToolCall, limits: Limits) -> ToolCall:
 
 
 def _safe_name(call: ToolCall) -> ToolCall:
-    name = clean_text(call.name[: MAX_NAME + 1])
-    if len(name) > MAX_NAME:
-        name = name[:MAX_NAME]
-    return call if name == call.name else replace(call, name=name)
+    """``call`` itself when its name could be a tool's; else renamed to a name every provider
+    accepts (invalid characters become ``_``, at most 64 of them)."""
+    if _VALID_NAME.fullmatch(call.name):
+        return call
+    name = _INVALID_CHARS.sub("_", call.name[:64]) or "unknown_tool"
+    return replace(call, name=name)
 
 
 def _shown(name: str) -> str:

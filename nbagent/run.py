@@ -200,7 +200,7 @@ class Run:
                         f"the model stopped abnormally ({_reason(answer)})"
                     )
                     return self._end_failed(error)
-                checked = check_calls(answer.tool_calls(), self.limits)
+                checked = check_calls(answer.tool_calls(), self.limits, self.tools)
                 message = history_message(answer.message(), checked, self.limits)
                 messages.append(message)
                 self._taken |= _call_ids([message])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ from .conftest import assert_history_valid
 
 #: No request after a bad turn may be larger than this (the bad turns below carry megabytes).
 MAX_BODY = 400_000
+#: A function name both APIs accept.
+NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def bomb_png() -> bytes:
@@ -106,6 +109,7 @@ BAD_TURNS: dict[str, tuple[Callable[[Any], Any], Tool]] = {
     "set result": (raw_turn(("c1", "t", "{}")), returning({"b", "a", float("nan")})),
     "not an object": (raw_turn(("c1", "t", "[1, 2]")), returning("x")),
     "unknown tool": (raw_turn(("c1", "no_such_tool" * 1000, "{}")), returning("x")),
+    "odd tool name": (raw_turn(("c1", "read file/../../etc", "{}")), returning("x")),
 }
 
 
@@ -119,6 +123,7 @@ def check_openai(body: dict[str, Any]) -> None:
         assert not pending, f"calls {pending} were never answered"
         for call in message.get("tool_calls", ()):
             assert call["id"] not in seen, f"duplicate id {call['id']!r}"
+            assert NAME.fullmatch(call["function"]["name"]), call["function"]["name"][:80]
             seen.add(call["id"])
             pending.append(call["id"])
             json.loads(call["function"]["arguments"])  # the arguments are JSON text
@@ -136,6 +141,7 @@ def check_anthropic(body: dict[str, Any]) -> None:
         for block in blocks:
             if block["type"] == "tool_use":
                 assert block["id"] not in seen, f"duplicate id {block['id']!r}"
+                assert NAME.fullmatch(block["name"]), block["name"][:80]
                 assert isinstance(block["input"], dict)
                 seen.add(block["id"])
                 pending.append(block["id"])

@@ -206,6 +206,17 @@ def test_limits_must_be_positive() -> None:
         Limits(max_calls_per_turn=0)
 
 
+async def test_a_name_no_tool_can_have_is_refused_even_if_it_looks_like_one() -> None:
+    log: list[Any] = []
+    model = ScriptedModel([Turn(Call("t.x", {}, id="c"), Call("t", {}, id="d")), "ok"])
+    agent = Agent(model, [logging_tool(log, name="t_x"), logging_tool(log, name="t")])
+    await agent.run("go")
+    assert log == [{}]  # only the call to "t" ran
+    assert [c.name for c in history_calls(agent)] == ["t_x", "t"]
+    [(_, text, is_error), _] = history_results(agent)
+    assert is_error and "Unknown tool 't.x'" in text and "nothing was run" in text
+
+
 # --- 3. call ids are unique ----------------------------------------------------------------
 
 
