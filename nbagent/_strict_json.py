@@ -57,6 +57,8 @@ def _quote(key: str) -> str:
 
 
 def _depth_exceeds(text: str, limit: int) -> bool:
+    if text.count("[") + text.count("{") <= limit:  # cannot nest deeper: skip the scan
+        return False
     depth = 0
     for match in _TOKEN.finditer(text):
         token = match.group()
