@@ -119,7 +119,9 @@ class ToolArgumentsDelta(StreamedArguments):
 
     ``delta`` is what arrived since the previous ToolArgumentsDelta of this call: append the
     deltas to rebuild the arguments (a reader that fell more than ``Limits.event_backlog``
-    events behind gets consecutive fragments merged into one delta; nothing is lost).
+    events behind gets consecutive fragments merged into one delta; nothing is lost). Once a
+    call's arguments pass ``Limits.max_argument_bytes``, no more deltas come for it: such a
+    call is refused, and its ToolFinished says why.
     ``text`` (the arguments so far) and ``partial`` (its best parse, for display) are computed
     on first read and cached, so reading only ``delta`` costs nothing. (Reading ``text`` of
     every event costs time quadratic in the arguments' size: accumulate ``delta`` instead.)

@@ -311,6 +311,7 @@ class Run:
         keep = self._keep_events
         queue = self._queue
         pending = queue.items  # the queue's deque: its tail is checked once per fragment
+        shown = self.limits.max_argument_bytes  # beyond it a call is refused: show no more
         stream = agent.generator.stream(request)
         try:
             async for raw in stream:
@@ -321,7 +322,7 @@ class Run:
                     if found is None:
                         found = streams[call_id] = self._call_stream("")
                     buffer = found.buffer
-                    if buffer is not None:
+                    if buffer is not None and buffer.length < shown:
                         buffer.append(event.delta)
                         end = buffer.length
                         merged = found.merged

@@ -115,3 +115,16 @@ async def test_partial_of_hostile_arguments_is_none_not_an_exception() -> None:
     deltas = [e async for e in run.events() if isinstance(e, ToolArgumentsDelta)]
     assert (await run.result()).text == "done"
     assert deltas[-1].text == deep and deltas[-1].partial is None
+
+
+async def test_deltas_stop_once_a_call_passes_the_argument_limit() -> None:
+    text = arguments(5000)
+    model = ScriptedModel([Turn(Call("sink", text, chunks=100)), "done"])
+    agent = Agent(model, [sink()], limits=Limits(max_argument_bytes=1000))
+    events = [e async for e in agent.stream("go")]
+    deltas = [e for e in events if isinstance(e, ToolArgumentsDelta)]
+    shown = "".join(d.delta for d in deltas)
+    assert 1000 <= len(shown) <= 1050 and text.startswith(shown)
+    assert deltas[-1].text == shown
+    [finished] = [e for e in events if type(e).__name__ == "ToolFinished"]
+    assert finished.status == "invalid" and "more than the limit of 1,000" in finished.result.text
