@@ -24,12 +24,13 @@ CAP = 8
 
 
 def _agent(calls: int, execute: Any, cap: int | None = None) -> Any:
-    from nbagent import Agent, Tool
+    from nbagent import Agent, Limits, Tool
     from nbagent.models import Call, ScriptedModel, Turn
 
     tool = Tool(name="work", input_schema={"type": "object"}, execute=execute)
     model = ScriptedModel([Turn(*(Call("work", {}) for _ in range(calls))), "done"])
-    return Agent(model, [tool], max_concurrency=cap)
+    limits = Limits(max_calls_per_turn=max(calls, Limits().max_calls_per_turn))
+    return Agent(model, [tool], max_concurrency=cap, limits=limits)
 
 
 def _run(agent: Any, workers: int | None = None) -> float:
@@ -142,12 +143,11 @@ def build(quick: bool) -> Section:
             peak <= CAP,
             f"peak {peak}",
         )
-    from nbagent.run import TOOL_THREADS
-
     workers = min(32, (os.cpu_count() or 1) + 4)
     section.notes.append(
-        f"sync tools run on nbagent's own pool of {TOOL_THREADS} threads (asyncio's default "
-        f"executor would give min(32, cpu_count + 4) = {workers} here)"
+        "sync tools run each on its own daemon thread (asyncio's default executor would give "
+        f"min(32, cpu_count + 4) = {workers} here); the {QUEUED}-call turn raises "
+        "Limits.max_calls_per_turn, whose default refuses calls beyond 32 in one answer"
     )
     return section
 

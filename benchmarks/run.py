@@ -33,6 +33,7 @@ BENCHMARKS = [
     ("schema", "bench_schema.py"),
     ("startup", "bench_startup.py"),
     ("concurrency", "bench_concurrency.py"),
+    ("event_path", "bench_event_path.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
 QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}

@@ -48,13 +48,17 @@ from .errors import (
     ArgumentsError,
     ConfigurationError,
     GenerationError,
+    ImageError,
     NbagentError,
     ProviderError,
+    RunAbortedError,
+    RunFailedError,
     SchemaError,
     ToolDefinitionError,
 )
 from .events import AgentEvent, RunResult
 from .generation import Answer, Generator, NamedToolChoice, Options, Request, StreamEvent, generate
+from .limits import Limits
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage, user
 from .schema import CompiledSchema, compile_schema, normalize_schema
 from .tools import (
@@ -119,8 +123,10 @@ __all__ = [
     "FunctionModel",
     "GenerationError",
     "Generator",
+    "ImageError",
     "ImagePart",
     "InteractiveApprover",
+    "Limits",
     "Message",
     "NamedToolChoice",
     "NbagentError",
@@ -130,6 +136,8 @@ __all__ = [
     "Request",
     "RuleApprover",
     "Run",
+    "RunAbortedError",
+    "RunFailedError",
     "RunResult",
     "SchemaError",
     "ScriptedApprover",

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 __all__ = ["run_on_worker_loop"]
 
 T = TypeVar("T")
+#: Seconds a task may take to end after the loop was broken out of.
+WIND_DOWN = 3.0
 
 
 def run_on_worker_loop(
@@ -37,6 +39,7 @@ def run_on_worker_loop(
 
     def worker() -> None:
         loop = asyncio.new_event_loop()
+        task: asyncio.Task[T] | None = None
         try:
             task = loop.create_task(make())
             box["loop"], box["task"] = loop, task
@@ -44,6 +47,15 @@ def run_on_worker_loop(
             box["result"] = loop.run_until_complete(task)
         except BaseException as exc:
             box["error"] = exc
+            if task is not None and not task.done():
+                # Something broke out of the loop (a callback raised KeyboardInterrupt or
+                # SystemExit): wind the task down so that it can end cleanly (an agent run
+                # then leaves its agent idle), without waiting forever.
+                task.cancel()
+                try:
+                    loop.run_until_complete(asyncio.wait({task}, timeout=WIND_DOWN))
+                except BaseException:
+                    pass
         finally:
             started.set()
             loop.close()

@@ -1,8 +1,10 @@
 """The Agent: a model, tools, instructions and a conversation, and the ways to run it.
 
-Each run (see :mod:`nbagent.run`) streams :mod:`nbagent.events` to whoever listens;
-:meth:`Agent.run_sync` also works inside a running event loop (a Jupyter kernel) by running on a
-worker thread.
+Each run (see :mod:`nbagent.run`) streams :mod:`nbagent.events` to whoever listens.
+:meth:`Agent.run` and :meth:`Agent.run_sync` return the result, and raise
+:class:`~nbagent.errors.RunFailedError` when the run failed, so that a failure in a script never
+looks like an empty answer; :meth:`Agent.run_sync` works in a script and inside a running event
+loop (a Jupyter kernel), running the loop on a worker thread.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
+from ._history import checked_history, prompt_for_history
 from ._threads import run_on_worker_loop
 from .approval import Approver, DenyAll
 from .content import Part
-from .errors import AgentError, NbagentError, RunInProgressError
+from .errors import AgentError, NbagentError, RunFailedError, RunInProgressError
 from .events import AgentEvent, RunResult
 from .generation import Generator, Options
+from .limits import Limits
 from .messages import Message, UserMessage
 from .run import Run, _as_user_message
 from .tools import Tool, validate_tools
@@ -30,7 +34,10 @@ class Agent:
     Every tool schema is compiled here: a bad schema fails now, not mid-run. ``model`` is a
     :class:`~nbagent.generation.Generator`, a model string such as ``"openai:gpt-4.1-mini"`` or
     ``"offline"``, or ``None`` (``NBAGENT_MODEL``, else the offline model). Calls that need
-    approval go to ``approver`` (default: deny, saying that nobody was asked).
+    approval go to ``approver`` (default: deny, saying that nobody was asked); one that gets no
+    decision within ``approval_timeout`` seconds (None: wait forever) is denied, and the run
+    goes on. ``limits`` bounds what a model may send and what a tool result may give back
+    (:class:`~nbagent.limits.Limits`). Images in ``messages`` are decode-checked.
     """
 
     def __init__(
@@ -45,6 +52,8 @@ class Agent:
         tool_timeout: float | None = None,
         max_concurrency: int | None = None,
         messages: Iterable[Message] = (),
+        limits: Limits | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         if isinstance(model, str) or model is None:
             from .providers import resolve_generator
@@ -67,7 +76,11 @@ class Agent:
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.max_concurrency = max_concurrency
-        self.messages: list[Message] = list(messages)
+        if approval_timeout is not None and not approval_timeout > 0:
+            raise ValueError("approval_timeout must be a positive number of seconds, or None")
+        self.approval_timeout = approval_timeout
+        self.limits = limits or Limits()
+        self.messages: list[Message] = checked_history(list(messages))
         self._running = False
 
     # --- conversation -----------------------------------------------------------------------
@@ -117,7 +130,11 @@ class Agent:
         tools: Iterable[str] | None = None,
         options: Options | None = None,
     ) -> Run:
-        """Start a run as a task on the running loop and return its :class:`Run` handle."""
+        """Start a run as a task on the running loop and return its :class:`Run` handle.
+
+        Raises :class:`~nbagent.errors.ImageError` for a prompt image that does not decode.
+        A failed run is reported as the ``RunFailed`` event (and ``stop_reason="failed"``).
+        """
         self._check_idle()
         if tools is not None:
             names = list(tools)
@@ -127,7 +144,7 @@ class Agent:
             chosen = {n: self.tools[n] for n in names}
         else:
             chosen = dict(self.tools)
-        message = _as_user_message(prompt)
+        message = prompt_for_history(_as_user_message(prompt))
         run = Run(
             self,
             message,
@@ -143,8 +160,10 @@ class Agent:
     async def stream(
         self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
     ) -> AsyncIterator[AgentEvent]:
-        """Run and yield every event. Closing the iterator early cancels the run cleanly: wrap it
-        in ``contextlib.aclosing(...)`` when you may ``break`` out of the loop."""
+        """Run and yield every event; a failure is the ``RunFailed`` event, never an exception.
+
+        Closing the iterator early cancels the run cleanly: wrap it in
+        ``contextlib.aclosing(...)`` when you may ``break`` out of the loop."""
         run = self.start(prompt, **kwargs)
         try:
             async for event in run.events():
@@ -155,27 +174,47 @@ class Agent:
                 await asyncio.wait({run._task})
 
     async def run(
-        self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
+        self,
+        prompt: str | UserMessage | Sequence[str | Part],
+        *,
+        raise_on_error: bool = True,
+        **kwargs: Any,
     ) -> RunResult:
-        """Run to the end and return the :class:`~nbagent.events.RunResult`."""
+        """Run to the end and return the :class:`~nbagent.events.RunResult`.
+
+        A run that failed (the provider refused the key, the stream broke, a tool raised
+        ``KeyboardInterrupt`` …) raises :class:`~nbagent.errors.RunFailedError`, carrying the
+        partial result as ``.result`` and the cause as ``.error`` / ``__cause__``; with
+        ``raise_on_error=False`` it is returned with ``stop_reason="failed"`` instead. Runs that
+        stop for other reasons ("finished", "terminated", "max_steps", "length", "cancelled")
+        return their result. Other keywords go to :meth:`start`.
+        """
         run = self.start(prompt, **kwargs)
         run.discard_events()
-        return await run.result()
+        result = await run.result()
+        if raise_on_error and result.stop_reason == "failed":
+            raise RunFailedError(result) from result.error
+        return result
 
     def run_sync(
-        self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
+        self,
+        prompt: str | UserMessage | Sequence[str | Part],
+        *,
+        raise_on_error: bool = True,
+        **kwargs: Any,
     ) -> RunResult:
         """Run to the end, blocking; works in a script and inside a running loop (Jupyter).
 
-        Inside a running loop the run happens on a worker thread with its own loop (copying the
-        current context, so notebook output lands in the calling cell); Ctrl-C / a kernel
-        interrupt cancels the run cleanly and re-raises KeyboardInterrupt.
+        Like :meth:`run`: a failed run raises :class:`~nbagent.errors.RunFailedError` unless
+        ``raise_on_error=False``. The run happens on a worker thread with its own event loop
+        (copying the current context, so notebook output lands in the calling cell); Ctrl-C /
+        a kernel interrupt cancels the run cleanly and re-raises KeyboardInterrupt. A tool
+        function that ignores cancellation is abandoned, never waited for: this returns, and the
+        interpreter can exit.
         """
         try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(prompt, **kwargs))
-        try:
-            return run_on_worker_loop(lambda: self.run(prompt, **kwargs))
+            return run_on_worker_loop(
+                lambda: self.run(prompt, raise_on_error=raise_on_error, **kwargs)
+            )
         except asyncio.CancelledError:
             raise NbagentError("the run was cancelled") from None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 __all__ = [
+    "IMAGE_MAX_BYTES",
     "IMAGE_MAX_SIDE",
     "IMAGE_MAX_PIXELS",
     "ImagePart",
@@ -28,6 +30,7 @@ __all__ = [
     "error_result",
     "image_part",
     "image_result",
+    "checked_image",
     "text_and_image_result",
     "text_result",
     "to_tool_result",
@@ -39,6 +42,9 @@ __all__ = [
 IMAGE_MAX_SIDE = 2048
 #: Images declaring more pixels than this are refused before decoding (decompression bombs).
 IMAGE_MAX_PIXELS = 40_000_000
+#: Encoded size sent to a model; a larger image is downscaled until it fits (Anthropic refuses
+#: images over 5 MB of base64, which is 3.75 MB of bytes).
+IMAGE_MAX_BYTES = 3_750_000
 
 _MIME_BY_FORMAT = {
     "PNG": "image/png",
@@ -95,8 +101,8 @@ def image_part(image: bytes | PILImage, mime_type: str | None = None) -> ImagePa
                     )
                 if mime_type is not None and mime_type != real_mime:
                     raise ImageError(f"image data is {real_mime}, not the declared {mime_type}")
-                probe.load()
-                if max(width, height) <= IMAGE_MAX_SIDE:
+                probe.load()  # decodes every byte: truncated or corrupt data fails here
+                if max(width, height) <= IMAGE_MAX_SIDE and len(data) <= IMAGE_MAX_BYTES:
                     return ImagePart(data, real_mime, width, height)
                 return _encode(probe, real_mime)
         except ImageError:
@@ -124,15 +130,41 @@ def _refuse_bomb(width: int, height: int) -> None:
 
 
 def _encode(image: PILImage, mime: str) -> ImagePart:
-    if max(image.size) > IMAGE_MAX_SIDE:
-        image = image.copy()
-        image.thumbnail((IMAGE_MAX_SIDE, IMAGE_MAX_SIDE))
+    side = IMAGE_MAX_SIDE
     fmt = {v: k for k, v in _MIME_BY_FORMAT.items()}[mime]
     if fmt == "JPEG" and image.mode not in ("RGB", "L"):
         image = image.convert("RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format=fmt)
-    return ImagePart(buffer.getvalue(), mime, image.size[0], image.size[1])
+    while True:
+        scaled = image
+        if max(image.size) > side:
+            scaled = image.copy()
+            scaled.thumbnail((side, side))
+        buffer = io.BytesIO()
+        scaled.save(buffer, format=fmt)
+        if buffer.tell() <= IMAGE_MAX_BYTES:
+            return ImagePart(buffer.getvalue(), mime, scaled.size[0], scaled.size[1])
+        if side <= 64:
+            raise ImageError(
+                f"image does not fit in {IMAGE_MAX_BYTES:,} bytes even at {side} pixels a side"
+            )
+        side = min(side, max(scaled.size)) // 2
+
+
+def checked_image(part: ImagePart) -> ImagePart:
+    """Decode-check an :class:`ImagePart` built by hand, exactly as :func:`image_part` does.
+
+    Returns ``part`` itself when it is a valid image within the bounds, a downscaled copy when it
+    is too large, and raises :class:`ImageError` when the bytes do not decode, are a
+    decompression bomb, or are not what ``mime_type`` says.
+    """
+    if not isinstance(part, ImagePart):
+        raise ImageError(f"expected an ImagePart, got {type(part).__name__}")
+    if not isinstance(part.data, (bytes, bytearray, memoryview)):
+        raise ImageError(f"ImagePart.data must be bytes, not {type(part.data).__name__}")
+    checked = image_part(bytes(part.data), part.mime_type)
+    if checked.data == part.data and (checked.width, checked.height) == (part.width, part.height):
+        return part
+    return checked
 
 
 @dataclass(frozen=True)
@@ -186,22 +218,32 @@ def error_result(message: str, *, value: Any = None) -> ToolResult:
 def validate_result(result: object) -> ToolResult:
     """Check that ``result`` can be sent to a model: a ToolResult of text and image parts.
 
-    Raises :class:`ResultError` naming what is wrong; returns the result unchanged.
+    Every image is decode-checked (:func:`checked_image`): one that does not decode, is a bomb,
+    or lies about its type raises :class:`ImageError`. Raises :class:`ResultError` naming what
+    is wrong; returns the result itself, or a copy whose oversize images were downscaled.
     """
     if not isinstance(result, ToolResult):
         raise ResultError(f"expected a ToolResult, got {type(result).__name__}")
     if not isinstance(result.content, tuple):
         raise ResultError("ToolResult.content must be a tuple of parts")
+    parts: list[Part] = []
     for index, part in enumerate(result.content):
         if isinstance(part, TextPart):
             if not isinstance(part.text, str):
                 raise ResultError(f"content[{index}] text is not a string")
+            parts.append(part)
         elif isinstance(part, ImagePart):
             if not part.data or part.mime_type not in _MIME_BY_FORMAT.values():
                 raise ResultError(f"content[{index}] is an empty or unsupported image")
+            try:
+                parts.append(checked_image(part))
+            except ImageError as exc:
+                raise ImageError(f"content[{index}]: {exc}") from None
         else:
             raise ResultError(f"content[{index}] is a {type(part).__name__}, not a part")
-    return result
+    if all(new is old for new, old in zip(parts, result.content, strict=True)):
+        return result
+    return ToolResult(tuple(parts), result.is_error, result.terminate, result.value)
 
 
 def to_tool_result(value: Any) -> ToolResult:
@@ -235,8 +277,58 @@ def to_tool_result(value: Any) -> ToolResult:
             except ImportError:  # pandas.to_markdown needs `tabulate`; fall back to to_string
                 continue
     try:
-        return ToolResult(
-            (TextPart(json.dumps(value, ensure_ascii=False, default=str)),), value=value
-        )
+        text = json.dumps(_plain(value, 0, set()), ensure_ascii=False)
     except (TypeError, ValueError):
-        return ToolResult((TextPart(repr(value)),), value=value)
+        text = _stable_text(repr(value))
+    return ToolResult((TextPart(text),), value=value)
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_PLAIN_DEPTH = 100
+
+
+def _stable_text(text: str) -> str:
+    """``str()`` of an object without the memory address default reprs carry (differs per run)."""
+    return _ADDRESS.sub("", text)
+
+
+def _plain(value: Any, depth: int, path: set[int]) -> Any:
+    """``value`` as JSON-able data that renders the same in every process.
+
+    Sets are sorted (by value, else by their JSON text): their iteration order follows string
+    hashes, which change per process. Anything else unknown becomes its ``str()``.
+    """
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if depth >= _PLAIN_DEPTH or id(value) in path:
+        return "..."
+    path.add(id(value))
+    try:
+        if isinstance(value, Mapping):
+            return {
+                (k if k is None or isinstance(k, (str, int, float, bool)) else _key(k)): _plain(
+                    v, depth + 1, path
+                )
+                for k, v in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [_plain(v, depth + 1, path) for v in value]
+        if isinstance(value, (set, frozenset)):
+            items = [_plain(v, depth + 1, path) for v in value]
+            try:
+                return sorted(items)
+            except TypeError:
+                return sorted(items, key=_json_text)
+        return _stable_text(str(value))
+    finally:
+        path.discard(id(value))
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, frozenset):
+        return json.dumps(_plain(key, 0, set()), ensure_ascii=False)
+    return _stable_text(str(key))

@@ -23,7 +23,9 @@
     │   └── StreamError                  the stream broke, carried an error event or bad data
     └── AgentError                 the agent loop cannot do what was asked
         ├── RunInProgressError     a second run on a conversation that is already running
-        └── ApprovalError          an approval could not be obtained (no approver able to ask)
+        ├── ApprovalError          an approval could not be obtained (no approver able to ask)
+        ├── RunFailedError         Agent.run / run_sync: the run failed; carries its RunResult
+        └── RunAbortedError        a tool (or callback) raised KeyboardInterrupt, SystemExit …
 
 Control flow (step limit, terminate, cancel) is not an error: a run reports why it stopped.
 """
@@ -31,7 +33,10 @@ Control flow (step limit, terminate, cancel) is not an error: a run reports why 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .events import RunResult
 
 __all__ = [
     "AgentError",
@@ -53,6 +58,8 @@ __all__ = [
     "ReplayDivergedError",
     "RateLimitError",
     "ResultError",
+    "RunAbortedError",
+    "RunFailedError",
     "RunInProgressError",
     "SchemaError",
     "ServerError",
@@ -198,3 +205,44 @@ class RunInProgressError(AgentError):
 
 class ApprovalError(AgentError):
     """A call needs approval and the approver could not give a decision."""
+
+
+class RunFailedError(AgentError):
+    """A run failed, raised by :meth:`Agent.run` / :meth:`Agent.run_sync` (unless
+    ``raise_on_error=False``), so that a failure never looks like an empty answer.
+
+    ``result`` is the run's :class:`~nbagent.events.RunResult` (partial text, the messages it
+    added, usage; ``stop_reason == "failed"``); ``error`` (also ``__cause__``) is why it failed.
+    The conversation stays valid: the agent can run again.
+    """
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+        self.error: BaseException | None = result.error
+        cause = result.error
+        reason = f"{type(cause).__name__}: {cause}" if cause is not None else "unknown error"
+        super().__init__(f"the run failed after {result.steps} step(s): {reason}")
+
+    def __reduce__(self) -> tuple[type[RunFailedError], tuple[RunResult]]:
+        return (type(self), (self.result,))
+
+
+class RunAbortedError(AgentError):
+    """User code raised a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    ``SystemExit`` …) inside a run, which stopped the run (``stop_reason == "failed"``).
+
+    It never propagates as it is: in a notebook it would kill the kernel. ``tool`` names the
+    tool (None when a callback raised it), ``raised`` is what was raised (also ``__cause__``).
+    """
+
+    def __init__(self, message: str, *, tool: str | None, raised: BaseException) -> None:
+        self.tool = tool
+        self.raised = raised
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_aborted, (str(self), self.tool, self.raised))
+
+
+def _rebuild_aborted(message: str, tool: str | None, raised: BaseException) -> RunAbortedError:
+    return RunAbortedError(message, tool=tool, raised=raised)

@@ -6,17 +6,21 @@ into the loop is the Approver. Events are values: frozen, safe to keep and to re
 
 from __future__ import annotations
 
-import functools
+import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from ._textbuf import StreamedArguments, TextBuffer
 from .approval import ApprovalRequest, Decision
 from .content import ToolResult
-from .generation import FinishReason, Usage, parse_partial_json
+from .generation import FinishReason, Usage
 from .messages import Message
 from .tools import ToolCall
 
 __all__ = [
+    "AbandonedCall",
     "AgentEvent",
     "ApprovalRequested",
     "ApprovalResolved",
@@ -39,6 +43,8 @@ __all__ = [
     "ToolProgress",
     "ToolStarted",
 ]
+
+log = logging.getLogger("nbagent")
 
 #: Why a run stopped. "finished": the model answered without calls; "terminated": every call of
 #: the last batch asked to terminate; "max_steps": the step limit; "length": the model hit its
@@ -108,18 +114,57 @@ class ToolCallStarted:
     provider_executed: bool = False
 
 
-@dataclass(frozen=True)
-class ToolArgumentsDelta:
-    """A fragment of a call's arguments; ``partial`` is the best parse so far (for display)."""
+class ToolArgumentsDelta(StreamedArguments):
+    """New fragment(s) of a call's arguments as the model streams them.
 
+    ``delta`` is what arrived since the previous ToolArgumentsDelta of this call: append the
+    deltas to rebuild the arguments (a reader that fell more than ``Limits.event_backlog``
+    events behind gets consecutive fragments merged into one delta; nothing is lost). Once a
+    call's arguments pass ``Limits.max_argument_bytes``, no more deltas come for it: such a
+    call is refused, and its ToolFinished says why.
+    ``text`` (the arguments so far) and ``partial`` (its best parse, for display) are computed
+    on first read and cached, so reading only ``delta`` costs nothing. (Reading ``text`` of
+    every event costs time quadratic in the arguments' size: accumulate ``delta`` instead.)
+    """
+
+    __slots__ = ("call_id", "delta", "name")
+    __match_args__ = ("call_id", "name", "delta", "text")
     call_id: str
     name: str
     delta: str
-    text: str
 
-    @functools.cached_property
-    def partial(self) -> Any:
-        return parse_partial_json(self.text)
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        delta: str,
+        text: str | None = None,
+        *,
+        source: tuple[TextBuffer, int] | None = None,
+    ) -> None:
+        object.__setattr__(self, "call_id", call_id)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "delta", delta)
+        self._init_arguments(text if text is not None or source else delta, source)
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolArgumentsDelta(call_id={self.call_id!r}, name={self.name!r}, "
+            f"delta={self.delta!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolArgumentsDelta):
+            return NotImplemented
+        return (self.call_id, self.name, self.delta, self.text) == (
+            other.call_id,
+            other.name,
+            other.delta,
+            other.text,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.call_id, self.name, self.delta))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,15 +203,75 @@ class ToolProgress:
     elapsed: float
 
 
+class AbandonedCall:
+    """A tool function the loop gave up on that may still be running.
+
+    A tool that does not stop when cancelled (a sync function cannot be interrupted; an async
+    one may swallow ``CancelledError``) is abandoned after a grace period: its call is answered
+    (the model reads that its function is still running and its result will be ignored) and the
+    run goes on. Front ends use this handle to show when the function really ends:
+    :meth:`done` says whether it has, and :meth:`add_done_callback` calls ``fn(handle)`` once
+    when it returns or raises, from whichever thread it ends on (at once, on the caller's
+    thread, if it already ended). A callback that raises is logged, never propagated.
+    """
+
+    __slots__ = ("_callbacks", "_done", "_lock", "call_id", "name")
+
+    def __init__(self, call_id: str, name: str) -> None:
+        self.call_id = call_id
+        self.name = name
+        self._lock = threading.Lock()
+        self._done = False
+        self._callbacks: list[Callable[[AbandonedCall], object]] = []
+
+    def done(self) -> bool:
+        """True once the abandoned function has returned or raised."""
+        return self._done
+
+    def add_done_callback(self, fn: Callable[[AbandonedCall], object]) -> None:
+        """Call ``fn(self)`` once when the function ends (now, if it already has)."""
+        with self._lock:
+            if not self._done:
+                self._callbacks.append(fn)
+                return
+        self._call(fn)
+
+    def _finish(self) -> None:
+        """The function ended (called by the loop, from any thread)."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            self._call(fn)
+
+    def _call(self, fn: Callable[[AbandonedCall], object]) -> None:
+        try:
+            fn(self)
+        except Exception:
+            log.exception("a done callback of abandoned call %s failed", self.call_id)
+
+    def __repr__(self) -> str:
+        state = "ended" if self._done else "still running"
+        return f"AbandonedCall({self.name!r}, {self.call_id!r}, {state})"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolFinished:
-    """The call's final result, as the model will read it; ``traceback`` only for the person."""
+    """The call's final result, as the model will read it; ``traceback`` only for the person.
+
+    ``abandoned`` is set when the call was answered while its function was still running (it
+    ignored cancellation after a timeout, a cancelled run, or a sibling that stopped the run):
+    see :class:`AbandonedCall`. None when the function had ended (or never started).
+    """
 
     call: ToolCall
     result: ToolResult
     status: CallStatus
     elapsed: float = 0.0
     traceback: str | None = None
+    abandoned: AbandonedCall | None = None
 
 
 @dataclass(frozen=True, slots=True)

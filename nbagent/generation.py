@@ -8,8 +8,8 @@ calls only when the response finished normally (rule 8).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from .content import TextPart
@@ -38,6 +38,7 @@ __all__ = [
     "ToolInputEnd",
     "ToolInputStart",
     "Usage",
+    "MAX_CALL_ID",
     "generate",
     "parse_partial_json",
 ]
@@ -221,17 +222,94 @@ class Generator(Protocol):
 AnswerStatus = Literal["streaming", "complete", "length", "failed", "aborted"]
 
 
+#: Longest call id kept as sent; a longer one is replaced (see :class:`Answer`).
+MAX_CALL_ID = 128
+
+
+class _CallIds:
+    """Makes every call id unique in the conversation, deterministically.
+
+    The first call with an id keeps it. A later call with an id already used (in this answer or
+    in ``taken``, the ids already in the history), an empty one, one longer than
+    :data:`MAX_CALL_ID` or one with unprintable characters gets ``<id>_<n>`` (``call_<n>`` for an
+    unusable id) with the smallest ``n >= 2`` (``>= 1``) not used yet. Fragments follow the
+    most recent call started under their original id; the k-th complete call with an id is the
+    k-th call started with it. Provider-executed calls keep their ids (their results refer to
+    them).
+    """
+
+    __slots__ = ("_current", "_received", "_reserved", "_started", "_used")
+
+    def __init__(self, reserved: Collection[str]) -> None:
+        self._reserved = reserved  # the history's ids: read, never copied (it may be long)
+        self._used: set[str] = set()
+        self._started: dict[str, list[str]] = {}
+        self._current: dict[str, str] = {}
+        self._received: dict[str, int] = {}
+
+    def _taken(self, call_id: str) -> bool:
+        return call_id in self._used or call_id in self._reserved
+
+    def _assign(self, original: str, provider_executed: bool) -> str:
+        usable = 0 < len(original) <= MAX_CALL_ID and original.isprintable()
+        if provider_executed or (usable and not self._taken(original)):
+            new = original
+        else:
+            base, n = (original, 2) if usable else ("call", 1)
+            while self._taken(f"{base}_{n}"):
+                n += 1
+            new = f"{base}_{n}"
+        self._used.add(new)
+        return new
+
+    def start(self, event: ToolInputStart) -> ToolInputStart:
+        new = self._assign(event.call_id, event.provider_executed)
+        self._started.setdefault(event.call_id, []).append(new)
+        self._current[event.call_id] = new
+        return event if new == event.call_id else replace(event, call_id=new)
+
+    def follow(self, call_id: str) -> str:
+        return self._current.get(call_id, call_id)
+
+    def receive(self, call: ToolCall) -> ToolCall:
+        index = self._received.get(call.id, 0)
+        self._received[call.id] = index + 1
+        started = self._started.get(call.id, ())
+        if index < len(started):
+            new = started[index]
+        else:
+            new = self._assign(call.id, call.provider_executed)
+        return call if new == call.id else replace(call, id=new)
+
+
 class Answer:
     """A model turn assembled from its stream.
 
     ``tool_calls()`` answers only when the response finished normally ("stop"/"tool_calls"):
     failed, aborted, filtered and length-stopped answers may hold truncated calls, which must
     never run (rule 8). ``partial_tool_calls`` shows them for display only.
+
+    Every call gets an id unique in the conversation: ``taken_ids`` are the ids already in the
+    history, and a repeated, empty or unusable id is renamed deterministically (see
+    :class:`_CallIds`), so no call is lost, none runs twice, and the history stays valid.
+    :meth:`add` returns the event as the loop should see it (renamed where needed).
     """
 
-    __slots__ = ("_calls", "_order", "_parts", "_text", "error", "finish", "status", "usage")
+    __slots__ = (
+        "_calls",
+        "_ids",
+        "_order",
+        "_parts",
+        "_taken",
+        "_text",
+        "error",
+        "finish",
+        "status",
+        "usage",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, taken_ids: Collection[str] = ()) -> None:
+        self._taken = taken_ids
         self._reset()
 
     def _reset(self) -> None:
@@ -239,20 +317,31 @@ class Answer:
         self._text: list[str] = []
         self._calls: dict[str, ToolCall] = {}
         self._order: list[str] = []
+        self._ids = _CallIds(self._taken)
         self.status: AnswerStatus = "streaming"
         self.finish: Finish | None = None
         self.error: Exception | None = None
         self.usage = Usage()
 
-    def add(self, event: StreamEvent) -> None:
-        """Fold one event into the answer."""
+    def add(self, event: StreamEvent) -> StreamEvent:
+        """Fold one event into the answer; return it with its call id made unique if needed."""
+        if isinstance(event, ToolInputDelta):
+            new = self._ids.follow(event.call_id)
+            return event if new == event.call_id else ToolInputDelta(new, event.delta)
+        if isinstance(event, ToolInputStart):
+            return self._ids.start(event)
+        if isinstance(event, ToolInputEnd):
+            new = self._ids.follow(event.call_id)
+            return event if new == event.call_id else ToolInputEnd(new)
         if isinstance(event, StreamRetry):
             self._reset()  # the partial answer was abandoned; the retry streams it anew
         elif isinstance(event, TextDelta):
             self._append_text(event.text)
         elif isinstance(event, ToolCallReceived):
             self._flush_text()
-            call = event.call
+            call = self._ids.receive(event.call)
+            if call is not event.call:
+                event = ToolCallReceived(call)
             self._calls[call.id] = call
             self._order.append(call.id)
             self._parts.append(call)
@@ -280,6 +369,7 @@ class Answer:
         elif isinstance(event, StreamError):
             self.error = event.error
             self.status = "failed"
+        return event
 
     def abort(self) -> None:
         """Mark the answer aborted (the run was cancelled mid-stream)."""
@@ -365,7 +455,8 @@ async def generate(generator: Generator, request: Request) -> Answer:
 def parse_partial_json(text: str) -> Any:
     """Best-effort parse of a JSON prefix (``'{"city": "Par'`` → ``{"city": "Par"}``).
 
-    Returns ``None`` when nothing usable has arrived yet. For display only: never validated.
+    Returns ``None`` when nothing usable has arrived yet, or when the text is not usable (nested
+    too deeply, not JSON). For display only: never validated, never raises.
     """
     if not text:
         return None
@@ -376,5 +467,5 @@ def parse_partial_json(text: str) -> Any:
     except (ValueError, ImportError):
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None

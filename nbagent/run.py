@@ -1,33 +1,35 @@
 """One run of the agent loop: stream a turn, validate calls, approve, execute, repeat.
 
 A :class:`Run` is a task on the running loop that emits :mod:`nbagent.events` into a queue.
-It owns the cancellation rule: whatever point a cancel lands at, every call in the history ends
-up with exactly one result.
+It owns two rules. Whatever point a cancel lands at, every call in the history ends up with
+exactly one result. And nothing user code raises escapes the run: exceptions become error
+results or a failed run, ``KeyboardInterrupt``/``SystemExit`` from a tool stop the run as
+"failed" (see :mod:`nbagent._execution`), and the agent is left idle.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import inspect
 import itertools
 import logging
-import threading
 import time
-import traceback
-from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from .approval import ApprovalRequest, Approver, Decision
-from .content import Part, TextPart, ToolResult, error_result, to_tool_result, validate_result
-from .errors import AgentError, ArgumentsError
+from ._decide import decide_call
+from ._eventqueue import EventQueue
+from ._execution import CANCEL_GRACE, Outcome, copy_json, execute_tool
+from ._history import CheckedCall, check_calls, clean_text, history_message, result_for_model
+from ._textbuf import TextBuffer
+from .approval import Approver
+from .content import Part, TextPart, ToolResult, error_result
+from .errors import AgentError, ArgumentsError, RunAbortedError
 from .events import (
+    AbandonedCall,
     AgentEvent,
-    ApprovalRequested,
-    ApprovalResolved,
     AssistantTextDelta,
-    CallStatus,
     ReasoningTextDelta,
     RunCancelled,
     RunFailed,
@@ -56,10 +58,9 @@ from .generation import (
     ToolInputDelta,
     ToolInputStart,
     Usage,
-    parse_partial_json,
 )
-from .messages import AssistantMessage, ToolMessage, ToolResultPart, UserMessage
-from .tools import Tool, ToolCall, ToolContext, ToolInput, validate_arguments
+from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
+from .tools import Tool, ToolCall, ToolInput, _json_type
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -69,20 +70,7 @@ __all__ = ["CANCEL_GRACE", "Run"]
 log = logging.getLogger("nbagent")
 _run_ids = itertools.count(1)
 #: Decisions made by a rule rather than a person (see Decision.by).
-_POLICIES = frozenset({"auto", "deny", "rule", "script", "error", "always"})
-#: How long a cancelled or timed-out async tool may take to finish before it is abandoned.
-CANCEL_GRACE = 1.0
-#: Threads for sync tools. asyncio's default pool has min(32, CPUs + 4) threads (6 on two
-#: cores), which would serialize a batch of eight slow sync tools into two rounds.
-TOOL_THREADS = 64
-_pool: ThreadPoolExecutor | None = None
-
-
-def _tool_threads() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix="nbagent-tool")
-    return _pool
+_POLICIES = frozenset({"auto", "deny", "rule", "script", "error", "always", "timeout"})
 
 
 class Run:
@@ -104,13 +92,16 @@ class Run:
         self.max_steps = max_steps
         self.tools = tools
         self.options = options
+        self.limits = agent.limits
         self.definitions = tuple(t.definition for t in tools.values())
-        self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        self._queue = EventQueue(self.limits.event_backlog)
         self._task: asyncio.Task[RunResult] | None = None
         self._start_index = len(agent.messages)
         self._answer: Answer | None = None
         self._open_calls: tuple[ToolCall, ...] = ()
         self._finished: dict[str, ToolResultPart] = {}
+        self._abandoned: dict[str, AbandonedCall] = {}
+        self._taken: set[str] = set()
         self._usage = Usage()
         self._steps = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -131,13 +122,12 @@ class Run:
 
     def emit(self, event: AgentEvent) -> None:
         if self._keep_events:
-            self._queue.put_nowait(event)
+            self._queue.put(event)
 
     def discard_events(self) -> None:
         """Nobody will read :meth:`events`: keep none (``Agent.run`` only wants the result)."""
         self._keep_events = False
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._queue.clear()
 
     def done(self) -> bool:
         return self._task is not None and self._task.done()
@@ -154,7 +144,10 @@ class Run:
         return True
 
     async def events(self) -> AsyncIterator[AgentEvent]:
-        """Every event of the run, ending after RunFinished / RunFailed / RunCancelled."""
+        """Every event of the run, ending after RunFinished / RunFailed / RunCancelled.
+
+        A reader that falls behind gets consecutive deltas merged (see ``Limits.event_backlog``).
+        """
         while True:
             event = await self._queue.get()
             if event is None:
@@ -187,6 +180,7 @@ class Run:
         agent = self.agent
         messages = agent.messages
         messages.append(self.prompt)
+        self._taken = _call_ids(messages)
         model_name = getattr(agent.generator, "model", "")
         self.emit(RunStarted(self.id, self.prompt.text, str(model_name)))
         stop: StopReason = "max_steps"
@@ -206,32 +200,43 @@ class Run:
                         f"the model stopped abnormally ({_reason(answer)})"
                     )
                     return self._end_failed(error)
-                calls = answer.tool_calls()
-                messages.append(answer.message())
-                self.emit(StepFinished(step, answer.usage, _reason(answer), len(calls)))
-                if not calls:
+                checked = check_calls(answer.tool_calls(), self.limits, self.tools)
+                message = history_message(answer.message(), checked, self.limits)
+                messages.append(message)
+                self._taken |= _call_ids([message])
+                self.emit(StepFinished(step, answer.usage, _reason(answer), len(checked)))
+                if not checked:
                     if answer.finish is not None and answer.finish.reason == "pause":
                         continue  # send the paused turn back so the provider continues it
                     stop = "finished"
                     break
-                self._open_calls = calls
+                self._open_calls = tuple(c.call for c in checked)
                 self._finished = {}
-                results = await self._run_batch(step, calls)
+                results = await self._run_batch(step, checked)
                 messages.append(ToolMessage(tuple(part for part, _ in results)))
                 self._open_calls = ()
                 if all(r.terminate and not r.is_error for _, r in results):
                     stop = "terminated"
                     break
         except asyncio.CancelledError:
-            self._repair_after_cancel()
+            self._repair("the run was cancelled")
             result = self._result("cancelled")
             self.final = result
             self.emit(RunCancelled(result))
             self._close()
             raise
-        except Exception as exc:  # a provider error, a bug in a callback: end cleanly, say why
-            self._repair_after_cancel()
+        except RunAbortedError as exc:
+            self._repair(f"the run was stopped: {exc}")
             return self._end_failed(exc)
+        except Exception as exc:  # a provider error, a bug in a callback: end cleanly, say why
+            self._repair(f"the run failed: {type(exc).__name__}")
+            return self._end_failed(exc)
+        except GeneratorExit:
+            raise
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit … from a callback
+            aborted = _aborted(None, exc)
+            self._repair(f"the run was stopped: {aborted}")
+            return self._end_failed(aborted)
         result = self.final = self._result(stop)
         self.emit(RunFinished(result))
         self._close()
@@ -245,7 +250,7 @@ class Run:
 
     def _close(self) -> None:
         self.agent._running = False
-        self._queue.put_nowait(None)
+        self._queue.put(None)
 
     def _result(self, stop: StopReason, error: BaseException | None = None) -> RunResult:
         new = tuple(self.agent.messages[self._start_index :])
@@ -259,12 +264,15 @@ class Run:
     def _keep_answer_text(self, answer: Answer) -> None:
         """Keep what the person already saw of a broken answer, without its (unrunnable) calls."""
         partial = answer.message(with_calls=False)
-        if any(isinstance(p, TextPart) and p.text for p in partial.content):
-            self.agent.messages.append(
-                AssistantMessage(tuple(p for p in partial.content if isinstance(p, TextPart)))
-            )
+        texts = tuple(
+            TextPart(clean_text(p.text))
+            for p in partial.content
+            if isinstance(p, TextPart) and p.text
+        )
+        if texts:
+            self.agent.messages.append(AssistantMessage(texts))
 
-    def _repair_after_cancel(self) -> None:
+    def _repair(self, why: str) -> None:
         """Leave a history every provider accepts: each call answered exactly once."""
         if self._answer is not None and self._answer.status == "streaming":
             self._answer.abort()
@@ -274,12 +282,13 @@ class Run:
             for call in self._open_calls:
                 part = self._finished.get(call.id)
                 if part is None:
-                    part = ToolResultPart(
-                        call.id,
-                        call.name,
-                        (TextPart("the run was cancelled before this call finished"),),
-                        True,
-                    )
+                    abandoned = self._abandoned.get(call.id)
+                    text = f"{why} before this call finished"
+                    if abandoned is not None:
+                        text += "; its function is still running and its result will be ignored"
+                    result = error_result(text + ".")
+                    part = ToolResultPart(call.id, call.name, result.content, True)
+                    self.emit(ToolFinished(call, result, "cancelled", 0.0, None, abandoned))
                 parts.append(part)
             self.agent.messages.append(ToolMessage(tuple(parts)))
             self._open_calls = ()
@@ -296,48 +305,74 @@ class Run:
             instructions=agent.instructions,
             options=self.options,
         )
-        answer = Answer()
+        answer = Answer(self._taken)
         self._answer = answer
-        inputs: dict[str, str] = {}
-        names: dict[str, str] = {}
+        streams: dict[str, _CallStream] = {}
+        keep = self._keep_events
+        queue = self._queue
+        pending = queue.items  # the queue's deque: its tail is checked once per fragment
+        shown = self.limits.max_argument_bytes  # beyond it a call is refused: show no more
         stream = agent.generator.stream(request)
         try:
-            async for event in stream:
-                answer.add(event)
-                if isinstance(event, TextDelta):
-                    if event.text:
+            async for raw in stream:
+                event = answer.add(raw)
+                if isinstance(event, ToolInputDelta):  # the most frequent event: kept lean
+                    call_id = event.call_id
+                    found = streams.get(call_id)
+                    if found is None:
+                        found = streams[call_id] = self._call_stream("")
+                    buffer = found.buffer
+                    if buffer is not None and buffer.length < shown:
+                        buffer.append(event.delta)
+                        end = buffer.length
+                        merged = found.merged
+                        if merged is not None and pending and pending[-1] is merged:
+                            merged.end = end  # the reader is behind: grow the pending delta
+                        elif keep:
+                            self.emit(
+                                ToolArgumentsDelta(
+                                    call_id, found.name, event.delta, source=(buffer, end)
+                                )
+                            )
+                            found.merged = queue.merged_tail()
+                        if found.on_delta is not None:
+                            info = ToolInput(
+                                call_id, found.name, delta=event.delta, source=(buffer, end)
+                            )
+                            await _input_callback(found.on_delta, info, "on_input_delta")
+                elif isinstance(event, TextDelta):
+                    if (
+                        event.text
+                        and keep
+                        and not queue.extend_text(AssistantTextDelta, step, event.text)
+                    ):
                         self.emit(AssistantTextDelta(step, event.text))
-                elif isinstance(event, ToolInputDelta):
-                    text = inputs[event.call_id] = inputs.get(event.call_id, "") + event.delta
-                    name = names.get(event.call_id, "")
-                    delta_event = ToolArgumentsDelta(event.call_id, name, event.delta, text)
-                    self.emit(delta_event)
-                    await self._input_callback(
-                        name, "on_input_delta", event.call_id, text, event.delta, delta_event
-                    )
                 elif isinstance(event, ToolInputStart):
-                    names[event.call_id] = event.name
-                    found = self.tools.get(event.name)
+                    streams[event.call_id] = self._call_stream(event.name)
+                    tool = self.tools.get(event.name)
                     self.emit(
                         ToolCallStarted(
                             step,
                             event.call_id,
                             event.name,
-                            found.title if found else None,
+                            tool.title if tool else None,
                             event.provider_executed,
                         )
                     )
-                    await self._input_callback(event.name, "on_input_start", event.call_id, "", "")
+                    if tool is not None and tool.on_input_start is not None:
+                        info = ToolInput(event.call_id, event.name)
+                        await _input_callback(tool.on_input_start, info, "on_input_start")
                 elif isinstance(event, ToolCallReceived):
                     call = event.call
-                    await self._input_callback(
-                        call.name, "on_input_available", call.id, call.arguments, ""
-                    )
+                    tool = self.tools.get(call.name)
+                    if tool is not None and tool.on_input_available is not None:
+                        info = ToolInput(call.id, call.name, call.arguments)
+                        await _input_callback(tool.on_input_available, info, "on_input_available")
                 elif isinstance(event, ReasoningDelta) and event.text:
-                    self.emit(ReasoningTextDelta(step, event.text))
+                    if not (keep and queue.extend_text(ReasoningTextDelta, step, event.text)):
+                        self.emit(ReasoningTextDelta(step, event.text))
                 elif isinstance(event, StreamRetry):
-                    inputs.clear()
-                    names.clear()
+                    streams.clear()
                     self.emit(StepRetried(step, event.reason, event.attempt, event.delay))
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
@@ -345,35 +380,18 @@ class Run:
         self._answer = None
         return answer
 
-    async def _input_callback(
-        self,
-        name: str,
-        hook: str,
-        call_id: str,
-        text: str,
-        delta: str,
-        delta_event: ToolArgumentsDelta | None = None,
-    ) -> None:
-        found = self.tools.get(name)
-        callback = getattr(found, hook, None) if found else None
-        if callback is None:
-            return
-        if delta_event is not None:
-            partial = delta_event.partial
-        else:
-            partial = parse_partial_json(text) if text else None
-        info = ToolInput(call_id, name, text, delta, partial)
-        try:
-            outcome = callback(info)
-            if asyncio.iscoroutine(outcome):
-                await outcome
-        except Exception:  # a display callback must never break the run
-            log.exception("%s callback of tool %r failed", hook, name)
+    def _call_stream(self, name: str) -> _CallStream:
+        """What the loop keeps of one call while its arguments stream: text only if someone
+        will read it (events are kept, or the tool has ``on_input_delta``)."""
+        tool = self.tools.get(name)
+        on_delta = tool.on_input_delta if tool is not None else None
+        keep = self._keep_events or on_delta is not None
+        return _CallStream(name, TextBuffer() if keep else None, on_delta)
 
     # --- one batch of calls -----------------------------------------------------------------
 
     async def _run_batch(
-        self, step: int, calls: tuple[ToolCall, ...]
+        self, step: int, calls: list[CheckedCall]
     ) -> list[tuple[ToolResultPart, ToolResult]]:
         limit = self.agent.max_concurrency
         semaphore = asyncio.Semaphore(limit) if limit else None
@@ -389,92 +407,96 @@ class Run:
         except BaseException:
             for task in tasks:
                 task.cancel()
-            await asyncio.wait(tasks, timeout=CANCEL_GRACE)
+            await asyncio.wait(tasks, timeout=CANCEL_GRACE * 2)
             raise
         return list(done)
 
     async def _handle_call(
         self,
         step: int,
-        call: ToolCall,
+        checked: CheckedCall,
+        semaphore: asyncio.Semaphore | None,
+        sequential: dict[str, asyncio.Lock],
+    ) -> tuple[ToolResultPart, ToolResult]:
+        call = checked.call
+        try:
+            return await self._handle_call_now(step, checked, semaphore, sequential)
+        except (Exception, asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # from a predicate, to_model_output …: never out as it is
+            raise _aborted(call.name, exc) from exc
+
+    async def _handle_call_now(
+        self,
+        step: int,
+        checked: CheckedCall,
         semaphore: asyncio.Semaphore | None,
         sequential: dict[str, asyncio.Lock],
     ) -> tuple[ToolResultPart, ToolResult]:
         started = time.monotonic()
+        call = checked.call
         found = self.tools.get(call.name)
-        input_value: Any = None
-        status: CallStatus = "done"
-        trace: str | None = None
-        try:
-            input_value = validate_arguments(call)
-            if found is not None:
-                self.agent._schemas[call.name].validate(input_value)
-        except ArgumentsError as exc:
-            result: ToolResult | None = error_result(
-                f"Invalid arguments for {call.name}, nothing was run; "
-                f"fix them and call again.\n{exc}"
-            )
-            status = "invalid"
+        input_value = checked.input
+        outcome: Outcome | None = None
+        if checked.problem is not None:
+            outcome = Outcome(error_result(checked.problem), "invalid")
         else:
-            result = None
-        self.emit(ToolCallReady(step, call, input_value))
-        if found is None:
-            result = error_result(
-                f"Unknown tool {call.name!r}. Available tools: "
-                f"{', '.join(sorted(self.tools)) or 'none'}."
-            )
-            status = "invalid"
-        elif found.execute is None:
-            result = error_result(f"Tool {call.name!r} is run by the provider, not by this agent.")
-            status = "invalid"
-        if result is None and found is not None:
-            decision = await self._approve(found, call, input_value)
-            if decision is not None and not decision.approved:
-                reason = decision.reason or "no reason given"
-                if decision.by in _POLICIES:
-                    text = f"This call to {call.name} was not run: {reason}"
-                else:
-                    text = f"The person denied this call to {call.name}: {reason}"
-                result = error_result(text)
-                status = "denied"
-        if result is None and found is not None:
-            lock = (
-                sequential.setdefault(call.name, asyncio.Lock())
-                if (found.execution_mode == "sequential")
-                else None
-            )
-            result, status, trace = await self._execute(found, call, input_value, semaphore, lock)
-        assert result is not None
+            try:
+                if not isinstance(input_value, dict):
+                    raise ArgumentsError(
+                        f"arguments of {call.name!r} must be a JSON object, "
+                        f"got {_json_type(input_value)}"
+                    )
+                if found is not None:
+                    self.agent._schemas[call.name].validate(input_value)
+            except ArgumentsError as exc:
+                outcome = Outcome(
+                    error_result(
+                        f"Invalid arguments for {call.name}, nothing was run; "
+                        f"fix them and call again.\n{exc}"
+                    ),
+                    "invalid",
+                )
+        self.emit(ToolCallReady(step, call, copy_json(input_value)))
+        if outcome is None:
+            outcome = await self._run_valid(found, call, input_value, semaphore, sequential)
+        result = result_for_model(outcome.result, self.limits)
         part = ToolResultPart(call.id, call.name, result.content, result.is_error)
         self._finished[call.id] = part
-        self.emit(ToolFinished(call, result, status, time.monotonic() - started, trace))
+        elapsed = time.monotonic() - started
+        self.emit(
+            ToolFinished(call, result, outcome.status, elapsed, outcome.trace, outcome.abandoned)
+        )
+        if outcome.raised is not None:
+            raise _aborted(call.name, outcome.raised) from outcome.raised
         return part, result
 
-    async def _approve(self, found: Tool, call: ToolCall, input_value: Any) -> Decision | None:
-        """None when no approval is needed; else the decision for exactly this call."""
-        try:
-            needed = await found.approval_needed(input_value)
-        except Exception as exc:  # a broken predicate must not let the call through
-            return Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
-        if not needed:
-            return None
-        request = ApprovalRequest.for_call(call, input_value, found.title)
-        known = getattr(self.approver, "known_decision", None)
-        decision: Decision | None = known(request) if known is not None else None
-        if decision is not None:  # e.g. "always allow": nobody needs to be asked
-            self.emit(ApprovalResolved(call.id, decision))
-            return decision
-        self.emit(ApprovalRequested(request))
-        try:
-            decision = await self.approver.decide(request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            decision = Decision(False, f"the approver failed: {exc}", by="error")
-        if not isinstance(decision, Decision):
-            decision = Decision(False, "the approver returned no decision", by="error")
-        self.emit(ApprovalResolved(call.id, decision))
-        return decision
+    async def _run_valid(
+        self,
+        found: Tool | None,
+        call: ToolCall,
+        input_value: Any,
+        semaphore: asyncio.Semaphore | None,
+        sequential: dict[str, asyncio.Lock],
+    ) -> Outcome:
+        """A call whose arguments fit: unknown tool, provider's tool, denied, or run."""
+        if found is None:
+            available = ", ".join(sorted(self.tools)) or "none"
+            text = f"Unknown tool {call.name!r}. Available tools: {available}."
+            return Outcome(error_result(text), "invalid")
+        if found.execute is None:
+            text = f"Tool {call.name!r} is run by the provider, not by this agent."
+            return Outcome(error_result(text), "invalid")
+        timeout = self.agent.approval_timeout
+        decision = await decide_call(found, call, input_value, self.approver, timeout, self.emit)
+        if decision is not None and not decision.approved:
+            reason = decision.reason or "no reason given"
+            if decision.by in _POLICIES:
+                text = f"This call to {call.name} was not run: {reason}"
+            else:
+                text = f"The person denied this call to {call.name}: {reason}"
+            return Outcome(error_result(text), "denied")
+        return await self._execute(found, call, input_value, semaphore, sequential)
 
     async def _execute(
         self,
@@ -482,77 +504,75 @@ class Run:
         call: ToolCall,
         input_value: Any,
         semaphore: asyncio.Semaphore | None,
-        lock: asyncio.Lock | None,
-    ) -> tuple[ToolResult, CallStatus, str | None]:
-        async with semaphore or nullcontext(), lock or nullcontext():
-            return await self._execute_now(found, call, input_value)
-
-    async def _execute_now(
-        self, found: Tool, call: ToolCall, input_value: Any
-    ) -> tuple[ToolResult, CallStatus, str | None]:
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-        on_loop = threading.get_ident()
-
-        def emit_progress(update: ToolResult) -> None:
-            event = ToolProgress(call.id, update, time.monotonic() - started)
-            if threading.get_ident() == on_loop:
-                self.emit(event)
-            else:
-                loop.call_soon_threadsafe(lambda: None if context._done else self.emit(event))
-
-        context = ToolContext(call, input_value, found, emit_progress)
-        execute = found.execute
-        assert execute is not None
-        self.emit(ToolStarted(call))
-        if asyncio.iscoroutinefunction(execute):
-            work: asyncio.Future[Any] = asyncio.ensure_future(execute(context))
-        else:
-            ctx = contextvars.copy_context()
-            work = loop.run_in_executor(_tool_threads(), ctx.run, execute, context)
+        sequential: dict[str, asyncio.Lock],
+    ) -> Outcome:
+        lock = (
+            sequential.setdefault(call.name, asyncio.Lock())
+            if found.execution_mode == "sequential"
+            else None
+        )
         timeout = found.timeout if found.timeout is not None else self.agent.tool_timeout
-        try:
-            done, _ = await asyncio.wait({work}, timeout=timeout)
-        except asyncio.CancelledError:
-            context._request_cancel()
-            work.cancel()
-            await asyncio.wait({work}, timeout=CANCEL_GRACE)
-            context._finish()
-            raise
-        if not done:
-            context._request_cancel()
-            work.cancel()
-            await asyncio.wait({work}, timeout=CANCEL_GRACE)
-            context._finish()
-            return (
-                error_result(f"{call.name} did not finish within {timeout:g} s and was stopped."),
-                "timeout",
-                None,
+        async with semaphore or nullcontext(), lock or nullcontext():
+            self.emit(ToolStarted(call))
+            return await execute_tool(
+                found,
+                call,
+                copy_json(input_value),
+                timeout,
+                self._progress(call.id),
+                self._abandon,
             )
-        context._finish()
-        try:
-            value = work.result()
-        except asyncio.CancelledError:
-            return error_result(f"{call.name} was cancelled."), "cancelled", None
-        except Exception as exc:
-            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            message = f"{call.name} failed: {type(exc).__name__}: {exc}"
-            return error_result(message, value=exc), "error", trace
-        try:
-            result = self._model_output(found, value)
-        except Exception as exc:
-            trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            return error_result(f"{call.name} returned an unusable result: {exc}"), "error", trace
-        return result, ("error" if result.is_error else "done"), None
 
-    @staticmethod
-    def _model_output(found: Tool, value: Any) -> ToolResult:
-        if found.to_model_output is not None:
-            converted = to_tool_result(found.to_model_output(value))
-            result = ToolResult(converted.content, converted.is_error, converted.terminate, value)
-        else:
-            result = to_tool_result(value)
-        return validate_result(result)
+    def _progress(self, call_id: str) -> Callable[[ToolResult, float], None]:
+        def deliver(update: ToolResult, elapsed: float) -> None:
+            self.emit(ToolProgress(call_id, update, elapsed))
+
+        return deliver
+
+    def _abandon(self, handle: AbandonedCall) -> None:
+        self._abandoned[handle.call_id] = handle
+
+
+async def _input_callback(callback: Callable[[ToolInput], Any], info: ToolInput, hook: str) -> None:
+    try:
+        outcome = callback(info)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:  # a display callback must never break the run
+        log.exception("%s callback of tool %r failed", hook, info.name)
+
+
+def _aborted(tool: str | None, raised: BaseException) -> RunAbortedError:
+    what = f"{type(raised).__name__}" + (f": {raised}" if str(raised) else "")
+    who = f"tool {tool!r}" if tool is not None else "a callback"
+    error = RunAbortedError(f"{who} raised {what}", tool=tool, raised=raised)
+    error.__cause__ = raised
+    return error
+
+
+def _call_ids(messages: Sequence[Message]) -> set[str]:
+    return {
+        part.id
+        for message in messages
+        if isinstance(message, AssistantMessage)
+        for part in message.content
+        if isinstance(part, ToolCall)
+    }
+
+
+class _CallStream:
+    """One call's arguments as they stream: its text (if anyone reads it), its ``on_input_delta``
+    callback, and the merged delta it may grow at the tail of the event queue."""
+
+    __slots__ = ("buffer", "merged", "name", "on_delta")
+
+    def __init__(
+        self, name: str, buffer: TextBuffer | None, on_delta: Callable[[ToolInput], Any] | None
+    ) -> None:
+        self.name = name
+        self.buffer = buffer
+        self.on_delta = on_delta
+        self.merged: Any = None
 
 
 def _reason(answer: Answer) -> Any:

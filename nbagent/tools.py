@@ -7,15 +7,17 @@ runs it inside its loop. :func:`tool` builds a Tool from a typed Python function
 from __future__ import annotations
 
 import functools
-import json
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
+from ._strict_json import parse_arguments
+from ._textbuf import _UNSET, StreamedArguments, TextBuffer
 from .content import ToolResult
 from .errors import ArgumentsError, SchemaError, ToolDefinitionError
+from .limits import Limits
 
 if TYPE_CHECKING:
     from .schema import CompiledSchema
@@ -28,6 +30,7 @@ __all__ = [
     "ToolContext",
     "ToolInput",
     "decode_arguments",
+    "parse_call_arguments",
     "tool",
     "validate_arguments",
     "validate_tools",
@@ -37,6 +40,7 @@ T = TypeVar("T")
 ExecutionMode = Literal["concurrent", "sequential"]
 NeedsApproval = Union[bool, Callable[[Mapping[str, Any]], bool | Awaitable[bool]]]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -52,27 +56,70 @@ class ToolCall:
 
     @functools.cached_property
     def input(self) -> Any:
-        """The arguments parsed as JSON (raises :class:`ArgumentsError` if they are not JSON)."""
-        text = self.arguments.strip() or "{}"  # some servers send "" for no-argument tools
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise ArgumentsError(f"arguments of {self.name!r} are not valid JSON: {exc}") from None
+        """The arguments parsed as strict JSON, within the default :class:`~nbagent.Limits`.
+
+        Raises :class:`ArgumentsError` for anything that is not exactly one JSON value: invalid
+        JSON, ``NaN``/``Infinity``, a key given twice, a lone surrogate, too large or too deep.
+        Empty text counts as ``{}`` (some servers send ``""`` for tools without parameters).
+        """
+        return parse_call_arguments(self)
 
 
-@dataclass(frozen=True)
-class ToolInput:
-    """Streaming arguments of one call, given to ``on_input_*`` callbacks and front ends.
+def parse_call_arguments(call: ToolCall, limits: Limits | None = None) -> Any:
+    """A fresh parse of ``call.arguments`` as strict JSON within ``limits`` (see ToolCall.input)."""
+    bounds = limits or _DEFAULT_LIMITS
+    return parse_arguments(
+        call.arguments,
+        name=call.name,
+        max_bytes=bounds.max_argument_bytes,
+        max_depth=bounds.max_argument_depth,
+    )
 
-    ``text`` is the JSON received so far, ``delta`` the newest fragment, ``partial`` the best
-    parse of ``text`` (a dict that fills in as fragments arrive; the final input when complete).
+
+class ToolInput(StreamedArguments):
+    """Streaming arguments of one call, given to ``on_input_*`` callbacks.
+
+    ``delta`` is the newest fragment; ``text`` the JSON received so far and ``partial`` its best
+    parse (a dict that fills in as fragments arrive; the final input when complete) are
+    computed when first read.
     """
 
+    __slots__ = ("call_id", "delta", "name")
+    __match_args__ = ("call_id", "name", "text", "delta", "partial")
     call_id: str
     name: str
-    text: str = ""
-    delta: str = ""
-    partial: Any = None
+    delta: str
+
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        text: str | None = None,
+        delta: str = "",
+        partial: Any = _UNSET,
+        *,
+        source: tuple[TextBuffer, int] | None = None,
+    ) -> None:
+        object.__setattr__(self, "call_id", call_id)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "delta", delta)
+        self._init_arguments(text if text is not None or source else "", source, partial)
+
+    def __repr__(self) -> str:
+        return f"ToolInput(call_id={self.call_id!r}, name={self.name!r}, delta={self.delta!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolInput):
+            return NotImplemented
+        return (self.call_id, self.name, self.delta, self.text) == (
+            other.call_id,
+            other.name,
+            other.delta,
+            other.text,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.call_id, self.name, self.delta, self.text))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -311,12 +358,15 @@ def _make_tool(
     return made
 
 
-def validate_arguments(call: ToolCall) -> Mapping[str, Any]:
-    """Parse ``call.arguments`` and check that it is a JSON object; return it.
+def validate_arguments(call: ToolCall, *, limits: Limits | None = None) -> Mapping[str, Any]:
+    """Parse ``call.arguments`` as strict JSON and check that it is an object; return it.
 
-    Raises :class:`ArgumentsError` for invalid JSON or any other JSON value.
+    Raises :class:`ArgumentsError` for anything :attr:`ToolCall.input` rejects (invalid JSON,
+    ``NaN``, duplicate keys, lone surrogates, beyond ``limits``) and for any other JSON value.
+    With ``limits``, the text is parsed afresh within them (the returned value is then a new
+    object, not the cached ``call.input``).
     """
-    value = call.input
+    value = call.input if limits is None else parse_call_arguments(call, limits)
     if not isinstance(value, dict):
         raise ArgumentsError(
             f"arguments of {call.name!r} must be a JSON object, got {_json_type(value)}"

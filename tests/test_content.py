@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
 
 from nbagent import ImagePart, ToolResult, image_result, text_and_image_result, text_result
-from nbagent.content import IMAGE_MAX_SIDE, image_part, to_tool_result, validate_result
+from nbagent.content import (
+    IMAGE_MAX_BYTES,
+    IMAGE_MAX_SIDE,
+    TextPart,
+    checked_image,
+    image_part,
+    to_tool_result,
+    validate_result,
+)
 from nbagent.errors import ImageError, ResultError
 
 
@@ -101,3 +112,92 @@ def test_validate_result() -> None:
         validate_result(ToolResult(("raw",)))  # type: ignore[arg-type]
     with pytest.raises(ResultError):
         validate_result(ToolResult((ImagePart(b"", "image/png"),)))
+
+
+# --- hand-built images are checked like any other ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("part", "fragment"),
+    [
+        (ImagePart(b"not a png", "image/png"), "does not decode"),
+        (ImagePart(png()[:40], "image/png"), "does not decode"),
+        (ImagePart(png(), "image/jpeg"), "not the declared image/jpeg"),
+    ],
+)
+def test_validate_result_decode_checks_hand_built_images(part: ImagePart, fragment: str) -> None:
+    with pytest.raises(ImageError, match=fragment):
+        validate_result(ToolResult((TextPart("see"), part)))
+    with pytest.raises(ImageError, match=fragment):
+        checked_image(part)
+
+
+def test_hand_built_bomb_is_refused() -> None:
+    buffer = io.BytesIO()
+    Image.new("1", (20000, 20000)).save(buffer, format="PNG")
+    with pytest.raises(ImageError, match="decompression bomb"):
+        checked_image(ImagePart(buffer.getvalue(), "image/png", 1, 1))
+
+
+def test_valid_hand_built_image_passes_unchanged_or_downscaled() -> None:
+    good = ImagePart(png(), "image/png", 8, 6)
+    result = ToolResult((good,))
+    assert validate_result(result) is result
+    wide = ImagePart(png(IMAGE_MAX_SIDE * 2, 10), "image/png")
+    [scaled] = validate_result(ToolResult((wide,))).images
+    assert scaled.width == IMAGE_MAX_SIDE
+    assert image_part(scaled.data).width == IMAGE_MAX_SIDE  # really re-encoded
+
+
+def test_images_too_many_bytes_are_downscaled_to_fit() -> None:
+    noisy = Image.effect_noise((IMAGE_MAX_SIDE, IMAGE_MAX_SIDE), 120).convert("RGB")
+    buffer = io.BytesIO()
+    noisy.save(buffer, format="PNG")
+    assert len(buffer.getvalue()) > IMAGE_MAX_BYTES
+    part = image_part(buffer.getvalue())
+    assert len(part.data) <= IMAGE_MAX_BYTES and part.width < IMAGE_MAX_SIDE
+
+
+# --- results render the same in every process ---------------------------------------------
+
+
+VALUES = """[
+    {"pear", "apple", "fig", "kiwi", "plum", "lime"},
+    frozenset({"b", "a", "c"}),
+    {"k": {"z", "y", "x"}, "n": [{3, 1, 2}]},
+    {1, "a", 2.5, None, "b"},
+    {("t", 1), ("s", 2)},
+]"""
+SCRIPT = (
+    "from nbagent.content import to_tool_result\n"
+    f"for value in {VALUES}:\n"
+    "    print(to_tool_result(value).text)\n"
+)
+
+
+def test_sets_render_deterministically_across_hash_seeds() -> None:
+    outputs = set()
+    for seed in ("1", "2", "3", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True, env=env
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1, outputs
+    lines = outputs.pop().splitlines()
+    assert lines[0] == '["apple", "fig", "kiwi", "lime", "pear", "plum"]'
+    assert lines[2] == '{"k": ["x", "y", "z"], "n": [[1, 2, 3]]}'
+
+
+def test_reprs_lose_their_memory_addresses() -> None:
+    class Thing:
+        pass
+
+    text = to_tool_result({"thing": Thing(), "f": print}).text
+    assert "0x" not in text and "Thing object" in text
+
+
+def test_cyclic_values_do_not_break_results() -> None:
+    loop: list[object] = [1]
+    loop.append(loop)
+    assert to_tool_result(loop).text == '[1, "..."]'

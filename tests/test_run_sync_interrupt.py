@@ -44,3 +44,29 @@ def test_interrupt_cancels_cleanly() -> None:
     out, err = proc.communicate(timeout=30)
     assert time.monotonic() - started < 10, err
     assert out.strip() == "interrupted True False", err[-3000:]
+
+
+def test_a_loop_broken_out_of_still_winds_its_task_down() -> None:
+    """A callback raising KeyboardInterrupt breaks the worker's loop; the task still gets to
+    clean up (an agent run would otherwise stay "running" for ever)."""
+    import asyncio
+
+    import pytest
+
+    from nbagent._threads import run_on_worker_loop
+
+    ended: list[str] = []
+
+    async def work() -> None:
+        def boom() -> None:
+            raise KeyboardInterrupt
+
+        asyncio.get_running_loop().call_soon(boom)
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append("cleaned up")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_on_worker_loop(work)
+    assert ended == ["cleaned up"]

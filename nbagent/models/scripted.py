@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -109,11 +109,14 @@ def as_turn(turn: TurnLike) -> Turn:
     return Turn(*turn)
 
 
-def _split(text: str, pieces: int) -> list[str]:
+def _split(text: str, pieces: int) -> Iterator[str]:
+    """``text`` in about ``pieces`` fragments, one at a time (never all held at once)."""
     if pieces <= 1 or len(text) <= 1:
-        return [text]
+        yield text
+        return
     size = max(1, -(-len(text) // pieces))
-    return [text[i : i + size] for i in range(0, len(text), size)]
+    for i in range(0, len(text), size):
+        yield text[i : i + size]
 
 
 async def play_turn(turn: Turn, *, chunk_delay: float = 0.0) -> AsyncIterator[StreamEvent]:

@@ -1,0 +1,47 @@
+"""Limits on what a model may send and what a tool may give back, with sane defaults.
+
+Everything a model sends is untrusted and every tool result goes back to the model: each has a
+bound, so that one bad turn can neither exhaust memory nor be kept in the history and re-sent
+on every later turn. Set them per agent:
+``Agent(model, tools, limits=Limits(max_calls_per_turn=8))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["Limits"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds the loop applies to model output and tool results (see docs/concepts/limits.md).
+
+    ``max_argument_bytes``: the UTF-8 size of one call's arguments, checked before parsing. A
+    larger call is not run; its arguments are kept in the history as ``{}`` and its error
+    result names the size.
+    ``max_argument_depth``: how deeply arrays and objects may nest in one call's arguments.
+    ``max_calls_per_turn``: calls handled from one model answer; the rest are answered with an
+    error saying why, and never start.
+    ``max_result_chars``: characters of text a tool result may send to the model; the rest is
+    cut, and a marker says how much.
+    ``max_result_images``: images one tool result may send to the model; extra ones are left out
+    with a marker.
+    ``event_backlog``: unread events a run keeps one by one; beyond that, consecutive text and
+    argument deltas of one stream are merged (nothing is lost) and a call's progress updates
+    replace each other, so a slow reader costs memory in proportion to the text, not to the
+    number of fragments.
+    """
+
+    max_argument_bytes: int = 1_048_576
+    max_argument_depth: int = 64
+    max_calls_per_turn: int = 32
+    max_result_chars: int = 100_000
+    max_result_images: int = 8
+    event_backlog: int = 1_000
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{item.name} must be a positive integer, not {value!r}")
