@@ -246,6 +246,22 @@ def validate_result(result: object) -> ToolResult:
     return ToolResult(tuple(parts), result.is_error, result.terminate, result.value)
 
 
+def _close_pyplot_figure(figure: Any) -> None:
+    """A pyplot figure is captured once: close it, or Jupyter's inline backend draws it again
+    under the next cell (and pyplot keeps it in memory). Figures made with
+    ``matplotlib.figure.Figure`` are not pyplot's and are left alone."""
+    import sys
+
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None or getattr(figure, "number", None) is None:
+        return
+    try:
+        if figure.number in pyplot.get_fignums():
+            pyplot.close(figure)
+    except Exception:  # a figure-like object that is not matplotlib's: nothing to close
+        return
+
+
 def to_tool_result(value: Any) -> ToolResult:
     """Turn whatever a tool returned into a ToolResult, keeping the original as ``value``.
 
@@ -266,6 +282,7 @@ def to_tool_result(value: Any) -> ToolResult:
     if hasattr(value, "savefig"):
         buffer = io.BytesIO()
         value.savefig(buffer, format="png", bbox_inches="tight")
+        _close_pyplot_figure(value)
         return ToolResult((image_part(buffer.getvalue()),), value=value)
     if isinstance(value, Sequence) and value and all(isinstance(v, ToolResult) for v in value):
         raise ResultError("return one ToolResult, not a list of them")

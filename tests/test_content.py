@@ -201,3 +201,26 @@ def test_cyclic_values_do_not_break_results() -> None:
     loop: list[object] = [1]
     loop.append(loop)
     assert to_tool_result(loop).text == '[1, "..."]'
+
+
+def test_a_pyplot_figure_is_captured_once_then_closed() -> None:
+    """Else Jupyter's inline backend draws it again under the next cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from nbagent.content import to_tool_result
+
+    figure, axes = plt.subplots()
+    axes.plot([1, 3, 2])
+    number = figure.number
+    assert number in plt.get_fignums()
+    result = to_tool_result(figure)
+    assert result.images and result.images[0].mime_type == "image/png"
+    assert number not in plt.get_fignums()
+    assert result.value is figure  # the person still gets the figure itself
+    standalone = Figure()
+    standalone.add_subplot().plot([1, 2])
+    assert to_tool_result(standalone).images  # not pyplot's: nothing to close, no error
