@@ -11,6 +11,7 @@ import argparse
 import importlib.util
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,17 +22,30 @@ from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from . import outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
+from .recordings import RecordMode, choose, model_configured
 from .runner import Job, Mode, PendingRun, View
 
 if TYPE_CHECKING:
+    from ..agent import Agent
     from ..events import RunResult
+    from ..recording import Pace
+    from .recordings import Choice
     from .session import Session
 
 __all__ = ["HELP", "AgentMagics", "interpolate", "split_options"]
 
-_VALUE_OPTIONS = {"-m", "--model", "-o", "--output", "--approve", "--max-steps", "--tools"}
-_FLAG_OPTIONS = {"--new", "--reset"}
-_COMMANDS = ("tools", "history", "config", "stop", "help", "rules")
+_VALUE_OPTIONS = {
+    "-m",
+    "--model",
+    "-o",
+    "--output",
+    "--approve",
+    "--max-steps",
+    "--tools",
+    "--pace",
+}
+_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live"}
+_COMMANDS = ("tools", "history", "config", "stop", "help", "rules", "recording")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
 
 HELP = """\
@@ -40,7 +54,7 @@ Ask the agent; the answer streams into the cell.
   %agent [options] PROMPT        one line; {name} is replaced by the variable's value
   x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
   %%agent [options]              the cell body is the prompt
-  %agent tools | history | config | rules | stop | help
+  %agent tools | history | config | rules | recording | stop | help
 
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, anthropic:MODEL,
@@ -50,6 +64,11 @@ Options
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
   --max-steps N        stop after N model turns
   --tools A,B          only these tools in this run
+  --record             run live and record the run (beside the notebook, in nbagent-recordings/)
+  --replay             replay this run's recording (with a model set: go on live where the run
+                       departs from it, and record again)
+  --live               run live, neither replaying nor recording
+  --pace PACE          how a replay streams: instant, readable (default with widgets), recorded
   --                   end of the options (for a prompt that starts with a dash)
 
 Tools are the @nbagent.tool functions defined in the notebook, and nbagent.register(...).
@@ -60,6 +79,9 @@ run. This needs ipykernel 7.4 or newer; on older kernels a run that may ask for 
 in the background (the cell says so) and NAME holds a pending result until the run ends.
 Unattended runs (nbclient, CI) deny calls that need approval unless --approve or
 NBAGENT_APPROVAL says auto.
+
+Recordings: with no model set (the offline stand-in only), a run that has a recording replays
+it; with a model set, every run is recorded afresh. %agent recording lists the recordings.
 
 Approval rules: "Always allow" on a card allows that tool for the rest of the session;
 %agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.
@@ -141,6 +163,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--approve", choices=["ask", "auto", "deny"])
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--tools")
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--replay", action="store_true")
+    parser.add_argument("--live", action="store_true")
+    parser.add_argument("--pace", choices=["instant", "readable", "recorded"])
     return parser
 
 
@@ -168,6 +194,8 @@ class _Plan:
     approve: str | None
     max_steps: int | None
     tools: list[str] | None
+    recording: RecordMode = "auto"
+    pace: str | None = None
 
 
 @magics_class
@@ -234,6 +262,9 @@ class AgentMagics(Magics):
         tools = None
         if args.tools is not None:
             tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+        modes = [m for m in ("record", "replay", "live") if getattr(args, m)]
+        if len(modes) > 1:
+            raise UsageError(f"choose one of --record, --replay and --live, not {modes}")
         return _Plan(
             interpolate(prompt, self._namespace()),
             args.model,
@@ -242,6 +273,8 @@ class AgentMagics(Magics):
             args.approve,
             args.max_steps,
             tools,
+            modes[0] if modes else "auto",  # type: ignore[arg-type]
+            args.pace,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -314,6 +347,7 @@ class AgentMagics(Magics):
             tools=plan.tools,
             reset=plan.new,
             on_end=ended,
+            model_for=self._model_for(plan, widgets=use_widgets),
         )
         holder.append(job)
         if mode == "background":
@@ -327,6 +361,20 @@ class AgentMagics(Magics):
         if use_widgets:
             outputs.show_live(view, f"nbagent-{uuid.uuid4().hex}")
         return job, pending
+
+    def _model_for(
+        self, plan: _Plan, *, widgets: bool
+    ) -> Callable[[Agent, str, list[str] | None], Choice]:
+        """How the run gets its model: live, recorded or replayed (see :mod:`.recordings`)."""
+        store = self.session.recordings
+        pace: Pace = plan.pace or ("readable" if widgets else "instant")  # type: ignore[assignment]
+        mode = plan.recording
+
+        def model_for(agent: Agent, prompt: str, tools: list[str] | None) -> Choice:
+            configured = model_configured(self.session.model_spec)
+            return choose(agent, prompt, tools, mode, store, pace, configured)
+
+        return model_for
 
     def _mode(self, awaited: bool, needs_clicks: bool) -> tuple[Mode, str]:
         """Where the run runs (see :mod:`.runner`), and why when it is not in its cell."""
@@ -366,6 +414,9 @@ class AgentMagics(Magics):
             return
         if name == "rules":
             self._rules(words[1:])
+            return
+        if name == "recording":
+            report.recordings(session)
             return
         report.problems(session.scan())
         if name == "tools":

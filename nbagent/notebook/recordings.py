@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..events import RunResult
     from ..recording import Pace
 
-__all__ = ["Choice", "RecordMode", "RecordingStore", "choose"]
+__all__ = ["Choice", "RecordMode", "RecordingStore", "choose", "model_configured"]
 
 RecordMode = Literal["auto", "record", "replay", "live"]
 #: Stop reasons whose runs are worth replaying (a failed or stopped run is not saved).
@@ -133,11 +133,13 @@ def _nothing(_result: RunResult | None) -> str | None:
     return None
 
 
-def _configured(agent: Agent) -> bool:
-    """A model other than the offline stand-in is set."""
-    from ..models import OfflineModel
-
-    return not isinstance(agent.generator, OfflineModel)
+def model_configured(spec: object) -> bool:
+    """A real model is set: by ``-m``/``set_model`` as a model string, or by ``NBAGENT_MODEL``,
+    and not the offline stand-in. (A Generator set from Python, such as a ScriptedModel, is
+    not recorded unless asked: it is usually a stand-in itself.)"""
+    if spec is None:
+        spec = os.environ.get("NBAGENT_MODEL", "").strip() or None
+    return isinstance(spec, str) and spec.strip().lower() != "offline"
 
 
 def choose(
@@ -147,14 +149,15 @@ def choose(
     mode: RecordMode,
     store: RecordingStore,
     pace: Pace,
+    configured: bool,
 ) -> Choice:
     """Decide how a run gets its model: live, live and recorded, or replayed (module docs).
 
-    Raises :class:`RecordingError` when ``--replay`` finds nothing to replay, saying why.
+    ``configured``: a real model is set (:func:`model_configured`). Raises
+    :class:`RecordingError` when ``--replay`` finds nothing to replay, saying why.
     """
     if mode == "live":
         return Choice(None, "", _nothing)
-    configured = _configured(agent)
     request = first_request(agent, prompt, tools)
     found = store.find(request) if mode != "record" else None
     if mode == "replay" or (mode == "auto" and found is not None and not configured):
@@ -180,7 +183,7 @@ def choose(
                 model=fallback.recording.model,
                 created=fallback.recording.created,
             )
-            return str(store.save(merged, prompt))
+            return _shown(store.save(merged, prompt))
 
         note = f"replaying {found.name}"
         return Choice(replayer, note, after_replay)
@@ -190,10 +193,19 @@ def choose(
         def after_record(result: RunResult | None) -> str | None:
             if result is None or result.stop_reason not in _KEEP or not recorder.recording.steps:
                 return None
-            return str(store.save(recorder.recording, prompt))
+            return _shown(store.save(recorder.recording, prompt))
 
         return Choice(recorder, "recording", after_record)
     return Choice(None, "", _nothing)
+
+
+def _shown(path: Path) -> str:
+    """A recording's path as a notebook may show and save it: relative to the notebook's
+    folder (an absolute path would carry the author's home directory into the notebook)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path.name
 
 
 def _missing(store: RecordingStore, prompt: str, request: Request) -> str:

@@ -19,7 +19,15 @@ if TYPE_CHECKING:
     from .frontend import Frontend
     from .session import Session
 
-__all__ = ["config", "history", "problems", "rules", "schema_summary", "tools_table"]
+__all__ = [
+    "config",
+    "history",
+    "problems",
+    "recordings",
+    "rules",
+    "schema_summary",
+    "tools_table",
+]
 
 
 def _show(markdown: str, plain: str, metadata: dict[str, Any] | None = None) -> None:
@@ -262,3 +270,19 @@ def rules(session: Session) -> None:
         ("tool", "rule", "revoke with"),
         [(name, "always allowed (this session)", f"%agent rules remove {name}") for name in always],
     )
+
+
+def recordings(session: Session) -> None:
+    """The recordings beside the notebook: which prompt, which model, when, how many steps."""
+    from .recordings import describe
+
+    store = session.recordings
+    rows = describe(store)
+    if not rows:
+        _show(
+            f"*No recordings in `{store.folder}`: run `%agent` with a model set (or `--record`) "
+            "to make one.*",
+            f"No recordings in {store.folder}.",
+        )
+        return
+    _table(("file", "prompt", "model", "recorded", "steps"), rows)

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._threads import run_on_worker_loop
 from ..approval import Approver
-from ..errors import AgentError
+from ..errors import AgentError, NbagentError
 from ..events import AgentEvent, RunResult
 
 if TYPE_CHECKING:
     from ..agent import Agent, Run
+    from .recordings import Choice
 
 __all__ = ["Job", "Mode", "PendingRun", "RunNotFinishedError", "View", "drive", "kernel_loop"]
 
@@ -140,6 +141,7 @@ class Job:
         tools: Sequence[str] | None = None,
         reset: bool = False,
         on_end: Callable[[Job], None] | None = None,
+        model_for: Callable[[Agent, str, list[str] | None], Choice] | None = None,
     ) -> None:
         self.number = next(_numbers)
         self._agent = agent
@@ -151,6 +153,8 @@ class Job:
         self.tools = list(tools) if tools is not None else None
         self.reset = reset
         self.on_end = on_end
+        self.model_for = model_for
+        self.saved: str | None = None  # the recording this run was saved to
         self.run: Run | None = None
         self.task: asyncio.Task[RunResult] | None = None
         self.result: RunResult | None = None
@@ -185,14 +189,34 @@ class Job:
         agent = self._agent()
         if self.reset:
             agent.reset()
-        run = agent.start(
-            self.prompt, approver=self.approver, max_steps=self.max_steps, tools=self.tools
-        )
-        with self._lock:
-            self.run = run
-            if self.cancelled:
-                run.cancel()
-        return await drive(run, self.view)
+        choice = self.model_for(agent, self.prompt, self.tools) if self.model_for else None
+        own = agent.generator
+        if choice is not None and choice.generator is not None:
+            agent.generator = choice.generator  # for this run only: runs never interleave
+        result: RunResult | None = None
+        try:
+            run = agent.start(
+                self.prompt, approver=self.approver, max_steps=self.max_steps, tools=self.tools
+            )
+            with self._lock:
+                self.run = run
+                if self.cancelled:
+                    run.cancel()
+            result = await drive(run, self.view)
+            return result
+        finally:
+            agent.generator = own
+            if choice is not None:
+                try:
+                    self.saved = choice.finish(result if result is not None else self.run_final())
+                except (OSError, NbagentError) as exc:  # the run itself went fine: say so, go on
+                    self.saved = f"not saved: {exc}"
+                transcript = getattr(self.view, "transcript", None)
+                if transcript is not None and self.saved:
+                    transcript.saved_to = self.saved
+
+    def run_final(self) -> RunResult | None:
+        return self.run.final if self.run is not None else None
 
     def cancel(self) -> None:
         """Stop the run (from any thread); a queued request never starts."""

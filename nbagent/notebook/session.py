@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
+from .recordings import RecordingStore
 from .runner import kernel_loop
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class Session:
         self._lock = threading.RLock()
         self._saved_sigint: list[Any] = []
         self._closing = False
+        self.recordings = RecordingStore()
 
     # --- the model and the conversation ----------------------------------------------------------
 

@@ -314,6 +314,8 @@ def _tail(transcript: Transcript) -> _Piece:
         md.append(f"**Error:** {safe_markdown(transcript.error)}")
         plain.append(f"Error: {transcript.error}")
     footer = transcript.footer()
+    if transcript.saved_to:
+        footer += f" · recorded in {transcript.saved_to}"
     parts.append(f'<div style="{_DIM_STYLE};font-size:0.9em">{_esc(footer)}</div>')
     md.append(f"*{safe_markdown(footer)}*")
     plain.append(footer)

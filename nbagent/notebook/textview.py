@@ -76,7 +76,10 @@ class TextView:
         elif isinstance(event, ToolFinished):
             self._show_ready()
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
-            self.close()
+            # everything but the footer: whoever drives the run closes the view when it is
+            # done with it (the footer may still learn where the run was recorded)
+            self._show_head()
+            self._show_ready(everything=True)
 
     def _show_head(self) -> None:
         if not self._head_shown:

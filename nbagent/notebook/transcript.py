@@ -210,6 +210,7 @@ class Transcript:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     error: str | None = None
+    saved_to: str | None = None
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     clock: Any = field(default=time.monotonic, repr=False)
@@ -407,6 +408,7 @@ class Transcript:
             "stop_reason": self.stop_reason,
             "error": self.error,
             "steps": self.steps,
+            "recording": self.saved_to,
             "usage": {
                 "input_tokens": self.usage.input_tokens,
                 "output_tokens": self.usage.output_tokens,
