@@ -1,0 +1,245 @@
+"""The notebook is the recording: record a run against a real adapter (a loopback server), then
+Run All in a fresh kernel with no model, no server and no network: the same run, replayed.
+
+Each notebook runs through nbclient in a real kernel. The replay kernel gets an audit hook that
+refuses every Python socket connection (the kernel's own ZMQ sockets are not Python's), so a
+replay that touched the network would fail, not pass by luck.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from ..providers import wire
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+SETUP = """\
+%load_ext nbagent
+import nbagent
+from nbagent import tool
+
+@tool
+def weather(city: str) -> str:
+    \"\"\"Current weather for a city.\"\"\"
+    return f"{city}: sunny, 21 °C"
+"""
+
+
+def _openai_turns() -> list[bytes]:
+    call = [
+        wire.oa_chunk({"role": "assistant", "content": "Let me check "}),
+        wire.oa_chunk({"content": "the weather."}),
+        wire.oa_chunk({"tool_calls": [wire.oa_call(0, "call_zh", "weather")]}),
+        wire.oa_chunk({"tool_calls": [wire.oa_call(0, args='{"city": ')]}),
+        wire.oa_chunk({"tool_calls": [wire.oa_call(0, args='"Zürich"}')]}),
+        wire.oa_chunk({}, "tool_calls"),
+        wire.oa_usage(120, 18),
+    ]
+    answer = [
+        wire.oa_chunk({"content": "It is sunny in "}),
+        wire.oa_chunk({"content": "Zürich, 21 °C."}),
+        wire.oa_chunk({}, "stop"),
+        wire.oa_usage(160, 9),
+    ]
+    return [wire.openai_sse(call), wire.openai_sse(answer)]
+
+
+def _anthropic_turns() -> list[bytes]:
+    call = [
+        wire.an_message_start(120),
+        wire.an_block_start(0, {"type": "text", "text": ""}),
+        wire.an_text(0, "Let me check "),
+        wire.an_text(0, "the weather."),
+        wire.an_block_stop(0),
+        wire.an_block_start(
+            1, {"type": "tool_use", "id": "toolu_zh", "name": "weather", "input": {}}
+        ),
+        wire.an_json(1, '{"city": '),
+        wire.an_json(1, '"Zürich"}'),
+        wire.an_block_stop(1),
+        wire.an_message_delta("tool_use", 18),
+        wire.MESSAGE_STOP,
+    ]
+    answer = [
+        wire.an_message_start(160),
+        wire.an_block_start(0, {"type": "text", "text": ""}),
+        wire.an_text(0, "It is sunny in "),
+        wire.an_text(0, "Zürich, 21 °C."),
+        wire.an_block_stop(0),
+        wire.an_message_delta("end_turn", 9),
+        wire.MESSAGE_STOP,
+    ]
+    return [wire.anthropic_sse(call), wire.anthropic_sse(answer)]
+
+
+class _Server:
+    """A threaded loopback HTTP server answering each POST with the next SSE body."""
+
+    def __init__(self, bodies: list[bytes]) -> None:
+        self.bodies = list(bodies)
+        self.requests: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                owner.requests.append(json.loads(self.rfile.read(length)))
+                body = owner.bodies.pop(0) if owner.bodies else b""
+                self.send_response(200 if body else 500)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> _Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("NBAGENT_", "OPENAI_", "ANTHROPIC_")):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+PROBE = """\
+import socket
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+except OSError as error:
+    print("probe:", error)
+"""
+
+
+def _notebook(path: Path, agent_line: str) -> Path:
+    cells = [SETUP, agent_line, "print(r.stop_reason, '|', r.text)", PROBE]
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={"kernelspec": KERNELSPEC}
+    )
+    nbformat.write(nb, path)
+    return path
+
+
+def _execute(path: Path) -> Any:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(
+        nb, kernel_name="python3", timeout=90, resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    nbformat.write(nb, path)
+    return nb
+
+
+def _no_sockets(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next kernels refuse every Python-level socket connection."""
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n"
+        "def _refuse(event, args):\n"
+        "    if event == 'socket.connect':\n"
+        "        raise OSError(f'network blocked in this test: {args[1]!r}')\n"
+        "sys.addaudithook(_refuse)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+
+
+_TIMES = re.compile(r"(&lt;|<)?(\d+ min )?\d+(\.\d+)? s\b")
+
+
+def _comparable(nb: Any) -> list[Any]:
+    """The run's outputs with what must differ made equal: times, and the model line."""
+    out = []
+    for output in nb.cells[1].outputs:
+        data = dict(output.get("data", {}))
+        for mime in ("text/plain", "text/html", "text/markdown"):
+            if mime in data:
+                text = _TIMES.sub("T", data[mime])
+                text = re.sub(r"replay of [^,\]<`]*, recorded [0-9-]+", "MODEL", text)
+                text = re.sub(r"\[model [^\]]*\]|model `[^`]*`|<code>[^<]*</code>", "MODEL", text)
+                text = re.sub(r" · recorded in [^ <*]*", "", text)
+                data[mime] = text
+        out.append(data)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["openai-compatible", "anthropic", "offline"])
+def test_record_then_replay_in_a_fresh_kernel_with_no_network(
+    kind: str, tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "course"
+    folder.mkdir()
+    flag = "--record " if kind == "offline" else ""
+    prompt = 'Please weather "Zürich", is it warm?'
+    line = f"%agent --approve auto {flag}-o r {prompt}"
+    turns = {"openai-compatible": _openai_turns, "anthropic": _anthropic_turns}
+    with _Server(turns[kind]() if kind in turns else []) as server:
+        if kind == "openai-compatible":
+            clean_env.setenv("NBAGENT_MODEL", "openai-compatible:tiny")
+            clean_env.setenv("NBAGENT_BASE_URL", server.url + "/v1")
+        elif kind == "anthropic":
+            clean_env.setenv("NBAGENT_MODEL", "anthropic:claude-test")
+            clean_env.setenv("ANTHROPIC_BASE_URL", server.url)
+            clean_env.setenv("ANTHROPIC_API_KEY", "sk-ant-test-" + "k" * 24)
+        recorded = _execute(_notebook(folder / "lesson.ipynb", line))
+        if kind in turns:
+            assert len(server.requests) == 2  # the live run really went to the server
+    said = "".join(o.get("text", "") for o in recorded.cells[2].outputs)
+    assert said.startswith("finished |")
+    files = list((folder / "nbagent-recordings").glob("*.json"))
+    assert len(files) == 1 and files[0].name.startswith("please-weather-z-rich-is-it-warm-")
+    text = files[0].read_text()
+    assert "sk-ant-test" not in text and "127.0.0.1" not in text
+
+    # a student's machine: the same folder, no model, no server, no network
+    for name in ("NBAGENT_MODEL", "NBAGENT_BASE_URL", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        clean_env.delenv(name, raising=False)
+    (tmp_path / "site").mkdir()
+    _no_sockets(tmp_path / "site", clean_env)
+    student = tmp_path / "student"
+    student.mkdir()
+    (student / "nbagent-recordings").mkdir()
+    (student / "nbagent-recordings" / files[0].name).write_text(text)
+    clean_notebook = _notebook(student / "lesson.ipynb", line.replace("--record ", ""))
+    replayed = _execute(clean_notebook)
+    said_again = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
+    probe = "".join(o.get("text", "") for o in replayed.cells[3].outputs)
+    assert "network blocked in this test" in probe  # the kernel really had no network
+    assert said_again == said
+    assert _comparable(replayed) == _comparable(recorded)
+    before = recorded.cells[1].outputs[-1].metadata["nbagent"]
+    after = replayed.cells[1].outputs[-1].metadata["nbagent"]
+    assert after["model"].startswith("replay of ")
+    assert [(c["name"], c["arguments"]) for c in after["calls"]] == [
+        (c["name"], c["arguments"]) for c in before["calls"]
+    ]
+    assert [c["name"] for c in after["calls"]] == ["weather"]
+    assert (
+        "Z\\u00fcrich" in after["calls"][0]["arguments"]
+        or "Zürich" in after["calls"][0]["arguments"]
+    )
