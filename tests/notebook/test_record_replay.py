@@ -243,3 +243,29 @@ def test_record_then_replay_in_a_fresh_kernel_with_no_network(
         "Z\\u00fcrich" in after["calls"][0]["arguments"]
         or "Zürich" in after["calls"][0]["arguments"]
     )
+
+
+def test_a_changed_tool_result_stops_the_replay_and_says_where(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    line = '%agent --approve auto -o r Please weather "Oslo"'
+    recorded = tmp_path / "teacher"
+    recorded.mkdir()
+    _execute(_notebook(recorded / "lesson.ipynb", line.replace("auto ", "auto --record ")))
+    student = tmp_path / "student"
+    student.mkdir()
+    (student / "nbagent-recordings").mkdir()
+    for file in (recorded / "nbagent-recordings").glob("*.json"):
+        (student / "nbagent-recordings" / file.name).write_text(file.read_text())
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace(
+        "sunny, 21 °C", "rain, 9 °C"
+    )  # the tool changed
+    nbformat.write(nb, path)
+    replayed = _execute(path)
+    html = "".join(o.get("data", {}).get("text/html", "") for o in replayed.cells[1].outputs)
+    assert "diverged at step 2" in html
+    assert "message 3 of the conversation differs" in html and "rain, 9 °C" in html
+    said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
+    assert said.startswith("failed |")
