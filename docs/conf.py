@@ -35,17 +35,23 @@ extensions = [
 COURSE = HERE / "course"
 
 
-def _copy_notebooks() -> None:
-    """Mirror ../notebooks/*.ipynb into course/ (only files that changed, so caching works)."""
-    COURSE.mkdir(exist_ok=True)
-    sources = {p.name: p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
-    for stale in COURSE.glob("*.ipynb"):
+def _mirror(source_dir: Path, target_dir: Path, pattern: str) -> None:
+    """Mirror source_dir/pattern into target_dir (only files that changed, so caching works)."""
+    target_dir.mkdir(exist_ok=True)
+    sources = {p.name: p for p in sorted(source_dir.glob(pattern))}
+    for stale in target_dir.glob(pattern):
         if stale.name not in sources:
             stale.unlink()
     for name, source in sources.items():
-        target = COURSE / name
+        target = target_dir / name
         if not target.exists() or target.read_bytes() != source.read_bytes():
             shutil.copyfile(source, target)
+
+
+def _copy_notebooks() -> None:
+    """The notebooks, and the recordings beside them (notebook 8 replays one)."""
+    _mirror(ROOT / "notebooks", COURSE, "*.ipynb")
+    _mirror(ROOT / "notebooks" / "nbagent-recordings", COURSE / "nbagent-recordings", "*.json")
 
 
 _copy_notebooks()

@@ -43,6 +43,17 @@ def headless_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return dict(FAKE_KEYS)
 
 
+def _folder_state(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (but Jupyter's checkpoints) and a hash of its content."""
+    import hashlib
+
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".ipynb_checkpoints" not in p.parts
+    }
+
+
 def tiny_notebook(path: Path, *sources: str) -> Path:
     """Write a notebook of code cells, with the kernelspec every notebook here has."""
     notebook = nbformat.v4.new_notebook(
@@ -71,7 +82,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 8)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 9)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -91,6 +102,7 @@ def test_saved_without_outputs_and_with_a_kernelspec(path: Path) -> None:
 @pytest.mark.timeout(CELL_TIMEOUT * 3)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[str, str]) -> None:
+    before = _folder_state(path.parent)
     try:
         executed = execute(path, tmp_path)
     except CellExecutionError as error:
@@ -100,6 +112,12 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
     assert outputs, f"{path.name} produced no output at all"
     errors = [o for o in outputs if o.get("output_type") == "error"]
     assert not errors, f"{path.name} recorded errors: {errors}"
+
+    # running a lesson leaves its folder as it was (no recording written or rewritten)
+    assert _folder_state(path.parent) == before
+    if path.stem == "08_record_and_replay":  # the shipped recording still matches the lesson
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        assert "replayed: finished | the model said: A kilo of apples costs 3.20 EUR" in printed
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

@@ -164,6 +164,7 @@ def choose(
         if found is None:
             raise RecordingError(_missing(store, prompt, request))
         recording = Recording.load(found)
+        recording.source = _shown(found)  # messages name the file, not the author's home
         fallback = RecordingGenerator(agent.generator) if configured and mode == "replay" else None
         replayer = ReplayGenerator(
             recording,

@@ -44,6 +44,12 @@ EXPECTED = {
     ],
     "06_generator_vs_agent": ["Customer C-100 is on the Gold plan."],
     "07_providers": ["2 + 3 = 5."],
+    "08_record_and_replay": [
+        "replayed: finished | the model said: A kilo of apples costs 3.20 EUR today.",
+        "replay of ScriptedModel:scripted",
+        "diverged at step 2",
+        "failed | ReplayDivergedError",
+    ],
 }
 
 
