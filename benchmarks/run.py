@@ -33,6 +33,7 @@ BENCHMARKS = [
     ("schema", "bench_schema.py"),
     ("startup", "bench_startup.py"),
     ("concurrency", "bench_concurrency.py"),
+    ("recording", "bench_recording.py"),
     ("event_path", "bench_event_path.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.

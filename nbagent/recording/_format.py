@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,43 +43,74 @@ def _definition_hash(definition: Definition) -> str:
     )
 
 
+def _options_hash(options: Any) -> str:
+    return _hash(
+        {
+            "max_tokens": options.max_tokens,
+            "temperature": options.temperature,
+            "top_p": options.top_p,
+            "stop": list(options.stop),
+            "parallel_tool_calls": options.parallel_tool_calls,
+            "extra": dict(options.extra),
+        }
+    )
+
+
 class MessageHashes:
-    """Hashes of messages, each computed once (a run sends the same messages every step)."""
+    """Hashes of what a request is made of, each computed once: a run sends the same message,
+    definition and options objects with every step, so each step hashes only what is new."""
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[Message, str]] = {}
+        self._known: dict[int, tuple[Any, str]] = {}
+        self._last: tuple[Message, ...] = ()
+        self._last_hashes: list[str] = []
+
+    def _cached(self, value: Any, compute: Any) -> str:
+        found = self._known.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
+        digest: str = compute(value)
+        self._known[id(value)] = (value, digest)  # the strong reference keeps the id unique
+        return digest
 
     def __call__(self, message: Message) -> str:
-        found = self._known.get(id(message))
-        if found is not None and found[0] is message:
-            return found[1]
-        data = message_to_dict(message)
-        role = str(data.get("role", "?"))
-        digest = f"{role}:{_hash(data)}"
-        self._known[id(message)] = (message, digest)
-        return digest
+        return self._cached(message, _message_hash)
+
+    def messages(self, messages: Sequence[Message]) -> list[str]:
+        """Hashes of a request's messages. A run's history only grows, so when this request
+        starts with the very objects of the one before, only the new ones are looked at."""
+        messages = tuple(messages)
+        last = self._last
+        size = len(last)
+        if size and len(messages) >= size and all(map(operator.is_, messages[:size], last)):
+            hashes = [*self._last_hashes, *(self(m) for m in messages[size:])]
+        else:
+            hashes = [self(m) for m in messages]
+        self._last, self._last_hashes = messages, hashes
+        return list(hashes)
+
+    def definition(self, definition: Definition) -> str:
+        return self._cached(definition, _definition_hash)
+
+    def options(self, options: Any) -> str:
+        return self._cached(options, _options_hash)
+
+
+def _message_hash(message: Message) -> str:
+    data = message_to_dict(message)
+    return f"{data.get('role', '?')}:{_hash(data)}"
 
 
 def fingerprint(request: Request, hashes: MessageHashes | None = None) -> dict[str, Any]:
     """What identifies a request, as stored with each recorded step (hashes, no content)."""
     digest = hashes or MessageHashes()
     choice = request.options.tool_choice
-    options = request.options
     return {
-        "tools": {d.name: _definition_hash(d) for d in request.tools},
+        "tools": {d.name: digest.definition(d) for d in request.tools},
         "tool_choice": {"name": choice.name} if isinstance(choice, NamedToolChoice) else choice,
         "instructions": _hash(request.instructions) if request.instructions else None,
-        "options": _hash(
-            {
-                "max_tokens": options.max_tokens,
-                "temperature": options.temperature,
-                "top_p": options.top_p,
-                "stop": list(options.stop),
-                "parallel_tool_calls": options.parallel_tool_calls,
-                "extra": dict(options.extra),
-            }
-        ),
-        "messages": [digest(m) for m in request.messages],
+        "options": digest.options(request.options),
+        "messages": digest.messages(request.messages),
     }
 
 
@@ -117,9 +150,11 @@ class Recording:
         for key, value in head.items():
             lines.append(f"  {json.dumps(key)}: {_dumps(value)},")
         lines.append('  "steps": [')
+        previous: dict[str, Any] | None = None
         for index, step in enumerate(self.steps):
             lines.append("    {")
-            lines.append(f'      "request": {_dumps(step.request)},')
+            lines.append(f'      "request": {_dumps(_compact(step.request, previous))},')
+            previous = step.request
             lines.append('      "events": [')
             for number, event in enumerate(step.events):
                 comma = "," if number < len(step.events) - 1 else ""
@@ -160,13 +195,14 @@ class Recording:
         if not isinstance(steps, list):
             raise RecordingError(f"{source} has no list of steps")
         parsed: list[Step] = []
+        previous: dict[str, Any] | None = None
         for number, raw in enumerate(steps, start=1):
             where = f"{source}, step {number}"
             if not isinstance(raw, dict):
                 raise RecordingError(f"{where} is not an object")
-            request, events = raw.get("request"), raw.get("events")
-            if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-                raise RecordingError(f"{where} has no request fingerprint")
+            request = _expand(raw.get("request"), previous, where)
+            events = raw.get("events")
+            previous = request
             if not isinstance(events, list):
                 raise RecordingError(f"{where} has no list of events")
             for index, event in enumerate(events):
@@ -189,6 +225,49 @@ class Recording:
         except (OSError, UnicodeDecodeError) as exc:
             raise RecordingError(f"cannot read the recording {target}: {exc}") from None
         return cls.from_json(text, source=str(target))
+
+
+_REQUEST_KEYS = ("tools", "tool_choice", "instructions", "options")
+
+
+def _compact(request: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """A step's fingerprint as written: what did not change since the step before is left out,
+    and the messages that step sent are not repeated (``messages_from``). Without this a run of
+    many steps would write its whole history again with every step."""
+    if previous is None:
+        return request
+    out = {k: v for k, v in request.items() if k != "messages" and previous.get(k) != v}
+    now, before = request.get("messages", []), previous.get("messages", [])
+    if now[: len(before)] == before:
+        out["messages_from"] = len(before)
+        out["messages"] = now[len(before) :]
+    else:
+        out["messages"] = now
+    return out
+
+
+def _expand(raw: Any, previous: dict[str, Any] | None, where: str) -> dict[str, Any]:
+    """The whole fingerprint of a step read from a file (see :func:`_compact`)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("messages"), list):
+        raise RecordingError(f"{where} has no request fingerprint")
+    if not all(isinstance(m, str) for m in raw["messages"]):
+        raise RecordingError(f"{where}: the message hashes must be strings")
+    request = {k: v for k, v in raw.items() if k != "messages_from"}
+    start = raw.get("messages_from", 0)
+    if previous is None:
+        if start:
+            raise RecordingError(f"{where}: the first step cannot continue another")
+        missing = [k for k in _REQUEST_KEYS if k not in request]
+        if missing:
+            raise RecordingError(f"{where}: the request fingerprint lacks {missing}")
+        return request
+    before = previous["messages"]
+    if not isinstance(start, int) or not 0 <= start <= len(before):
+        raise RecordingError(f"{where}: messages_from must count the step before's messages")
+    for key in _REQUEST_KEYS:
+        request.setdefault(key, previous.get(key))
+    request["messages"] = [*before[:start], *raw["messages"]]
+    return request
 
 
 #: Keys that come first in an event, so that a line reads "type, who, what …, when".
