@@ -17,31 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .approval import (
-    ApprovalRequest,
-    Approver,
-    AutoApprove,
-    CallbackApprover,
-    Decision,
-    DenyAll,
-    InteractiveApprover,
-    RuleApprover,
-    ScriptedApprover,
-    approval_policy,
-    approve,
-    deny,
-)
-from .content import (
-    ImagePart,
-    TextPart,
-    ToolResult,
-    error_result,
-    image_part,
-    image_result,
-    text_and_image_result,
-    text_result,
-    validate_result,
-)
 from .errors import (
     AgentError,
     AnswerIncompleteError,
@@ -56,35 +31,140 @@ from .errors import (
     SchemaError,
     ToolDefinitionError,
 )
-from .events import AgentEvent, RunResult
-from .generation import Answer, Generator, NamedToolChoice, Options, Request, StreamEvent, generate
-from .limits import Limits
-from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage, user
-from .schema import CompiledSchema, compile_schema, normalize_schema
-from .tools import (
-    Definition,
-    Tool,
-    ToolCall,
-    ToolContext,
-    decode_arguments,
-    tool,
-    validate_arguments,
-    validate_tools,
-)
 
 if TYPE_CHECKING:
-    from .agent import Agent, Run
-    from .models import FunctionModel, OfflineModel, ScriptedModel
+    from .agent import (
+        Agent,
+        Run,
+    )
+    from .approval import (
+        ApprovalRequest,
+        Approver,
+        AutoApprove,
+        CallbackApprover,
+        Decision,
+        DenyAll,
+        InteractiveApprover,
+        RuleApprover,
+        ScriptedApprover,
+        approval_policy,
+        approve,
+        deny,
+    )
+    from .content import (
+        ImagePart,
+        TextPart,
+        ToolResult,
+        error_result,
+        image_part,
+        image_result,
+        text_and_image_result,
+        text_result,
+        validate_result,
+    )
+    from .events import (
+        AgentEvent,
+        RunResult,
+    )
+    from .generation import (
+        Answer,
+        Generator,
+        NamedToolChoice,
+        Options,
+        Request,
+        StreamEvent,
+        generate,
+    )
+    from .limits import (
+        Limits,
+    )
+    from .messages import (
+        AssistantMessage,
+        Message,
+        ToolMessage,
+        ToolResultPart,
+        UserMessage,
+        user,
+    )
+    from .models import (
+        FunctionModel,
+        OfflineModel,
+        ScriptedModel,
+    )
+    from .schema import (
+        CompiledSchema,
+        compile_schema,
+        normalize_schema,
+    )
+    from .tools import (
+        Definition,
+        Tool,
+        ToolCall,
+        ToolContext,
+        decode_arguments,
+        tool,
+        validate_arguments,
+        validate_tools,
+    )
 
 __version__ = "0.1.0"
 
-#: Loaded on first use: they pull in asyncio (~30-50 ms), which `import nbagent` should not pay.
+#: Loaded on first use, so that `import nbagent` stays cheap (whole modules of dataclasses,
+#: hashing and asyncio): `from nbagent import tool` or `nbagent.Agent` loads what it needs.
 _LAZY = {
     "Agent": "agent",
-    "Run": "agent",
+    "AgentEvent": "events",
+    "Answer": "generation",
+    "ApprovalRequest": "approval",
+    "Approver": "approval",
+    "AssistantMessage": "messages",
+    "AutoApprove": "approval",
+    "CallbackApprover": "approval",
+    "CompiledSchema": "schema",
+    "Decision": "approval",
+    "Definition": "tools",
+    "DenyAll": "approval",
     "FunctionModel": "models",
+    "Generator": "generation",
+    "ImagePart": "content",
+    "InteractiveApprover": "approval",
+    "Limits": "limits",
+    "Message": "messages",
+    "NamedToolChoice": "generation",
     "OfflineModel": "models",
+    "Options": "generation",
+    "Request": "generation",
+    "RuleApprover": "approval",
+    "Run": "agent",
+    "RunResult": "events",
+    "ScriptedApprover": "approval",
     "ScriptedModel": "models",
+    "StreamEvent": "generation",
+    "TextPart": "content",
+    "Tool": "tools",
+    "ToolCall": "tools",
+    "ToolContext": "tools",
+    "ToolMessage": "messages",
+    "ToolResult": "content",
+    "ToolResultPart": "messages",
+    "UserMessage": "messages",
+    "approval_policy": "approval",
+    "approve": "approval",
+    "compile_schema": "schema",
+    "decode_arguments": "tools",
+    "deny": "approval",
+    "error_result": "content",
+    "generate": "generation",
+    "image_part": "content",
+    "image_result": "content",
+    "normalize_schema": "schema",
+    "text_and_image_result": "content",
+    "text_result": "content",
+    "tool": "tools",
+    "user": "messages",
+    "validate_arguments": "tools",
+    "validate_result": "content",
+    "validate_tools": "tools",
 }
 
 
