@@ -80,8 +80,9 @@ in the background (the cell says so) and NAME holds a pending result until the r
 Unattended runs (nbclient, CI) deny calls that need approval unless --approve or
 NBAGENT_APPROVAL says auto.
 
-Recordings: with no model set (the offline stand-in only), a run that has a recording replays
-it; with a model set, every run is recorded afresh. %agent recording lists the recordings.
+Recordings: with no model set (the offline stand-in), a run that has a recording replays it;
+with a real model set (-m, NBAGENT_MODEL), every run is recorded afresh. %agent recording lists
+the recordings.
 
 Approval rules: "Always allow" on a card allows that tool for the rest of the session;
 %agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.

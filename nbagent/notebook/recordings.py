@@ -14,8 +14,9 @@ asking the same thing after the same conversation finds its recording, wherever 
 a cell whose request changed (another tool schema, an edited prompt, a different earlier
 result) finds none, and replay says which recording of the same prompt differs, and how.
 
-When: with no model configured (only the offline stand-in), a run that has a recording replays
-it; otherwise it runs live. With a model configured, a run is recorded (afresh). ``--record``,
+When: with no model set (the offline stand-in), a run that has a recording replays it. With a
+real model set (a model string, ``-m`` or ``NBAGENT_MODEL``), a run is recorded (afresh). A model
+set from Python (a ScriptedModel …) runs as it is. ``--record``,
 ``--replay`` and ``--live`` say it explicitly; ``--replay`` with a model configured continues live
 from the first diverging step and saves the new recording.
 """
@@ -159,36 +160,16 @@ def choose(
     if mode == "live":
         return Choice(None, "", _nothing)
     request = first_request(agent, prompt, tools)
-    found = store.find(request) if mode != "record" else None
-    if mode == "replay" or (mode == "auto" and found is not None and not configured):
+    if mode == "replay":
+        found = store.find(request)
         if found is None:
             raise RecordingError(_missing(store, prompt, request))
-        recording = Recording.load(found)
-        recording.source = _shown(found)  # messages name the file, not the author's home
-        fallback = RecordingGenerator(agent.generator) if configured and mode == "replay" else None
-        replayer = ReplayGenerator(
-            recording,
-            pace=pace,
-            fallback=fallback,
-            model=f"replay of {recording.model or 'a model'}, recorded {recording.created[:10]}",
-        )
-
-        def after_replay(result: RunResult | None) -> str | None:
-            if fallback is None or replayer.diverged is None or result is None:
-                return None
-            if result.stop_reason not in _KEEP:
-                return None
-            kept = recording.steps[: replayer.diverged.step - 1]
-            merged = Recording(
-                [*kept, *fallback.recording.steps],
-                model=fallback.recording.model,
-                created=fallback.recording.created,
-            )
-            return _shown(store.save(merged, prompt))
-
-        note = f"replaying {found.name}"
-        return Choice(replayer, note, after_replay)
-    if mode == "record" or configured:
+        return _replaying(agent, prompt, found, store, pace, continue_live=configured)
+    if mode == "auto" and _offline(agent):
+        found = store.find(request)
+        if found is not None:
+            return _replaying(agent, prompt, found, store, pace, continue_live=False)
+    if mode == "record" or (mode == "auto" and configured):
         recorder = RecordingGenerator(agent.generator)
 
         def after_record(result: RunResult | None) -> str | None:
@@ -198,6 +179,49 @@ def choose(
 
         return Choice(recorder, "recording", after_record)
     return Choice(None, "", _nothing)
+
+
+def _offline(agent: Agent) -> bool:
+    """No model is set: the agent runs on the offline stand-in (a model set from Python, such as
+    a ScriptedModel, runs as it is unless --record or --replay says otherwise)."""
+    from ..models import OfflineModel
+
+    return isinstance(agent.generator, OfflineModel)
+
+
+def _replaying(
+    agent: Agent,
+    prompt: str,
+    found: Path,
+    store: RecordingStore,
+    pace: Pace,
+    *,
+    continue_live: bool,
+) -> Choice:
+    recording = Recording.load(found)
+    recording.source = _shown(found)  # messages name the file, not the author's home
+    fallback = RecordingGenerator(agent.generator) if continue_live else None
+    replayer = ReplayGenerator(
+        recording,
+        pace=pace,
+        fallback=fallback,
+        model=f"replay of {recording.model or 'a model'}, recorded {recording.created[:10]}",
+    )
+
+    def after_replay(result: RunResult | None) -> str | None:
+        if fallback is None or replayer.diverged is None or result is None:
+            return None
+        if result.stop_reason not in _KEEP:
+            return None
+        kept = recording.steps[: replayer.diverged.step - 1]
+        merged = Recording(
+            [*kept, *fallback.recording.steps],
+            model=fallback.recording.model,
+            created=fallback.recording.created,
+        )
+        return _shown(store.save(merged, prompt))
+
+    return Choice(replayer, f"replaying {found.name}", after_replay)
 
 
 def _shown(path: Path) -> str:

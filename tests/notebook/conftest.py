@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ IPYKERNEL6 = "6.29.5"
 SECRET = "sk-test-SECRET-4f9c2e7d1a"
 
 
+_RECORDINGS = tempfile.mkdtemp(prefix="nbagent-test-recordings-")
+
+
 def kernel_env(**extra: str) -> dict[str, str]:
     """The environment of a test kernel: no nbagent settings of the developer's, a fake key."""
     env = {
@@ -28,6 +32,8 @@ def kernel_env(**extra: str) -> dict[str, str]:
         if not k.startswith(("NBAGENT_", "OPENAI_", "ANTHROPIC_", "JPY_"))
     }
     env["OPENAI_API_KEY"] = SECRET
+    # a kernel test never writes recordings into the repository (the kernel's working directory)
+    env["NBAGENT_RECORDINGS"] = _RECORDINGS
     env.update(extra)
     return env
 

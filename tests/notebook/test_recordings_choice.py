@@ -50,7 +50,7 @@ def test_the_choice_follows_the_rules(tmp_path: Path, monkeypatch: pytest.Monkey
     assert store.folder == tmp_path / "nbagent-recordings"
     prompt = "Weather in Oslo?"
 
-    # no model, no recording: the agent's own model, nothing saved
+    # a model set from Python (a stand-in), no flag: it runs as it is, nothing saved
     agent = Agent(teacher_model(), [weather], approver=AutoApprove())
     choice = choose(agent, prompt, None, "auto", store, "instant", configured=False)
     assert choice.generator is None
@@ -62,8 +62,8 @@ def test_the_choice_follows_the_rules(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.text == "Sunny in Oslo." and saved is not None
     assert Path(saved).parent.name == "nbagent-recordings" and not Path(saved).is_absolute()
 
-    # a fresh conversation, no model: the recording replays
-    student = Agent(ScriptedModel([]), [weather], approver=AutoApprove())
+    # a fresh conversation, no model set (the offline stand-in): the recording replays
+    student = Agent("offline", [weather], approver=AutoApprove())
     choice = choose(student, prompt, None, "auto", store, "instant", configured=False)
     assert isinstance(choice.generator, ReplayGenerator)
     assert choice.generator.model.startswith("replay of ScriptedModel")
@@ -72,6 +72,11 @@ def test_the_choice_follows_the_rules(tmp_path: Path, monkeypatch: pytest.Monkey
 
     # --live never replays; --replay of a prompt nobody recorded says so
     assert choose(student, prompt, None, "live", store, "instant", True).generator is None
+    # a stand-in set from Python is not replaced by a recording unless asked
+    stand_in = Agent(ScriptedModel(["live"]), [weather], approver=AutoApprove())
+    assert choose(stand_in, prompt, None, "auto", store, "instant", False).generator is None
+    asked = choose(stand_in, prompt, None, "replay", store, "instant", False)
+    assert isinstance(asked.generator, ReplayGenerator)
     with pytest.raises(RecordingError, match=r"no recording of 'Weather in Paris\?'"):
         choose(student, "Weather in Paris?", None, "replay", store, "instant", False)
 
@@ -97,7 +102,7 @@ def test_replay_with_a_model_goes_on_live_and_records_again(
     result, saved = run(student, prompt, choice)
     assert result.text == "Snow in Oslo, the live model says."
     assert saved is not None and len(live.requests) == 1
-    again = Agent(ScriptedModel([]), [changed], approver=AutoApprove())
+    again = Agent("offline", [changed], approver=AutoApprove())
     replayed, _ = run(again, prompt, choose(again, prompt, None, "auto", store, "instant", False))
     assert replayed.text == "Snow in Oslo, the live model says."  # the new recording
 
@@ -116,7 +121,7 @@ def test_a_changed_schema_explains_itself_when_asked_to_replay(
         """Current weather."""
         return city
 
-    student = Agent(ScriptedModel([]), [wider], approver=AutoApprove())
+    student = Agent("offline", [wider], approver=AutoApprove())
     with pytest.raises(RecordingError, match=r"definition .* of tool\(s\) weather differs"):
         choose(student, prompt, None, "replay", store, "instant", configured=False)
 
