@@ -20,7 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
-from . import outputs, report
+from . import commands, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
 from .recordings import RecordMode, choose, model_configured
 from .runner import Job, Mode, PendingRun, View
@@ -45,7 +45,6 @@ _VALUE_OPTIONS = {
     "--pace",
 }
 _FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live"}
-_COMMANDS = ("tools", "history", "config", "stop", "help", "rules", "recording")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
 
 HELP = """\
@@ -171,15 +170,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _is_command(words: list[str]) -> bool:
-    """``%agent tools`` and friends: exactly a subcommand, never a prompt that starts like one."""
-    if len(words) == 1:
-        return words[0] in _COMMANDS
-    if words and words[0] == "rules":
-        return words[1:] == ["clear"] or (len(words) == 3 and words[1] == "remove")
-    return False
-
-
 def _widgets_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))
 
@@ -245,9 +235,12 @@ class AgentMagics(Magics):
     # --- parsing ------------------------------------------------------------------------------
 
     def _parse(self, line: str, cell: str | None) -> _Plan | None:
-        words = line.split()
-        if cell is None and _is_command(words):
-            self._command(words)
+        found = commands.find(line) if cell is None else None
+        if found is not None:
+            command, words = found
+            if command.scan:
+                report.problems(self.session.scan())
+            command.run(self.session, self.shell, words)
             return None
         tokens, rest = split_options(line)
         args = _parser().parse_args(tokens)
@@ -400,49 +393,3 @@ class AgentMagics(Magics):
         if self.session.busy:
             return "background", "another run is still going on in the background"
         return "foreground", ""
-
-    # --- subcommands ------------------------------------------------------------------------------
-
-    def _command(self, words: list[str]) -> None:
-        session = self.session
-        name = words[0]
-        if name == "help":
-            print(HELP)
-            return
-        if name == "stop":
-            count = session.stop()
-            print(f"stopped {count} run(s)" if count else "no run is in progress")
-            return
-        if name == "rules":
-            self._rules(words[1:])
-            return
-        if name == "recording":
-            report.recordings(session)
-            return
-        report.problems(session.scan())
-        if name == "tools":
-            report.tools_table(session)
-        elif name == "history":
-            report.history(session)
-        elif name == "config":
-            report.config(session, detect(self.shell))
-
-    def _rules(self, words: list[str]) -> None:
-        allowed = self.session.approver.always_allowed
-        if not words:
-            report.rules(self.session)
-        elif words[0] == "clear" and len(words) == 1:
-            count = len(allowed)
-            allowed.clear()
-            print(f"removed {count} rule(s): every call that needs approval asks again")
-        elif words[0] == "remove" and len(words) == 2:
-            if words[1] in allowed:
-                allowed.discard(words[1])
-                print(f"removed: calls to {words[1]} ask for approval again")
-            else:
-                known = ", ".join(sorted(allowed)) or "none"
-                raise UsageError(f"no rule for {words[1]!r}; rules in force: {known}")
-        else:
-            raise UsageError(
-                "use `%agent rules`, `%agent rules remove NAME` or `%agent rules clear`"
-            )
