@@ -1,4 +1,4 @@
-"""Every error nbagent raises, as one tree.
+"""Every error nbagent raises, as one tree::
 
     NbagentError
     ├── SchemaError               a tool schema breaks the strict Draft 2020-12 policy
