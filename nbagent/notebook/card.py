@@ -18,7 +18,7 @@ from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
-from .render import pretty_arguments, result_outputs
+from .render import STATUS_COLORS, pretty_arguments, result_outputs
 from .stream import PlainStream
 from .transcript import CallRecord, call_line
 
@@ -37,16 +37,6 @@ class Shared:
 #: Arguments longer than this are not re-sent indented once complete.
 PRETTY_LIMIT = 2_000
 
-_COLORS = {
-    "done": "#2e7d32",
-    "error": "#c62828",
-    "timeout": "#c62828",
-    "invalid": "#c62828",
-    "denied": "#ad1457",
-    "cancelled": "#757575",
-    "waiting": "#ef6c00",
-    "running": "#1565c0",
-}
 
 
 class ToolCard:
@@ -82,7 +72,7 @@ class ToolCard:
         """Redraw the header (decision, status, elapsed); True if it changed."""
         record = self.record
         waiting = record.open and record.approval_asked and record.decision is None
-        color = _COLORS.get("waiting" if waiting else record.status, "#555")
+        color = STATUS_COLORS.get("waiting" if waiting else record.status, "#555")
         title = (
             f' <span style="opacity:0.7">{html.escape(record.title)}</span>' if record.title else ""
         )

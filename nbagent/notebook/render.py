@@ -20,6 +20,7 @@ from ..redact import redact_secrets
 
 __all__ = [
     "MAX_TEXT",
+    "STATUS_COLORS",
     "code_span",
     "fenced",
     "result_outputs",
@@ -27,6 +28,18 @@ __all__ = [
     "shorten",
     "table_html",
 ]
+
+#: The colour of a call's status line, live and saved alike.
+STATUS_COLORS = {
+    "done": "#2e7d32",
+    "error": "#c62828",
+    "timeout": "#c62828",
+    "invalid": "#c62828",
+    "denied": "#ad1457",
+    "cancelled": "#757575",
+    "waiting": "#ef6c00",
+    "running": "#1565c0",
+}
 
 #: Longest text shown for one result (the model may have received more).
 MAX_TEXT = 20_000

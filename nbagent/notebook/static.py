@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
-from .render import fenced, result_outputs, safe_markdown, shorten
+from .render import STATUS_COLORS, fenced, result_outputs, safe_markdown, shorten
 from .transcript import (
     Block,
     CallRecord,
@@ -67,16 +67,6 @@ _MORE = "the HTML form of this output has all of it"
 _SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif")
 _SAFE_LINK = re.compile(r"(?i)^\s*(https?://|mailto:)")
 
-_COLORS = {
-    "done": "#2e7d32",
-    "error": "#c62828",
-    "timeout": "#c62828",
-    "invalid": "#c62828",
-    "denied": "#ad1457",
-    "cancelled": "#757575",
-    "waiting": "#ef6c00",
-    "running": "#1565c0",
-}
 _RUN_STYLE = (
     "font-family:var(--jp-content-font-family,system-ui,sans-serif);"
     "font-size:var(--jp-content-font-size1,14px);line-height:1.5;overflow-wrap:anywhere"
@@ -183,7 +173,7 @@ def _result_html(result: ToolResult) -> str:
 
 
 def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _Piece:
-    color = _COLORS.get(record.status, "#555")
+    color = STATUS_COLORS.get(record.status, "#555")
     title = f' <span style="{_DIM_STYLE}">{_esc(record.title)}</span>' if record.title else ""
     line = transcript.call_line(record)
     html_parts = [
