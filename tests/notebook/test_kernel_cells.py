@@ -187,3 +187,42 @@ def test_a_kernel_shut_down_mid_run_leaves_a_finished_output(
         k.kc.stop_channels()
         if k.km.is_alive():
             k.km.shutdown_kernel(now=True)
+
+
+def test_a_function_that_cannot_be_stopped_is_shown_as_running_then_ended(kernel: Kernel) -> None:
+    tools = """
+    import time
+
+    @tool
+    def stubborn(seconds: float) -> str:
+        \"\"\"A sync tool that never checks for cancellation.\"\"\"
+        time.sleep(seconds)
+        return "done late"
+    """
+    since = setup_run(kernel, '[Turn("Working.", Call("stubborn", {"seconds": 2.5}))]', tools=tools)
+    cell = kernel.submit("%agent --new --approve auto go")
+    kernel.wait_for(lambda: any("running" in h for h in kernel.html_texts(since)), what="running")
+    if in_cell(kernel):
+        kernel.click(kernel.buttons("Stop", since=since)[0])
+    else:  # ipykernel 6 takes no click while a cell waits: Kernel > Interrupt stops it
+        kernel.km.interrupt_kernel()
+    kernel.finish(cell, allow_errors=True)
+    assert "its function is still running" in kernel.cell_text(cell, "text/html")
+    kernel.wait_for(
+        lambda: "its function ended" in kernel.cell_text(cell, "text/html"),
+        timeout=15,
+        what="the card saying the function ended",
+    )
+
+
+def test_config_says_the_same_before_and_after_a_run(kernel: Kernel) -> None:
+    kernel.execute("nbagent.notebook.current_session().set_model('offline')")
+    before = str(kernel.execute("%agent config"))
+    cell = kernel.submit("%agent --new --approve auto hello")
+    kernel.finish(cell)
+    after = str(kernel.execute("%agent config"))
+
+    def rows(text: str) -> list[str]:
+        return [w for w in ("offline", "OfflineModel", "object") if w in text]
+
+    assert rows(before) == rows(after) == ["offline"]
