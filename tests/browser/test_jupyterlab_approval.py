@@ -91,6 +91,16 @@ def test_approve_then_deny_in_jupyterlab(lab: Lab) -> None:
             expect(approve).to_have_count(1, timeout=timeout)
             expect(page.get_by_text("I will delete a.txt").first).to_be_visible(timeout=timeout)
             expect(page.get_by_text('"path": "a.txt"').first).to_be_visible(timeout=timeout)
+            # a narrow notebook (760 px) shows every button whole, never cut to "✓ …"
+            page.set_viewport_size({"width": 760, "height": 1300})
+            for label in ("Approve", "Deny", "Always allow"):
+                button = page.locator(BUTTONS, has_text=label).first
+                expect(button).to_be_visible(timeout=timeout)
+                cut = button.evaluate("b => b.scrollWidth > b.clientWidth + 1")
+                assert not cut, f"the {label} button is cut at 760 px"
+            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT.with_name("approval-760.png")), full_page=True)
+            page.set_viewport_size({"width": 1100, "height": 1300})
             # the live view: the model's links are kept only for http(s), never javascript:
             assert page.locator(".nbagent-stream a[href^='javascript']").count() == 0
             live = page.locator(".nbagent-stream a", has_text="docs").first
