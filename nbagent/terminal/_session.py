@@ -135,7 +135,7 @@ class Session:
         c = self.console
         while True:
             self._late_interrupt = False
-            c.ask(c.style("you> ", "bold", "blue"))
+            c.ask(c.style("you> ", "bold", "blue"), interruptible=True)
             try:
                 line = await self.reader.read_line()
             except InputInterrupted:

@@ -126,6 +126,68 @@ async def test_outside_output_waits_for_the_answer_and_is_bounded() -> None:
     console.attach(None)
 
 
+async def test_a_question_never_splits_a_tools_line() -> None:
+    out = io.StringIO()
+    console = Console(out)
+    console.attach(asyncio.get_running_loop())
+    held = HeldStream(console, out)
+    held.write("chatty says")  # print() writes the text, then the newline: a gap between
+    await asyncio.sleep(0)
+    console.ask("? ")
+    held.write(" hi\n")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "? "
+    console.answered("y")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "? y\nchatty says hi\n"
+    console.attach(None)
+
+
+async def test_an_unfinished_line_is_passed_on_when_flushed_or_at_the_end() -> None:
+    out = io.StringIO()
+    console = Console(out)
+    console.attach(asyncio.get_running_loop())
+    held = HeldStream(console, out)
+    held.write("working 50%")
+    await asyncio.sleep(0)
+    assert out.getvalue() == ""  # a line-buffered terminal would not show it yet either
+    held.flush()
+    await asyncio.sleep(0)
+    assert out.getvalue() == "working 50%"
+    held.write(" 100%")
+    console.line("→ next")  # our line starts on its own line
+    console.attach(None)  # the end: what is left is shown
+    assert out.getvalue() == "working 50%\n→ next\n 100%"
+
+
+async def test_notes_from_a_thread_wait_for_a_question_but_not_for_the_prompt() -> None:
+    import threading
+
+    out = io.StringIO()
+    console = Console(out)
+    console.attach(asyncio.get_running_loop())
+
+    def from_a_thread(text: str) -> None:
+        thread = threading.Thread(target=console.note, args=(text,))
+        thread.start()
+        thread.join()
+
+    console.ask("  ? Run it? ")
+    from_a_thread("  (first ended)")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "  ? Run it? "
+    console.answered("n")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "  ? Run it? n\n  (first ended)\n"
+    console.ask("you> ", interruptible=True)
+    from_a_thread("  (second ended)")
+    await asyncio.sleep(0)
+    assert out.getvalue().endswith("  (first ended)\nyou> \n  (second ended)\nyou> ")
+    console.answered("check")
+    assert out.getvalue().endswith("\n  (second ended)\nyou> check\n")
+    console.attach(None)
+
+
 # --- answers ---------------------------------------------------------------------------------
 
 
