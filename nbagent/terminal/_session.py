@@ -1,10 +1,12 @@
 """One terminal session: prompts in, runs out, approval questions answered, Ctrl-C obeyed.
 
 Everything happens on the main thread's event loop: the run is a task, the events are rendered
-in order as they arrive, an approval question is asked when its event comes up (so it always
-follows the call it is about, on a line of its own, with nothing printed while it waits), and
-standard input is read without blocking the loop. Ctrl-C is a loop signal handler, so it acts at
-once wherever the person is:
+in order as they arrive, an approval question is asked when its event comes up (after the call
+it is about, which it names, on a line of its own, with nothing printed while it waits; the
+questions of one batch come one after the other), and standard input is read without blocking
+the loop. A question whose call is settled without the person (an approval timeout, a run that
+failed meanwhile) is withdrawn at once instead of waiting for an answer that would do nothing.
+Ctrl-C is a loop signal handler, so it acts at once wherever the person is:
 
 - during a run (streaming, at a question, while a tool runs): cancel the run; the loop answers
   every pending call, and the view says so in one line. A second Ctrl-C before the run has
@@ -15,7 +17,6 @@ once wherever the person is:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import signal
 from typing import Literal
 
@@ -73,7 +74,6 @@ class Session:
         self.show_prompts = show_prompts
         self.status = 0
         self.forced = False  # a second Ctrl-C: quit without waiting for the run to wind down
-        self.abandoned: list[str] = []  # sync tools still on their threads after a cancel
         self._run: Run | None = None
         self._cancelling = False
         self._late_interrupt = False
@@ -187,30 +187,22 @@ class Session:
         finally:
             self._run = None
             self._consumer = None
+            self.console.release(unfinished=True)  # what tools printed without ending a line
 
     async def _render(self, run: Run) -> Outcome:
         outcome: Outcome = "done"
         view = self.view
         view.cancel_hint = "; back to the prompt (Ctrl-C again or Ctrl-D quits)" * self._chat
         async for event in run.events():
+            view.show(event)
             if isinstance(event, ApprovalRequested):
                 await self._ask(run, event.request)
-                continue
-            view.show(event)
-            if isinstance(event, RunFailed):
+            elif isinstance(event, RunFailed):
                 self.status = 1
                 outcome = "failed"
             elif isinstance(event, RunCancelled):
                 outcome = "cancelled"
-                self._note_abandoned()
         return outcome
-
-    def _note_abandoned(self) -> None:
-        for name in self.view.running.values():
-            found = self.agent.tools.get(name)
-            execute = found.execute if found is not None else None
-            if execute is not None and not inspect.iscoroutinefunction(execute):
-                self.abandoned.append(name)
 
     # --- approval questions -------------------------------------------------------------------
 

@@ -11,7 +11,15 @@ import pytest
 
 from nbagent import Agent, AutoApprove, ToolContext, tool
 from nbagent.content import text_result
-from nbagent.events import StepFinished, ToolProgress
+from nbagent.events import (
+    CallStatus,
+    RunCancelled,
+    RunResult,
+    StepFinished,
+    ToolCallReady,
+    ToolFinished,
+    ToolProgress,
+)
 from nbagent.generation import Usage
 from nbagent.models import Call, ScriptedModel, Turn
 from nbagent.terminal import Console, TerminalLimits, TerminalView
@@ -254,6 +262,49 @@ async def test_a_whole_run_renders_in_order() -> None:
     ]
     assert lines[5] == "All done."
     assert lines[6].startswith("[done · 2 steps · ")
+
+
+def _finished(call_id: str, name: str, status: CallStatus, text: str) -> ToolFinished:
+    from nbagent.content import error_result
+    from nbagent.tools import ToolCall
+
+    return ToolFinished(ToolCall(call_id, name, "{}"), error_result(text), status)
+
+
+def test_calls_answered_as_cancelled_are_one_line_with_the_runs_end() -> None:
+    out = io.StringIO()
+    view = TerminalView(Console(out))
+    result = RunResult("", (), 1, Usage(), "cancelled")
+    view.show(_finished("c1", "remove", "cancelled", "the run was cancelled before this call"))
+    view.show(_finished("c2", "search", "cancelled", "the run was cancelled before this call"))
+    view.show(_finished("c3", "search", "cancelled", "the run was cancelled before this call"))
+    view.show(RunCancelled(result))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        "(every pending call was answered as cancelled: remove, search (2 calls))"
+    )
+
+
+def test_a_call_cancelled_while_the_run_goes_on_is_shown_on_its_own() -> None:
+    from nbagent.tools import ToolCall
+
+    out = io.StringIO()
+    view = TerminalView(Console(out))
+    view.show(ToolCallReady(1, ToolCall("c1", "remove", "{}"), {}))
+    view.show(ToolCallReady(1, ToolCall("c2", "search", "{}"), {}))
+    view.show(_finished("c1", "remove", "cancelled", "remove was cancelled."))
+    assert out.getvalue().count("\n") == 2  # the run's end may follow, and would say it
+    view.show(_finished("c2", "search", "done", "found"))
+    view.show(RunCancelled(RunResult("", (), 1, Usage(), "cancelled")))
+    lines = out.getvalue().splitlines()
+    assert lines[:4] == [
+        "→ remove()",
+        "→ search()",
+        "  ✗ remove(): remove was cancelled.",
+        "  ← search(): found",
+    ]
+    assert lines[4].startswith("✗ cancelled · ") and "every pending call" not in lines[4]
 
 
 # --- Session in-process ----------------------------------------------------------------------
