@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from typing import Literal
 
 from ..agent import Agent
@@ -45,6 +46,24 @@ def parse_answer(answer: str) -> Decision:
     if key in ("", "n", "no"):
         return Decision(False, None, by="terminal")
     return Decision(False, word, by="terminal")
+
+
+class _Watched:
+    """The person's approver as each run sees it: the same decisions, and a word to the session
+    whenever a request stops waiting, however that happened."""
+
+    def __init__(self, inner: InteractiveApprover, settled: Callable[[str], None]) -> None:
+        self.inner = inner
+        self._settled = settled
+
+    def known_decision(self, request: ApprovalRequest) -> Decision | None:
+        return self.inner.known_decision(request)
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        try:
+            return await self.inner.decide(request)
+        finally:
+            self._settled(request.call.id)
 
 
 class Session:
@@ -75,6 +94,9 @@ class Session:
         self.status = 0
         self.forced = False  # a second Ctrl-C: quit without waiting for the run to wind down
         self._run: Run | None = None
+        self._watched = _Watched(approver, self._settled) if approver is not None else None
+        self._asking: str | None = None  # the call a question waits about
+        self._withdrawn = False  # that call was settled without the person
         self._cancelling = False
         self._late_interrupt = False
         self._consumer: asyncio.Task[Outcome] | None = None
@@ -100,6 +122,12 @@ class Session:
             return
         if not self.reader.interrupt():
             self._late_interrupt = True  # between runs: stop before the next prompt
+
+    def _settled(self, call_id: str) -> None:
+        """A request stopped waiting: if its question is still up, nobody needs the answer."""
+        if call_id == self._asking and not self._withdrawn and self.reader.waiting:
+            self._withdrawn = True
+            self.reader.interrupt()
 
     def _install(self, loop: asyncio.AbstractEventLoop) -> bool:
         try:
@@ -163,7 +191,7 @@ class Session:
         if self.show_prompts:
             self.console.line(f"you> {clean(prompt)}", "bold", "blue")
         self._cancelling = False
-        run = self.agent.start(prompt)
+        run = self.agent.start(prompt, approver=self._watched)
         self._run = run
         consumer = asyncio.ensure_future(self._render(run))
         self._consumer = consumer
@@ -215,18 +243,24 @@ class Session:
         c = self.console
         for line in self.view.arguments_block(request):
             c.line(line)
-        while True:
-            c.ask(self.view.question(request))
-            try:
-                answer = await self.reader.read_line()
-            except InputInterrupted:
-                c.answered("")  # the run is being cancelled; the view reports it next
-                return
-            except LineTooLong as exc:
-                c.answered("")
-                c.line(str(exc), "yellow")
-                continue
-            break
+        self._asking, self._withdrawn = request.call.id, False
+        try:
+            while True:
+                c.ask(self.view.question(request))
+                try:
+                    answer = await self.reader.read_line()
+                except InputInterrupted:
+                    c.answered("")
+                    if self._withdrawn:  # the events that follow say how it was settled
+                        c.line("  (no answer needed any more: this call was settled without it)")
+                    return  # or Ctrl-C: the run is being cancelled, the view reports it next
+                except LineTooLong as exc:
+                    c.answered("")
+                    c.line(str(exc), "yellow")
+                    continue
+                break
+        finally:
+            self._asking = None
         if answer is None:
             c.answered("")
             c.line("  (no answer: the input ended)", "yellow")
@@ -234,4 +268,5 @@ class Session:
         else:
             c.answered(clean(answer) if self.echo_input else None)
             decision = parse_answer(answer)
-        approver.resolve(request.call.id, decision, fingerprint=request.fingerprint)
+        if not approver.resolve(request.call.id, decision, fingerprint=request.fingerprint):
+            c.line("  (too late: this call was settled without this answer)", "yellow")

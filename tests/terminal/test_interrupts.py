@@ -147,6 +147,30 @@ def test_an_abandoned_sync_tool_is_reported_when_it_really_ends() -> None:
     assert "not waiting" not in term.err  # it had ended: nothing to leave behind at exit
 
 
+def test_a_question_is_withdrawn_when_its_call_is_settled_without_an_answer() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        asked = Path(folder, "asked")
+        term = _chat()
+        term.send(f"approve and halt {asked}")
+        term.wait_for(QUESTION)
+        asked.write_text("the question is on screen")  # the sibling now stops the whole run
+        term.wait_for("every pending call was answered as cancelled")
+        term.wait_for(PROMPT, 2)  # back at the prompt without anyone answering
+        term.send("check")
+        term.wait_for("history ok")
+        status = term.finish()
+    assert status == 1  # a run failed
+    lines = term.out.splitlines()
+    question = next(index for index, line in enumerate(lines) if line.startswith(QUESTION))
+    assert lines[question].endswith("or type why not: ")
+    assert lines[question + 1] == (
+        "  (no answer needed any more: this call was settled without it)"
+    )
+    assert "  ✗ every pending call was answered as cancelled: remove" in lines
+    assert "removed a.txt" not in term.out
+    assert "RunAbortedError: tool 'halt' raised SystemExit: 3" in term.err
+
+
 def test_a_second_ctrl_c_quits_even_while_the_run_winds_down() -> None:
     with tempfile.TemporaryDirectory() as folder:
         marker = Path(folder, "cancel-received")

@@ -28,6 +28,7 @@ from nbagent.terminal._input import InputInterrupted, LineReader, LineTooLong
 from nbagent.terminal._session import parse_answer
 
 from ..conftest import assert_history_valid
+from .process import PATIENCE
 
 # --- LineReader on a real pipe ---------------------------------------------------------------
 
@@ -308,6 +309,40 @@ def test_a_call_cancelled_while_the_run_goes_on_is_shown_on_its_own() -> None:
 
 
 # --- Session in-process ----------------------------------------------------------------------
+
+
+async def test_a_question_is_withdrawn_when_its_approval_times_out() -> None:
+    from nbagent import InteractiveApprover
+    from nbagent.terminal._session import Session
+
+    @tool(needs_approval=True)
+    def remove(path: str) -> str:
+        """Remove a file (pretend)."""
+        return f"removed {path}"
+
+    approver = InteractiveApprover()
+    agent = Agent(
+        ScriptedModel([Turn(Call("remove", {"path": "a.txt"})), "Fine."]),
+        [remove],
+        approver=approver,
+        approval_timeout=0.05,
+    )
+    out = io.StringIO()
+    read_fd, write_fd = os.pipe()  # nobody types: only the timeout can settle the call
+    session = Session(
+        agent, TerminalView(Console(out)), LineReader(read_fd), approver=approver, echo_input=True
+    )
+    status = await asyncio.wait_for(session.serve(["go"]), PATIENCE)
+    os.close(read_fd)
+    os.close(write_fd)
+    assert status == 0
+    lines = out.getvalue().splitlines()
+    question = next(i for i, line in enumerate(lines) if line.startswith("  ? Run remove("))
+    assert lines[question].endswith("or type why not: ")
+    assert lines[question + 1] == "  (no answer needed any more: this call was settled without it)"
+    assert lines[question + 2] == "  ✗ denied: approval timed out after 0.05 s"
+    assert "Fine." in lines
+    assert_history_valid(agent.messages)
 
 
 async def test_a_rendering_bug_cancels_the_run_and_is_reported() -> None:
