@@ -173,8 +173,9 @@ def print_banner(
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m nbagent`` / ``nbagent``; returns the exit status.
 
-    Meant to be the process's last act: when a tool thread ignored a cancel, or after a second
-    Ctrl-C, it ends the process at once (``os._exit``) instead of waiting for that thread.
+    Meant to be the process's last act: when a tool function the loop abandoned (it ignored a
+    cancel) is still running, or after a second Ctrl-C, it ends the process at once
+    (``os._exit``) instead of waiting for that function, and says so.
     """
     args = build_parser().parse_args(argv)
     try:
@@ -233,7 +234,7 @@ def _serve(
 ) -> int:
     import asyncio
 
-    from ._console import Console, HeldStream, wants_color
+    from ._console import Console, HeldStream, clean_strict, wants_color
     from ._input import LineReader
     from ._session import Session
     from ._view import TerminalLimits, TerminalView
@@ -265,14 +266,15 @@ def _serve(
         status = 130
     finally:
         sys.stdout, sys.stderr = out, err
-    if not session.forced:
+    still = view.still_running()  # tools the loop gave up on: their functions have not ended
+    if not session.forced and not still:
         _close(loop)
-    if session.forced or session.abandoned:
-        if session.abandoned:
-            names = ", ".join(sorted(set(session.abandoned)))
+    if session.forced or still:
+        if still:
+            names = list(dict.fromkeys(clean_strict(h.name) for h in still))
+            them = "it, and it is" if len(names) == 1 else "them, and they are"
             print(
-                f"(not waiting for {names}: it was still running on a thread when its run was "
-                "cancelled)",
+                f"(not waiting for {', '.join(names)}: the run gave up on {them} still running)",
                 file=err,
             )
         out.flush()

@@ -2,9 +2,10 @@
 
 Everything reaches the screen through :class:`Console`: the model's streamed text, the front
 end's own lines, and (through :class:`HeldStream`) whatever tools print. It finishes an open line
-before starting a block, holds outside output while a question waits for its answer, and cleans
-text from models and tools so that no escape sequence can move the cursor, rewrite a line or
-disguise a call's arguments.
+before starting a block, holds outside output while a question waits for its answer (and passes
+it on whole lines, so that a question never splits a tool's line), and cleans text from models
+and tools so that no escape sequence can move the cursor, rewrite a line or disguise a call's
+arguments.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def _can_encode(out: Any, sample: str) -> bool:
 class Console:
     """Writes the transcript to ``out`` (and errors to ``err``), one whole line at a time.
 
-    ``max_held_chars`` bounds the outside output (tools' prints) held back at a time; the rest
-    is dropped and counted, and the count is shown.
+    ``max_held_chars`` bounds the outside output (tools' prints) held back at a time, and an
+    unfinished line of it; what a waiting question makes it drop is counted, and the count
+    is shown.
     """
 
     def __init__(
@@ -126,8 +128,10 @@ class Console:
         self.max_held_chars = max_held_chars
         self.at_line_start = True
         self.asking = False
+        self._redraw: str | None = None  # a question that outside output may interrupt
         self._stream: str | None = None
-        self._held: list[tuple[TextIO, str]] = []
+        self._held: list[tuple[TextIO, str, bool]] = []  # (stream, text, is one of our lines)
+        self._tails: dict[int, tuple[TextIO, str]] = {}  # a stream's unfinished line, by id
         self._held_chars = 0
         self._dropped = 0
         self._lock = threading.RLock()
@@ -210,12 +214,19 @@ class Console:
 
     # --- questions ---------------------------------------------------------------------------
 
-    def ask(self, question: str) -> None:
-        """Write a question (no newline) and hold outside output until :meth:`answered`."""
+    def ask(self, question: str, *, interruptible: bool = False) -> None:
+        """Write a question (no newline) and hold outside output until :meth:`answered`.
+
+        ``interruptible`` (the ``you>`` prompt): outside output is shown at once instead, above
+        the question, which is then asked again; nothing the person typed is lost.
+        """
         with self._lock:
             self._end_line()
             self._write(self.out, question)
             self.asking = True
+            self._redraw = question if interruptible else None
+        if interruptible and self._held:
+            self._schedule_release()
 
     def answered(self, echo: str | None = None) -> None:
         """The question got its answer. ``echo``: the answer to write back (stdin is not a
@@ -227,6 +238,7 @@ class Console:
                 self._write(self.out, echo + "\n")
             self._stream = None
             self.asking = False
+            self._redraw = None
         self._schedule_release()
 
     # --- output from elsewhere (tools' prints, log messages) --------------------------------
@@ -235,27 +247,59 @@ class Console:
         """Hold outside output for ``loop`` (None: write it at once) and release what is held."""
         self._loop = loop
         if loop is None:
-            self.release()
+            self.release(unfinished=True)
 
     def external(self, stream: TextIO, text: str) -> None:
         """Output that did not come from this front end, e.g. a tool's ``print``.
 
         With a loop attached it is held and released once the loop is idle: by then every
         event emitted before the print (the call it belongs to) has been rendered, and no
-        question is waiting. The hold is bounded by ``max_held_chars``; the excess is counted.
+        question is waiting. It is released in whole lines, as a line-buffered terminal would
+        show it: an unfinished line waits for its end, a flush or the end of the run, so that
+        none of our lines (a question) lands inside it. The hold is bounded by
+        ``max_held_chars``; the excess is counted.
         """
         with self._lock:
             if self._loop is None:
                 self._external(stream, text)
                 return
-            room = self.max_held_chars - self._held_chars
-            if room < len(text):
-                self._dropped += len(text) - max(room, 0)
-                text = text[: max(room, 0)]
-            if text:
-                self._held.append((stream, text))
-                self._held_chars += len(text)
+            _, tail = self._tails.pop(id(stream), (stream, ""))
+            text = tail + text
+            cut = text.rfind("\n") + 1
+            if len(text) - cut > self.max_held_chars:
+                cut = len(text)  # a line with no end in sight: pass it on unfinished
+            if cut < len(text):
+                self._tails[id(stream)] = (stream, text[cut:])
+            self._hold(stream, text[:cut], False)
         self._schedule_release()
+
+    def flush_external(self, stream: TextIO) -> None:
+        """The outside writer flushed ``stream``: pass on its unfinished line too."""
+        with self._lock:
+            found = self._tails.pop(id(stream), None)
+            if found is None:
+                return
+            self._hold(stream, found[1], False)
+        self._schedule_release()
+
+    def note(self, text: str, *styles: str) -> None:
+        """One line of our own from any thread (e.g. a tool's end, seen on its thread): shown
+        like outside output, never inside a question or a half-written line."""
+        with self._lock:
+            if self._loop is None:
+                self.line(text, *styles)
+                return
+            self._hold(self.out, self.style(text, *styles) + "\n", True)
+        self._schedule_release()
+
+    def _hold(self, stream: TextIO, text: str, ours: bool) -> None:
+        room = self.max_held_chars - self._held_chars
+        if room < len(text):
+            self._dropped += len(text) - max(room, 0)
+            text = text[: max(room, 0)]
+        if text:
+            self._held.append((stream, text, ours))
+            self._held_chars += len(text)
 
     def _schedule_release(self) -> None:
         loop = self._loop
@@ -266,17 +310,34 @@ class Console:
         except RuntimeError:  # the loop is closed: nothing will render events any more
             self.release()
 
-    def release(self) -> None:
-        """Write held outside output now, unless a question is waiting."""
+    def release(self, *, unfinished: bool = False) -> None:
+        """Write held outside output now, unless a question is waiting; ``unfinished``: also
+        the lines not ended yet (the run is over, or the session ends)."""
         with self._lock:
-            if self.asking:
+            if unfinished:
+                tails, self._tails = self._tails, {}
+                for stream, tail in tails.values():
+                    self._hold(stream, tail, False)
+            if self.asking and self._redraw is None:
                 return
+            if not self._held and not self._dropped:
+                return
+            question = self._redraw if self.asking else None
             held, self._held, self._held_chars = self._held, [], 0
             dropped, self._dropped = self._dropped, 0
-            for stream, text in held:
-                self._external(stream, text)
+            if question is not None:
+                self._end_line()  # leave the prompt's line; it is asked again below
+            for stream, text, ours in held:
+                if ours:
+                    self._end_line()
+                    self._write(stream, text)
+                else:
+                    self._external(stream, text)
             if dropped:
                 self.line(f"({dropped} characters of tool output were dropped)", "dim")
+            if question is not None:
+                self._end_line()
+                self._write(self.out, question)
 
     def _external(self, stream: TextIO, text: str) -> None:
         if text:
@@ -303,6 +364,7 @@ class HeldStream:
             self.write(line)
 
     def flush(self) -> None:
+        self._console.flush_external(self._real)
         self._real.flush()
 
     def __getattr__(self, name: str) -> Any:

@@ -1,10 +1,12 @@
 """One terminal session: prompts in, runs out, approval questions answered, Ctrl-C obeyed.
 
 Everything happens on the main thread's event loop: the run is a task, the events are rendered
-in order as they arrive, an approval question is asked when its event comes up (so it always
-follows the call it is about, on a line of its own, with nothing printed while it waits), and
-standard input is read without blocking the loop. Ctrl-C is a loop signal handler, so it acts at
-once wherever the person is:
+in order as they arrive, an approval question is asked when its event comes up (after the call
+it is about, which it names, on a line of its own, with nothing printed while it waits; the
+questions of one batch come one after the other), and standard input is read without blocking
+the loop. A question whose call is settled without the person (an approval timeout, a run that
+failed meanwhile) is withdrawn at once instead of waiting for an answer that would do nothing.
+Ctrl-C is a loop signal handler, so it acts at once wherever the person is:
 
 - during a run (streaming, at a question, while a tool runs): cancel the run; the loop answers
   every pending call, and the view says so in one line. A second Ctrl-C before the run has
@@ -15,8 +17,8 @@ once wherever the person is:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import signal
+from collections.abc import Callable
 from typing import Literal
 
 from ..agent import Agent
@@ -46,6 +48,24 @@ def parse_answer(answer: str) -> Decision:
     return Decision(False, word, by="terminal")
 
 
+class _Watched:
+    """The person's approver as each run sees it: the same decisions, and a word to the session
+    whenever a request stops waiting, however that happened."""
+
+    def __init__(self, inner: InteractiveApprover, settled: Callable[[str], None]) -> None:
+        self.inner = inner
+        self._settled = settled
+
+    def known_decision(self, request: ApprovalRequest) -> Decision | None:
+        return self.inner.known_decision(request)
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        try:
+            return await self.inner.decide(request)
+        finally:
+            self._settled(request.call.id)
+
+
 class Session:
     """Runs prompts on ``agent`` and renders them; :meth:`serve` returns the exit status.
 
@@ -73,8 +93,10 @@ class Session:
         self.show_prompts = show_prompts
         self.status = 0
         self.forced = False  # a second Ctrl-C: quit without waiting for the run to wind down
-        self.abandoned: list[str] = []  # sync tools still on their threads after a cancel
         self._run: Run | None = None
+        self._watched = _Watched(approver, self._settled) if approver is not None else None
+        self._asking: str | None = None  # the call a question waits about
+        self._withdrawn = False  # that call was settled without the person
         self._cancelling = False
         self._late_interrupt = False
         self._consumer: asyncio.Task[Outcome] | None = None
@@ -100,6 +122,12 @@ class Session:
             return
         if not self.reader.interrupt():
             self._late_interrupt = True  # between runs: stop before the next prompt
+
+    def _settled(self, call_id: str) -> None:
+        """A request stopped waiting: if its question is still up, nobody needs the answer."""
+        if call_id == self._asking and not self._withdrawn and self.reader.waiting:
+            self._withdrawn = True
+            self.reader.interrupt()
 
     def _install(self, loop: asyncio.AbstractEventLoop) -> bool:
         try:
@@ -135,7 +163,7 @@ class Session:
         c = self.console
         while True:
             self._late_interrupt = False
-            c.ask(c.style("you> ", "bold", "blue"))
+            c.ask(c.style("you> ", "bold", "blue"), interruptible=True)
             try:
                 line = await self.reader.read_line()
             except InputInterrupted:
@@ -163,7 +191,7 @@ class Session:
         if self.show_prompts:
             self.console.line(f"you> {clean(prompt)}", "bold", "blue")
         self._cancelling = False
-        run = self.agent.start(prompt)
+        run = self.agent.start(prompt, approver=self._watched)
         self._run = run
         consumer = asyncio.ensure_future(self._render(run))
         self._consumer = consumer
@@ -187,30 +215,22 @@ class Session:
         finally:
             self._run = None
             self._consumer = None
+            self.console.release(unfinished=True)  # what tools printed without ending a line
 
     async def _render(self, run: Run) -> Outcome:
         outcome: Outcome = "done"
         view = self.view
         view.cancel_hint = "; back to the prompt (Ctrl-C again or Ctrl-D quits)" * self._chat
         async for event in run.events():
+            view.show(event)
             if isinstance(event, ApprovalRequested):
                 await self._ask(run, event.request)
-                continue
-            view.show(event)
-            if isinstance(event, RunFailed):
+            elif isinstance(event, RunFailed):
                 self.status = 1
                 outcome = "failed"
             elif isinstance(event, RunCancelled):
                 outcome = "cancelled"
-                self._note_abandoned()
         return outcome
-
-    def _note_abandoned(self) -> None:
-        for name in self.view.running.values():
-            found = self.agent.tools.get(name)
-            execute = found.execute if found is not None else None
-            if execute is not None and not inspect.iscoroutinefunction(execute):
-                self.abandoned.append(name)
 
     # --- approval questions -------------------------------------------------------------------
 
@@ -223,18 +243,24 @@ class Session:
         c = self.console
         for line in self.view.arguments_block(request):
             c.line(line)
-        while True:
-            c.ask(self.view.question(request))
-            try:
-                answer = await self.reader.read_line()
-            except InputInterrupted:
-                c.answered("")  # the run is being cancelled; the view reports it next
-                return
-            except LineTooLong as exc:
-                c.answered("")
-                c.line(str(exc), "yellow")
-                continue
-            break
+        self._asking, self._withdrawn = request.call.id, False
+        try:
+            while True:
+                c.ask(self.view.question(request))
+                try:
+                    answer = await self.reader.read_line()
+                except InputInterrupted:
+                    c.answered("")
+                    if self._withdrawn:  # the events that follow say how it was settled
+                        c.line("  (no answer needed any more: this call was settled without it)")
+                    return  # or Ctrl-C: the run is being cancelled, the view reports it next
+                except LineTooLong as exc:
+                    c.answered("")
+                    c.line(str(exc), "yellow")
+                    continue
+                break
+        finally:
+            self._asking = None
         if answer is None:
             c.answered("")
             c.line("  (no answer: the input ended)", "yellow")
@@ -242,4 +268,5 @@ class Session:
         else:
             c.answered(clean(answer) if self.echo_input else None)
             decision = parse_answer(answer)
-        approver.resolve(request.call.id, decision, fingerprint=request.fingerprint)
+        if not approver.resolve(request.call.id, decision, fingerprint=request.fingerprint):
+            c.line("  (too late: this call was settled without this answer)", "yellow")

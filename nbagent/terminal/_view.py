@@ -2,6 +2,11 @@
 
 :class:`TerminalView` only renders; asking the approval question (which needs input) is the
 session's job, and it uses :meth:`TerminalView.call_text` and :meth:`TerminalView.question`.
+
+When a run is cancelled (or fails) with calls still pending, the loop answers each of them as
+cancelled; the view says so in the one line that ends the run rather than one line per call.
+A function the loop gave up on (``ToolFinished.abandoned``) is reported truthfully: the end line
+says it is still running, and a later line says when it really ended.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 
 from ..approval import ApprovalRequest
 from ..events import (
+    AbandonedCall,
     AgentEvent,
     ApprovalResolved,
     AssistantTextDelta,
@@ -30,7 +36,6 @@ from ..events import (
     ToolCallStarted,
     ToolFinished,
     ToolProgress,
-    ToolStarted,
 )
 from ..tools import ToolCall
 from ._console import Console, clean, clean_strict, clip, one_line
@@ -80,6 +85,9 @@ _STOPS = {
     "failed": "failed",
 }
 
+#: How a call came to be abandoned, by the status it was answered with.
+_ABANDONED_WHEN = {"cancelled": "when its run was cancelled", "timeout": "after its timeout"}
+
 _STEP_NOTES = {
     "length": "the model hit its output token limit; calls in this answer were not run",
     "content_filter": "the provider's content filter stopped the answer",
@@ -91,6 +99,8 @@ class TerminalView:
 
     ``debug`` adds tracebacks of failed tools and runs. ``cancel_hint`` is appended to the line
     that reports a cancelled run (the interactive session says how to quit there).
+    ``abandoned`` lists the functions the loop gave up on in any run shown so far (each an
+    :class:`~nbagent.events.AbandonedCall`); ``still_running()`` those not ended yet.
     """
 
     def __init__(
@@ -114,14 +124,21 @@ class TerminalView:
         self._step_output = False
         self._shown_denials: set[str] = set()
         self._progress_at: dict[str, float] = {}
-        self._open: set[str] = set()  # calls shown and not finished (maybe awaiting approval)
-        self.running: dict[str, str] = {}  # call id -> tool name, started and not finished
+        self._cancelled: list[ToolFinished] = []  # answered as cancelled, not reported yet
+        self.abandoned: list[AbandonedCall] = []
 
     def show(self, event: AgentEvent) -> None:
         """Render one event (ApprovalRequested is the session's: it asks the question)."""
+        if self._cancelled and not _reports_cancelled(event):
+            self._show_cancelled_calls()  # the run goes on: they were not the run's end
         handler = getattr(self, f"_on_{type(event).__name__}", None)
         if handler is not None:
             handler(event)
+
+    def still_running(self) -> list[AbandonedCall]:
+        """Abandoned functions (of any run shown) that have not ended yet."""
+        self.abandoned = [h for h in self.abandoned if not h.done()]
+        return list(self.abandoned)
 
     # --- text ---------------------------------------------------------------------------------
 
@@ -132,8 +149,8 @@ class TerminalView:
         self._last_call = ""
         self._shown_denials.clear()
         self._progress_at.clear()
-        self._open.clear()
-        self.running.clear()
+        self._cancelled.clear()
+        self.still_running()  # forget the ones that ended
 
     def _on_StepStarted(self, event: StepStarted) -> None:
         self._streaming.clear()
@@ -188,7 +205,6 @@ class TerminalView:
         self._streaming.pop(event.call.id, None)
         self._names[event.call.id] = event.call.name
         self._labels[event.call.id] = self.call_text(event.call, event.input, 60)
-        self._open.add(event.call.id)
         self._last_call = event.call.id
         c = self.console
         c.line(f"{c.symbol('call')} {self.call_text(event.call, event.input)}", "cyan")
@@ -239,9 +255,6 @@ class TerminalView:
             about = self._about(event.call_id)
             c.line(f"  {c.symbol('fail')} {about}denied: {reason or 'no reason given'}", "red")
 
-    def _on_ToolStarted(self, event: ToolStarted) -> None:
-        self.running[event.call.id] = event.call.name
-
     def _on_ToolProgress(self, event: ToolProgress) -> None:
         now = self.clock()
         last = self._progress_at.get(event.call_id)
@@ -257,8 +270,19 @@ class TerminalView:
         c.line(f"  {c.symbol('more')} {about}{text} ({_seconds(event.elapsed)})", "dim")
 
     def _on_ToolFinished(self, event: ToolFinished) -> None:
-        self.running.pop(event.call.id, None)
-        self._open.discard(event.call.id)
+        if event.abandoned is not None:
+            self._watch(event, event.abandoned)
+        if event.status == "cancelled":
+            self._cancelled.append(event)  # said with the run's end, or next if the run goes on
+            return
+        self._show_finished(event)
+
+    def _show_cancelled_calls(self) -> None:
+        events, self._cancelled = self._cancelled, []
+        for event in events:
+            self._show_finished(event)
+
+    def _show_finished(self, event: ToolFinished) -> None:
         c = self.console
         limits = self.limits
         result = event.result
@@ -280,6 +304,34 @@ class TerminalView:
         c.line(f"  {c.symbol('fail')} {self._about(event.call.id)}{text}", "red")
         if self.debug and event.traceback:
             c.line("    " + clean(event.traceback).rstrip().replace("\n", "\n    "), "dim")
+
+    def _watch(self, event: ToolFinished, handle: AbandonedCall) -> None:
+        """Say when an abandoned function really ends (from whichever thread it ends on)."""
+        self.abandoned.append(handle)
+        label = self._labels.get(event.call.id) or clean_strict(event.call.name)
+        when = _ABANDONED_WHEN.get(event.status, "when its run stopped")
+        console = self.console
+
+        def ended(_: AbandonedCall) -> None:
+            console.note(f"  ({label}, abandoned {when}, has now ended; its result was ignored)")
+
+        handle.add_done_callback(ended)
+
+    def _pending_note(self) -> str:
+        """What happened to the calls the loop answered as cancelled when the run ended (and
+        forget them): ``every pending call was answered as cancelled: …``; "" if none."""
+        events, self._cancelled = self._cancelled, []
+        if not events:
+            return ""
+        text = "every pending call was answered as cancelled: " + _names(events)
+        running = [e for e in events if e.abandoned is not None and not e.abandoned.done()]
+        if running:
+            many = len(running) > 1
+            text += (
+                f"; {_names(running)} {'are' if many else 'is'} still running, and "
+                f"{'their results' if many else 'its result'} will be ignored"
+            )
+        return one_line(text, self.limits.max_error_chars)
 
     # --- the end ------------------------------------------------------------------------------
 
@@ -305,7 +357,8 @@ class TerminalView:
 
     def _on_RunCancelled(self, event: RunCancelled) -> None:
         c = self.console
-        answered = " (every pending call was answered as cancelled)" if self._open else ""
+        note = self._pending_note()
+        answered = f" ({note})" if note else ""
         c.line(
             f"{c.symbol('fail')} {self.summary(event.result)}{answered}{self.cancel_hint}",
             "yellow",
@@ -313,6 +366,9 @@ class TerminalView:
 
     def _on_RunFailed(self, event: RunFailed) -> None:
         c = self.console
+        note = self._pending_note()
+        if note:
+            c.line(f"  {c.symbol('fail')} {note}", "red")
         error = event.error
         message = one_line(clean(str(error)), self.limits.max_error_chars) or "(no message)"
         c.line(
@@ -326,3 +382,19 @@ class TerminalView:
 
             trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
             c.line(clean(trace).rstrip(), "dim", error=True)
+
+
+def _reports_cancelled(event: AgentEvent) -> bool:
+    """Events that may follow calls answered as cancelled without the run going on."""
+    if isinstance(event, ToolFinished):
+        return event.status == "cancelled"
+    return isinstance(event, (RunCancelled, RunFailed))
+
+
+def _names(events: list[ToolFinished]) -> str:
+    """``remove, search (2 calls)``: the tools of some calls, each once, in order."""
+    counts: dict[str, int] = {}
+    for event in events:
+        name = clean_strict(event.call.name)
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{name} ({n} calls)" for name, n in counts.items())

@@ -72,14 +72,39 @@ def broken(value: str) -> str:
     raise RuntimeError(f"broken on {value}")
 
 
+def _wait_for_file(path: str) -> None:
+    """Block until the test creates ``path``: a hand-off in order, never a guess at timing."""
+    deadline = time.monotonic() + 60
+    while path and not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the test never created {path}")
+        time.sleep(0.01)
+
+
 @tool
-def chatty(value: str, marker: str = "") -> str:
-    """Prints while it runs, then creates ``marker`` (so a test knows it has printed)."""
+def chatty(value: str, marker: str = "", after: str = "") -> str:
+    """Once ``after`` exists, prints, then creates ``marker`` (so a test knows it has printed)."""
+    _wait_for_file(after)
     print(f"chatty says {value}")
     if marker:
         with open(marker, "w") as file:
             file.write("printed")
     return "said it"
+
+
+@tool
+def stuck(release: str, context: ToolContext) -> str:
+    """Ignores cancellation and runs on until the test creates ``release``."""
+    context.update("started")
+    _wait_for_file(release)
+    return "released"
+
+
+@tool
+def halt(after: str) -> str:
+    """Once ``after`` exists, raises SystemExit, which stops the whole run."""
+    _wait_for_file(after)
+    raise SystemExit(3)
 
 
 def _history_ok(request: Request) -> bool:
@@ -136,8 +161,17 @@ def decide(request: Request) -> AsyncIterator[StreamEvent]:
     if prompt.startswith("check"):
         return _play([*_text(verdict), Finish("stop", usage)])
     if prompt.startswith("approve and chat "):
-        marker = json.dumps({"value": "hi", "marker": prompt.removeprefix("approve and chat ")})
-        events = _call("remove", '{"path": "a.txt"}') + _call("chatty", marker)
+        folder = Path(prompt.removeprefix("approve and chat "))
+        arguments = {
+            "value": "hi",
+            "marker": str(folder / "printed"),
+            "after": str(folder / "asked"),
+        }
+        events = _call("remove", '{"path": "a.txt"}') + _call("chatty", json.dumps(arguments))
+        return _play([*events, Finish("tool_calls", usage)])
+    if prompt.startswith("approve and halt "):
+        arguments = {"after": prompt.removeprefix("approve and halt ")}
+        events = _call("remove", '{"path": "a.txt"}') + _call("halt", json.dumps(arguments))
         return _play([*events, Finish("tool_calls", usage)])
     if prompt.startswith("approve two"):
         events: list[StreamEvent | float] = [*_text("Removing two files now", 4), 0.05]
@@ -155,6 +189,9 @@ def decide(request: Request) -> AsyncIterator[StreamEvent]:
         if prompt.startswith(name):
             events = [*_call(name, '{"seconds": 300}'), Finish("tool_calls", usage)]
             return _play(events)
+    if prompt.startswith("stuck "):
+        arguments = json.dumps({"release": prompt.removeprefix("stuck ")})
+        return _play([*_call("stuck", arguments), Finish("tool_calls", usage)])
     if prompt.startswith("stubborn "):
         arguments = json.dumps({"marker": prompt.removeprefix("stubborn ")})
         return _play([*_call("stubborn", arguments), Finish("tool_calls", usage)])

@@ -11,7 +11,15 @@ import pytest
 
 from nbagent import Agent, AutoApprove, ToolContext, tool
 from nbagent.content import text_result
-from nbagent.events import StepFinished, ToolProgress
+from nbagent.events import (
+    CallStatus,
+    RunCancelled,
+    RunResult,
+    StepFinished,
+    ToolCallReady,
+    ToolFinished,
+    ToolProgress,
+)
 from nbagent.generation import Usage
 from nbagent.models import Call, ScriptedModel, Turn
 from nbagent.terminal import Console, TerminalLimits, TerminalView
@@ -20,6 +28,7 @@ from nbagent.terminal._input import InputInterrupted, LineReader, LineTooLong
 from nbagent.terminal._session import parse_answer
 
 from ..conftest import assert_history_valid
+from .process import PATIENCE
 
 # --- LineReader on a real pipe ---------------------------------------------------------------
 
@@ -126,6 +135,68 @@ async def test_outside_output_waits_for_the_answer_and_is_bounded() -> None:
     console.attach(None)
 
 
+async def test_a_question_never_splits_a_tools_line() -> None:
+    out = io.StringIO()
+    console = Console(out)
+    console.attach(asyncio.get_running_loop())
+    held = HeldStream(console, out)
+    held.write("chatty says")  # print() writes the text, then the newline: a gap between
+    await asyncio.sleep(0)
+    console.ask("? ")
+    held.write(" hi\n")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "? "
+    console.answered("y")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "? y\nchatty says hi\n"
+    console.attach(None)
+
+
+async def test_an_unfinished_line_is_passed_on_when_flushed_or_at_the_end() -> None:
+    out = io.StringIO()
+    console = Console(out)
+    console.attach(asyncio.get_running_loop())
+    held = HeldStream(console, out)
+    held.write("working 50%")
+    await asyncio.sleep(0)
+    assert out.getvalue() == ""  # a line-buffered terminal would not show it yet either
+    held.flush()
+    await asyncio.sleep(0)
+    assert out.getvalue() == "working 50%"
+    held.write(" 100%")
+    console.line("→ next")  # our line starts on its own line
+    console.attach(None)  # the end: what is left is shown
+    assert out.getvalue() == "working 50%\n→ next\n 100%"
+
+
+async def test_notes_from_a_thread_wait_for_a_question_but_not_for_the_prompt() -> None:
+    import threading
+
+    out = io.StringIO()
+    console = Console(out)
+    console.attach(asyncio.get_running_loop())
+
+    def from_a_thread(text: str) -> None:
+        thread = threading.Thread(target=console.note, args=(text,))
+        thread.start()
+        thread.join()
+
+    console.ask("  ? Run it? ")
+    from_a_thread("  (first ended)")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "  ? Run it? "
+    console.answered("n")
+    await asyncio.sleep(0)
+    assert out.getvalue() == "  ? Run it? n\n  (first ended)\n"
+    console.ask("you> ", interruptible=True)
+    from_a_thread("  (second ended)")
+    await asyncio.sleep(0)
+    assert out.getvalue().endswith("  (first ended)\nyou> \n  (second ended)\nyou> ")
+    console.answered("check")
+    assert out.getvalue().endswith("\n  (second ended)\nyou> check\n")
+    console.attach(None)
+
+
 # --- answers ---------------------------------------------------------------------------------
 
 
@@ -194,7 +265,84 @@ async def test_a_whole_run_renders_in_order() -> None:
     assert lines[6].startswith("[done · 2 steps · ")
 
 
+def _finished(call_id: str, name: str, status: CallStatus, text: str) -> ToolFinished:
+    from nbagent.content import error_result
+    from nbagent.tools import ToolCall
+
+    return ToolFinished(ToolCall(call_id, name, "{}"), error_result(text), status)
+
+
+def test_calls_answered_as_cancelled_are_one_line_with_the_runs_end() -> None:
+    out = io.StringIO()
+    view = TerminalView(Console(out))
+    result = RunResult("", (), 1, Usage(), "cancelled")
+    view.show(_finished("c1", "remove", "cancelled", "the run was cancelled before this call"))
+    view.show(_finished("c2", "search", "cancelled", "the run was cancelled before this call"))
+    view.show(_finished("c3", "search", "cancelled", "the run was cancelled before this call"))
+    view.show(RunCancelled(result))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        "(every pending call was answered as cancelled: remove, search (2 calls))"
+    )
+
+
+def test_a_call_cancelled_while_the_run_goes_on_is_shown_on_its_own() -> None:
+    from nbagent.tools import ToolCall
+
+    out = io.StringIO()
+    view = TerminalView(Console(out))
+    view.show(ToolCallReady(1, ToolCall("c1", "remove", "{}"), {}))
+    view.show(ToolCallReady(1, ToolCall("c2", "search", "{}"), {}))
+    view.show(_finished("c1", "remove", "cancelled", "remove was cancelled."))
+    assert out.getvalue().count("\n") == 2  # the run's end may follow, and would say it
+    view.show(_finished("c2", "search", "done", "found"))
+    view.show(RunCancelled(RunResult("", (), 1, Usage(), "cancelled")))
+    lines = out.getvalue().splitlines()
+    assert lines[:4] == [
+        "→ remove()",
+        "→ search()",
+        "  ✗ remove(): remove was cancelled.",
+        "  ← search(): found",
+    ]
+    assert lines[4].startswith("✗ cancelled · ") and "every pending call" not in lines[4]
+
+
 # --- Session in-process ----------------------------------------------------------------------
+
+
+async def test_a_question_is_withdrawn_when_its_approval_times_out() -> None:
+    from nbagent import InteractiveApprover
+    from nbagent.terminal._session import Session
+
+    @tool(needs_approval=True)
+    def remove(path: str) -> str:
+        """Remove a file (pretend)."""
+        return f"removed {path}"
+
+    approver = InteractiveApprover()
+    agent = Agent(
+        ScriptedModel([Turn(Call("remove", {"path": "a.txt"})), "Fine."]),
+        [remove],
+        approver=approver,
+        approval_timeout=0.05,
+    )
+    out = io.StringIO()
+    read_fd, write_fd = os.pipe()  # nobody types: only the timeout can settle the call
+    session = Session(
+        agent, TerminalView(Console(out)), LineReader(read_fd), approver=approver, echo_input=True
+    )
+    status = await asyncio.wait_for(session.serve(["go"]), PATIENCE)
+    os.close(read_fd)
+    os.close(write_fd)
+    assert status == 0
+    lines = out.getvalue().splitlines()
+    question = next(i for i, line in enumerate(lines) if line.startswith("  ? Run remove("))
+    assert lines[question].endswith("or type why not: ")
+    assert lines[question + 1] == "  (no answer needed any more: this call was settled without it)"
+    assert lines[question + 2] == "  ✗ denied: approval timed out after 0.05 s"
+    assert "Fine." in lines
+    assert_history_valid(agent.messages)
 
 
 async def test_a_rendering_bug_cancels_the_run_and_is_reported() -> None:

@@ -38,12 +38,19 @@ def test_two_questions_in_one_batch_are_asked_one_after_the_other() -> None:
     status, out, err = run_cli("--tools", TOOLS_MODULE, "approve two", stdin="y\nnot this one\n")
     assert status == 0, err
     lines = out.splitlines()
-    first = lines.index('→ remove(path="a.txt")')
-    assert lines[first + 1].startswith('  ? Run remove(path="a.txt")?')
-    assert lines[first + 1].endswith(": y")
-    assert lines[first + 2] == '→ remove(path="b.txt")'
-    assert lines[first + 3].startswith('  ? Run remove(path="b.txt")?')
-    assert lines[first + 3].endswith(": not this one")
+    call_a, call_b = lines.index('→ remove(path="a.txt")'), lines.index('→ remove(path="b.txt")')
+    asks = [index for index, line in enumerate(lines) if line.startswith("  ? Run ")]
+    assert len(asks) == 2, out
+    first, second = asks
+    # each question names its call in full, comes after that call's line, in the batch's
+    # order, and gets its own answer on its line: nothing is written while one waits
+    assert call_a < first and call_b < second and first < second
+    assert lines[first].startswith('  ? Run remove(path="a.txt")? ')
+    assert lines[first].endswith("or type why not: y")
+    assert lines[second].startswith('  ? Run remove(path="b.txt")? ')
+    assert lines[second].endswith("or type why not: not this one")
+    # and they come one right after the other, not spread among other lines
+    assert second == first + 1 or (second == first + 2 and lines[first + 1] == lines[call_b])
     # lines about one call of several say which call they are about
     assert '  ✓ remove(path="a.txt"): approved' in lines
     assert '  ✗ remove(path="b.txt"): denied: not this one' in lines
@@ -53,12 +60,13 @@ def test_two_questions_in_one_batch_are_asked_one_after_the_other() -> None:
 
 def test_what_a_tool_prints_during_a_question_waits_until_the_answer() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        marker = Path(folder, "printed")
-        term = Terminal("--tools", TOOLS_MODULE, "-q", f"approve and chat {marker}")
+        printed, asked = Path(folder, "printed"), Path(folder, "asked")
+        term = Terminal("--tools", TOOLS_MODULE, "-q", f"approve and chat {folder}")
         term.wait_for(QUESTION)
-        wait_until(marker.exists, "the sibling tool to print while the question waits")
+        asked.write_text("the question is on screen")  # the sibling tool prints only now
+        wait_until(printed.exists, "the sibling tool to print while the question waits")
         before = term.out
-        term.send("y")
+        term.send("y")  # read after the print was handed over: a print let through lands first
         status = term.finish()
     out = term.out
     assert status == 0, term.err
@@ -67,7 +75,7 @@ def test_what_a_tool_prints_during_a_question_waits_until_the_answer() -> None:
     assert question.endswith(": y")
     assert out.index("chatty says") > out.index(question)
     assert out.index("chatty says") > out.index("→ chatty(")  # after the call it belongs to
-    assert _line_with(out, "chatty says").startswith("chatty says")
+    assert _line_with(out, "chatty says") == "chatty says hi"  # a whole line of its own
 
 
 def test_a_denial_shows_its_reason_and_the_model_reads_it() -> None:
