@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         generate,
     )
     from .limits import (
+        Budget,
         Limits,
     )
     from .messages import (
@@ -95,6 +96,9 @@ if TYPE_CHECKING:
         CompiledSchema,
         compile_schema,
         normalize_schema,
+    )
+    from .timeline import (
+        Timeline,
     )
     from .tools import (
         Definition,
@@ -129,6 +133,8 @@ _LAZY = {
     "ImagePart": "content",
     "InteractiveApprover": "approval",
     "Limits": "limits",
+    "Budget": "limits",
+    "Timeline": "timeline",
     "Message": "messages",
     "NamedToolChoice": "generation",
     "OfflineModel": "models",
@@ -194,6 +200,7 @@ __all__ = [
     "ArgumentsError",
     "AssistantMessage",
     "AutoApprove",
+    "Budget",
     "CallbackApprover",
     "CompiledSchema",
     "ConfigurationError",
@@ -224,6 +231,7 @@ __all__ = [
     "ScriptedModel",
     "StreamEvent",
     "TextPart",
+    "Timeline",
     "Tool",
     "ToolCall",
     "ToolContext",

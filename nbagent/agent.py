@@ -10,7 +10,7 @@ loop (a Jupyter kernel), running the loop on a worker thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from ._history import checked_history, prompt_for_history
@@ -20,7 +20,7 @@ from .content import Part
 from .errors import AgentError, NbagentError, RunFailedError, RunInProgressError
 from .events import AgentEvent, RunResult
 from .generation import Generator, Options
-from .limits import Limits
+from .limits import Budget, Limits
 from .messages import Message, UserMessage
 from .run import Run, _as_user_message
 from .tools import Tool, validate_tools
@@ -54,6 +54,7 @@ class Agent:
         messages: Iterable[Message] = (),
         limits: Limits | None = None,
         approval_timeout: float | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if isinstance(model, str) or model is None:
             from .providers import resolve_generator
@@ -80,7 +81,11 @@ class Agent:
             raise ValueError("approval_timeout must be a positive number of seconds, or None")
         self.approval_timeout = approval_timeout
         self.limits = limits or Limits()
+        self.budget = budget
         self.messages: list[Message] = checked_history(list(messages))
+        #: Called with every event of every run, as it happens (telemetry, logs); an observer
+        #: that raises is logged and never breaks the run. See :meth:`observe`.
+        self.observers: list[Callable[[AgentEvent], Any]] = []
         self._running = False
 
     # --- conversation -----------------------------------------------------------------------
@@ -96,6 +101,7 @@ class Agent:
         twin.__dict__.update(self.__dict__)
         twin.tools = dict(self.tools)
         twin.messages = list(self.messages)
+        twin.observers = list(self.observers)
         twin._running = False
         return twin
 
@@ -113,6 +119,18 @@ class Agent:
         schemas.update(compiled)
         self.tools, self._schemas = tools, schemas
 
+    def observe(self, observer: Callable[[AgentEvent], Any]) -> Callable[[], None]:
+        """Call ``observer(event)`` for every event of every later run, as it happens (even
+        when nobody reads the run's events, as in :meth:`run`). Returns a function that stops
+        it. Observers run on the run's loop: keep them quick."""
+        self.observers.append(observer)
+
+        def stop() -> None:
+            if observer in self.observers:
+                self.observers.remove(observer)
+
+        return stop
+
     def _check_idle(self) -> None:
         if self._running:
             raise RunInProgressError(
@@ -129,6 +147,7 @@ class Agent:
         max_steps: int | None = None,
         tools: Iterable[str] | None = None,
         options: Options | None = None,
+        budget: Budget | None = None,
     ) -> Run:
         """Start a run as a task on the running loop and return its :class:`Run` handle.
 
@@ -152,6 +171,7 @@ class Agent:
             max_steps or self.max_steps,
             chosen,
             options or self.options,
+            budget or self.budget,
         )
         self._running = True
         run._start()

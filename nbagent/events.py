@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ._textbuf import StreamedArguments, TextBuffer
 from .approval import ApprovalRequest, Decision
@@ -18,6 +18,9 @@ from .content import ToolResult
 from .generation import FinishReason, Usage
 from .messages import Message
 from .tools import ToolCall
+
+if TYPE_CHECKING:
+    from .timeline import Timeline
 
 __all__ = [
     "AbandonedCall",
@@ -48,8 +51,11 @@ log = logging.getLogger("nbagent")
 
 #: Why a run stopped. "finished": the model answered without calls; "terminated": every call of
 #: the last batch asked to terminate; "max_steps": the step limit; "length": the model hit its
-#: token limit (its calls were not run); "cancelled"; "failed".
-StopReason = Literal["finished", "terminated", "max_steps", "length", "cancelled", "failed"]
+#: token limit (its calls were not run); "budget": the run's token or request budget was spent
+#: (checked before each model request); "cancelled"; "failed".
+StopReason = Literal[
+    "finished", "terminated", "max_steps", "length", "budget", "cancelled", "failed"
+]
 
 #: How one call ended: ran and succeeded, ran and failed (or timed out), was denied, never ran
 #: because the call itself was invalid, or was cancelled.
@@ -66,6 +72,16 @@ class RunResult:
     usage: Usage
     stop_reason: StopReason
     error: BaseException | None = field(default=None, compare=False)
+    timing: Any = field(default=None, compare=False, repr=False)
+
+    def timeline(self) -> Timeline:
+        """The run over time (:class:`~nbagent.timeline.Timeline`): steps, calls, waits; its
+        ``svg()`` is a picture, and in a notebook it shows itself."""
+        from .timeline import Timeline, TimelineBuilder
+
+        if isinstance(self.timing, TimelineBuilder):
+            return self.timing.build(self.stop_reason)
+        return Timeline((), 0.0, self.stop_reason, self.steps)
 
 
 @dataclass(frozen=True, slots=True)

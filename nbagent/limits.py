@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["Limits"]
+__all__ = ["Budget", "Limits"]
 
 
 @dataclass(frozen=True)
@@ -45,3 +45,26 @@ class Limits:
             value = getattr(self, item.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{item.name} must be a positive integer, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one run may spend: ``tokens`` (input + output, summed over its model requests) and
+    ``requests`` (model requests). ``None`` leaves a bound off.
+
+    Checked before each model request: a run that spent its budget stops there with
+    ``stop_reason="budget"``, every call answered and the history valid, instead of an alert
+    after the fact. One answer can still go over the budget (its size is only known once it
+    arrived): bound that with ``Options(max_tokens=...)``.
+    """
+
+    tokens: int | None = None
+    requests: int | None = None
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Budget.{item.name} must be a positive integer or None")

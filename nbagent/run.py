@@ -60,10 +60,12 @@ from .generation import (
     Usage,
 )
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
+from .timeline import TimelineBuilder
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .limits import Budget
 
 __all__ = ["CANCEL_GRACE", "Run"]
 
@@ -84,6 +86,7 @@ class Run:
         max_steps: int,
         tools: dict[str, Tool],
         options: Options,
+        budget: Budget | None = None,
     ) -> None:
         self.agent = agent
         self.id = f"run-{next(_run_ids)}"
@@ -107,6 +110,9 @@ class Run:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.final: RunResult | None = None
         self._keep_events = True
+        self._timeline = TimelineBuilder()
+        self._observers = tuple(agent.observers)
+        self._budget = budget
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -121,6 +127,12 @@ class Run:
             self._close()
 
     def emit(self, event: AgentEvent) -> None:
+        self._timeline.add(event)
+        for observer in self._observers:
+            try:
+                observer(event)
+            except Exception:  # an observer (telemetry, a log) must never break the run
+                log.exception("an observer of %s failed on %s", self.id, type(event).__name__)
         if self._keep_events:
             self._queue.put(event)
 
@@ -186,6 +198,9 @@ class Run:
         stop: StopReason = "max_steps"
         try:
             for step in range(1, self.max_steps + 1):
+                if self._over_budget(step):
+                    stop = "budget"
+                    break
                 self._steps = step
                 self.emit(StepStarted(step))
                 answer = await self._stream_turn(step)
@@ -242,6 +257,15 @@ class Run:
         self._close()
         return result
 
+    def _over_budget(self, step: int) -> bool:
+        """Stop before a request the run's budget cannot pay for (see :class:`Budget`)."""
+        budget = self._budget
+        if budget is None:
+            return False
+        if budget.requests is not None and step > budget.requests:
+            return True
+        return budget.tokens is not None and self._usage.total_tokens >= budget.tokens
+
     def _end_failed(self, error: BaseException) -> RunResult:
         result = self.final = self._result("failed", error)
         self.emit(RunFailed(error, result))
@@ -259,7 +283,7 @@ class Run:
             if isinstance(message, AssistantMessage) and message.text:
                 text = message.text
                 break
-        return RunResult(text, new, self._steps, self._usage, stop, error)
+        return RunResult(text, new, self._steps, self._usage, stop, error, self._timeline)
 
     def _keep_answer_text(self, answer: Answer) -> None:
         """Keep what the person already saw of a broken answer, without its (unrunnable) calls."""

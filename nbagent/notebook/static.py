@@ -360,11 +360,35 @@ def run_outputs(
             for part in piece.images:
                 meta = {part.mime_type: {"width": part.width, "height": part.height}}
                 bundles.append((_image_bundle(part), meta))
+    if inline_images and pending:
+        pending[-1].html += _timeline_html(transcript)
     if pending:
         bundles.append((_bundle(pending), {}))
+    timeline = None if inline_images else _timeline_bundle(transcript)
+    if timeline is not None:
+        bundles.append(timeline)
     first_data, _ = bundles[0]
     bundles[0] = (first_data, dict(metadata or {}))
     return bundles
+
+
+def _timeline_bundle(transcript: Transcript) -> Bundle | None:
+    """The run over time as an SVG output (see :meth:`Transcript.timeline`)."""
+    timeline = transcript.timeline()
+    if timeline is None:
+        return None
+    return ({"image/svg+xml": timeline.svg(), "text/plain": timeline.summary()}, {})
+
+
+def _timeline_html(transcript: Transcript) -> str:
+    timeline = transcript.timeline()
+    if timeline is None:
+        return ""
+    data = base64.b64encode(timeline.svg().encode()).decode("ascii")
+    return (
+        f'<img src="data:image/svg+xml;base64,{data}" alt="{_esc(timeline.summary())}" '
+        'style="max-width:100%;display:block;margin:4px 0">'
+    )
 
 
 def _with_images(piece: _Piece) -> list[Bundle]:
@@ -386,9 +410,11 @@ def block_outputs(block: Block, transcript: Transcript) -> list[Bundle]:
 
 
 def tail_outputs(transcript: Transcript, metadata: dict[str, Any] | None = None) -> list[Bundle]:
-    """The error (if any) and the footer, carrying the run's ``metadata``."""
+    """The timeline, when the run is worth one, then the error (if any) and the footer, which
+    carries the run's ``metadata`` (the last output of a run holds its record)."""
     data, _ = _with_images(_tail(transcript))[0]
-    return [(data, dict(metadata or {}))]
+    timeline = _timeline_bundle(transcript)
+    return [*([timeline] if timeline else []), (data, dict(metadata or {}))]
 
 
 def run_markdown(transcript: Transcript) -> str:

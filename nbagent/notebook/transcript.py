@@ -35,6 +35,7 @@ from ..events import (
     ToolStarted,
 )
 from ..generation import Usage
+from ..timeline import Timeline, TimelineBuilder
 from .render import pretty_arguments
 
 #: How much of the final answer the run's metadata record keeps.
@@ -214,6 +215,21 @@ class Transcript:
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     clock: Any = field(default=time.monotonic, repr=False)
+    timing: TimelineBuilder | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.timing is None:
+            self.timing = TimelineBuilder(clock=self.clock, started=self.clock())
+
+    def timeline(self) -> Timeline | None:
+        """The run over time, when it is worth a picture: two calls or more (concurrent ones
+        side by side), a wait for a person, a retried answer, or four steps or more."""
+        if self.timing is None:
+            return None
+        built = self.timing.build(self.stop_reason)
+        calls = sum(1 for s in built.spans if s.kind == "tool")
+        notable = any(s.kind in ("approval", "retry") for s in built.spans)
+        return built if calls >= 2 or notable or built.steps >= 4 else None
 
     @property
     def elapsed(self) -> float:
@@ -224,6 +240,8 @@ class Transcript:
         return self.stop_reason is not None
 
     def handle(self, event: AgentEvent) -> None:
+        if self.timing is not None:
+            self.timing.add(event)
         if isinstance(event, AssistantTextDelta):
             last = self.blocks[-1] if self.blocks else None
             if not isinstance(last, TextRecord) or last.step != event.step:

@@ -1,0 +1,293 @@
+"""A run over time: each step's streaming, each call's work and its wait for a person, as a picture.
+
+The loop feeds a :class:`TimelineBuilder` every event it emits (the hot ones — text and argument
+deltas — are skipped at the cost of one dictionary look-up); ``RunResult.timeline()`` returns the
+finished :class:`Timeline`, whose :meth:`Timeline.svg` is a static SVG: it survives saving,
+renders on GitHub and in ``nbconvert`` output, and stays readable for a 50-step run (labels are
+drawn only where they fit; every bar has a tooltip with its duration).
+
+Lanes: the model's turns on the first; each tool call on the first tool lane free when it begins,
+so calls that ran at the same time are side by side. A call's wait for a person (approval) is
+drawn on its lane before its work; a retried answer is a mark on the model's lane.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    RunCancelled,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepRetried,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+)
+
+__all__ = ["Span", "SpanKind", "Timeline", "TimelineBuilder"]
+
+SpanKind = Literal["model", "tool", "approval", "retry"]
+
+
+@dataclass(frozen=True)
+class Span:
+    """One bar: what happened, from ``start`` to ``end`` seconds after the run began."""
+
+    kind: SpanKind
+    label: str
+    start: float
+    end: float
+    lane: int
+    status: str = ""
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.end - self.start)
+
+
+_COLORS = {
+    "model": "#1565c0",
+    "tool": "#2e7d32",
+    "tool-failed": "#c62828",
+    "tool-denied": "#ad1457",
+    "tool-cancelled": "#757575",
+    "approval": "#ef6c00",
+    "retry": "#c62828",
+}
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _tick(total: float) -> float:
+    """A round tick interval giving 4 to 10 ticks over ``total`` seconds."""
+    for step in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800):
+        if total / step <= 10:
+            return step
+    return 3600.0
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The spans of one run, its length and how it ended."""
+
+    spans: tuple[Span, ...]
+    total: float
+    stop_reason: str = ""
+    steps: int = 0
+    lanes: int = 1
+
+    def svg(self, width: int = 720) -> str:
+        """The picture as a standalone SVG (escaped: tool names are text, never markup)."""
+        left, right, row, top = 92, 16, 22, 10
+        height = top + row * self.lanes + 46
+        scale = (width - left - right) / max(self.total, 1e-6)
+        out = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+            f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+        ]
+        for lane in range(self.lanes):
+            y = top + lane * row
+            name = "model" if lane == 0 else f"tools {lane}" if self.lanes > 2 else "tools"
+            out.append(f'<text x="4" y="{y + 15}" fill="#444">{name}</text>')
+            out.append(
+                f'<line x1="{left}" y1="{y + row - 1}" x2="{width - right}" y2="{y + row - 1}" '
+                'stroke="#eeeeee"/>'
+            )
+        step = _tick(self.total)
+        axis = top + row * self.lanes + 4
+        mark = 0.0
+        while mark <= self.total + 1e-9:
+            x = left + mark * scale
+            out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{axis}" stroke="#dddddd"/>')
+            out.append(
+                f'<text x="{x:.1f}" y="{axis + 12}" fill="#666" text-anchor="middle">'
+                f"{_seconds(mark) if mark else '0'}</text>"
+            )
+            mark += step
+        for span in self.spans:
+            x = left + span.start * scale
+            w = max(1.5, span.duration * scale)
+            y = top + span.lane * row + 3
+            color = _COLORS.get(f"{span.kind}-{span.status}", _COLORS.get(span.kind, "#555"))
+            tip = html.escape(
+                f"{span.label}: {_seconds(span.duration)}"
+                + (f" ({span.status})" if span.status else "")
+            )
+            if span.kind == "retry":
+                out.append(
+                    f'<rect x="{x - 1:.1f}" y="{y - 2}" width="3" height="{row - 2}" '
+                    f'fill="{color}"><title>{tip}</title></rect>'
+                )
+                continue
+            opacity = "0.55" if span.kind == "approval" else "0.85"
+            out.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row - 7}" rx="2" '
+                f'fill="{color}" fill-opacity="{opacity}"><title>{tip}</title></rect>'
+            )
+            text = span.label if span.kind != "approval" else "waiting"
+            if w > 7 * len(text) + 6:
+                out.append(
+                    f'<text x="{x + 3:.1f}" y="{y + 11}" fill="#ffffff">{html.escape(text)}</text>'
+                )
+        legend = f"{self.steps} step{'s' if self.steps != 1 else ''} · {_seconds(self.total)}" + (
+            f" · {self.stop_reason}" if self.stop_reason else ""
+        )
+        out.append(f'<text x="{left}" y="{height - 6}" fill="#444">{html.escape(legend)}</text>')
+        keys = [("model", "model"), ("tool", "tool"), ("approval", "waiting for you")]
+        x = width - right - 250
+        for kind, words in keys:
+            out.append(
+                f'<rect x="{x}" y="{height - 15}" width="10" height="10" fill="{_COLORS[kind]}"/>'
+                f'<text x="{x + 13}" y="{height - 6}" fill="#444">{words}</text>'
+            )
+            x += 14 + 7 * len(words) + 10
+        out.append("</svg>")
+        return "".join(out)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"image/svg+xml": self.svg(), "text/plain": self.summary()}
+
+    def summary(self) -> str:
+        """The timeline in one line of words."""
+        tools = [s for s in self.spans if s.kind == "tool"]
+        waits = sum(s.duration for s in self.spans if s.kind == "approval")
+        parts = [f"{self.steps} steps", f"{len(tools)} tool calls", f"{_seconds(self.total)}"]
+        if waits:
+            parts.append(f"{_seconds(waits)} waiting for a person")
+        return "timeline: " + ", ".join(parts)
+
+
+@dataclass
+class TimelineBuilder:
+    """Folds a run's events into a :class:`Timeline` (see the module docs)."""
+
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = None
+    spans: list[Span] = field(default_factory=list)
+    _open_step: tuple[int, float] | None = None
+    _waits: dict[str, tuple[float, str]] = field(default_factory=dict)
+    _work: dict[str, tuple[float, str]] = field(default_factory=dict)
+    _lane_of: dict[str, int] = field(default_factory=dict)
+    _busy: dict[int, str] = field(default_factory=dict)
+    _lanes: int = 1
+    _steps: int = 0
+    _stop: str = ""
+    _end: float | None = None
+
+    def _now(self) -> float:
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        return now - self.started
+
+    def _lane(self, call_id: str) -> int:
+        lane = self._lane_of.get(call_id)
+        if lane is None:
+            lane = next(n for n in range(1, len(self._busy) + 2) if n not in self._busy)
+            self._busy[lane] = call_id
+            self._lane_of[call_id] = lane
+            self._lanes = max(self._lanes, lane + 1)
+        return lane
+
+    def add(self, event: Any) -> None:
+        """Take one event (any event: those that draw nothing are skipped cheaply)."""
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event, self._now())
+
+    def _step_started(self, event: StepStarted, now: float) -> None:
+        self._open_step = (event.step, now)
+        self._steps = max(self._steps, event.step)
+
+    def _step_finished(self, event: StepFinished, now: float) -> None:
+        if self._open_step is not None:
+            step, began = self._open_step
+            self.spans.append(Span("model", f"step {step}", began, now, 0))
+            self._open_step = None
+
+    def _retried(self, event: StepRetried, now: float) -> None:
+        self.spans.append(Span("retry", f"step {event.step} retried: {event.reason}", now, now, 0))
+
+    def _asked(self, event: ApprovalRequested, now: float) -> None:
+        call = event.request.call
+        self._lane(call.id)
+        self._waits[call.id] = (now, call.name)
+
+    def _resolved(self, event: ApprovalResolved, now: float) -> None:
+        found = self._waits.pop(event.call_id, None)
+        if found is not None:
+            began, name = found
+            lane = self._lane(event.call_id)
+            verdict = "approved" if event.decision.approved else "denied"
+            self.spans.append(Span("approval", f"{name}: waiting", began, now, lane, verdict))
+
+    def _tool_started(self, event: ToolStarted, now: float) -> None:
+        self._lane(event.call.id)
+        self._work[event.call.id] = (now, event.call.name)
+
+    def _tool_finished(self, event: ToolFinished, now: float) -> None:
+        call_id = event.call.id
+        lane = self._lane_of.get(call_id)
+        if lane is None:  # answered without waiting or running (invalid, refused): no bar
+            return
+        found = self._work.pop(call_id, None)
+        status = {"done": "", "error": "failed", "timeout": "failed", "invalid": "failed"}.get(
+            event.status, event.status
+        )
+        if found is not None:
+            self.spans.append(Span("tool", found[1], found[0], now, lane, status))
+        self._busy.pop(lane, None)
+
+    def _ended(self, event: Any, now: float) -> None:
+        self._stop = event.result.stop_reason
+        self._end = now
+        self._close(now)
+
+    def _close(self, now: float) -> None:
+        if self._open_step is not None:
+            step, began = self._open_step
+            self.spans.append(Span("model", f"step {step}", began, now, 0, "cancelled"))
+            self._open_step = None
+        for call_id, (began, name) in list(self._work.items()):
+            self.spans.append(Span("tool", name, began, now, self._lane(call_id), "cancelled"))
+        self._work.clear()
+        for call_id, (began, name) in list(self._waits.items()):
+            lane = self._lane(call_id)
+            self.spans.append(Span("approval", f"{name}: waiting", began, now, lane, "cancelled"))
+        self._waits.clear()
+
+    def build(self, stop_reason: str | None = None) -> Timeline:
+        """The timeline so far (a finished one after the run's last event)."""
+        now = self._end if self._end is not None else self._now()
+        spans = sorted(self.spans, key=lambda s: (s.start, s.lane))
+        total = max([now, *(s.end for s in spans)]) if spans else now
+        return Timeline(
+            tuple(spans), total, stop_reason or self._stop, self._steps, max(self._lanes, 1)
+        )
+
+
+_HANDLERS: dict[type, Callable[[TimelineBuilder, Any, float], None]] = {
+    RunStarted: lambda b, e, now: None,
+    StepStarted: TimelineBuilder._step_started,
+    StepFinished: TimelineBuilder._step_finished,
+    StepRetried: TimelineBuilder._retried,
+    ApprovalRequested: TimelineBuilder._asked,
+    ApprovalResolved: TimelineBuilder._resolved,
+    ToolStarted: TimelineBuilder._tool_started,
+    ToolFinished: TimelineBuilder._tool_finished,
+    RunFinished: TimelineBuilder._ended,
+    RunFailed: TimelineBuilder._ended,
+    RunCancelled: TimelineBuilder._ended,
+}
