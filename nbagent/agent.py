@@ -85,7 +85,7 @@ class Agent:
         self.messages: list[Message] = checked_history(list(messages))
         #: Called with every event of every run, as it happens (telemetry, logs); an observer
         #: that raises is logged and never breaks the run. See :meth:`observe`.
-        self.observers: list[Callable[[AgentEvent], Any]] = []
+        self.observers: list[Callable[[str, AgentEvent], Any]] = []
         self._running = False
 
     # --- conversation -----------------------------------------------------------------------
@@ -119,10 +119,10 @@ class Agent:
         schemas.update(compiled)
         self.tools, self._schemas = tools, schemas
 
-    def observe(self, observer: Callable[[AgentEvent], Any]) -> Callable[[], None]:
-        """Call ``observer(event)`` for every event of every later run, as it happens (even
-        when nobody reads the run's events, as in :meth:`run`). Returns a function that stops
-        it. Observers run on the run's loop: keep them quick."""
+    def observe(self, observer: Callable[[str, AgentEvent], Any]) -> Callable[[], None]:
+        """Call ``observer(run_id, event)`` for every event of every later run, as it happens
+        (even when nobody reads the run's events, as in :meth:`run`). Returns a function that
+        stops it. Observers run on the run's loop: keep them quick."""
         self.observers.append(observer)
 
         def stop() -> None:

@@ -130,7 +130,7 @@ class Run:
         self._timeline.add(event)
         for observer in self._observers:
             try:
-                observer(event)
+                observer(self.id, event)
             except Exception:  # an observer (telemetry, a log) must never break the run
                 log.exception("an observer of %s failed on %s", self.id, type(event).__name__)
         if self._keep_events:

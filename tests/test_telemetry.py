@@ -1,0 +1,138 @@
+"""OpenTelemetry spans for runs, with the SDK's in-memory exporter (the real SDK, no mock)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nbagent import Agent, ScriptedApprover, deny, tool
+from nbagent.models import Call, ScriptedModel, Text, Turn
+
+sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the test extra installs the SDK")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+
+from nbagent.telemetry import instrument  # noqa: E402
+
+SECRET_ARG = "the-password-is-hunter2"
+
+
+@tool
+def lookup(code: str) -> str:
+    """Look something up."""
+    return f"found {code}"
+
+
+@tool(needs_approval=True)
+def remove(path: str) -> str:
+    """Remove a file."""
+    return f"removed {path}"
+
+
+@tool
+def broken(x: int) -> str:
+    """Always fails."""
+    raise ValueError("nope")
+
+
+def traced(capture: bool = False) -> tuple[Agent, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel(
+        [
+            Turn(
+                Text("Working."),
+                Call("lookup", {"code": SECRET_ARG}),
+                Call("remove", {"path": "a.txt"}),
+                Call("broken", {"x": 1}),
+            ),
+            "All done.",
+        ]
+    )
+    agent = Agent(model, [lookup, remove, broken], approver=ScriptedApprover([deny("no")]))
+    instrument(agent, tracer_provider=provider, capture_content=capture)
+    return agent, exporter
+
+
+def by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for span in exporter.get_finished_spans():
+        found.setdefault(span.name, []).append(span)
+    return found
+
+
+def test_a_run_is_one_span_with_a_child_per_request_and_per_call() -> None:
+    agent, exporter = traced()
+    result = agent.run_sync("do it")
+    spans = by_name(exporter)
+    run = spans["invoke_agent nbagent"][0]
+    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run.attributes["nbagent.stop_reason"] == result.stop_reason == "finished"
+    assert run.attributes["gen_ai.usage.output_tokens"] == result.usage.output_tokens
+    chats = spans["chat scripted"]
+    assert len(chats) == 2 and all(c.parent.span_id == run.context.span_id for c in chats)
+    assert chats[0].attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert chats[0].attributes["gen_ai.operation.name"] == "chat"
+    # calls that ran are spans; the denied one is an approval event on the run
+    assert "execute_tool remove" not in spans
+    ok = spans["execute_tool lookup"][0]
+    assert ok.parent.span_id == run.context.span_id
+    assert ok.attributes["gen_ai.tool.name"] == "lookup" and ok.status.is_ok
+    failed = spans["execute_tool broken"][0]
+    assert not failed.status.is_ok and failed.attributes["error.type"] == "error"
+    events = [e.name for e in run.events]
+    assert events == ["nbagent.approval.requested", "nbagent.approval.resolved"]
+    assert run.events[1].attributes["nbagent.approval.approved"] is False
+    # spans nest in time
+    assert run.start_time <= chats[0].start_time and chats[-1].end_time <= run.end_time
+
+
+def test_no_content_unless_asked() -> None:
+    agent, exporter = traced()
+    agent.run_sync("do it")
+    everything = str([dict(s.attributes) for s in exporter.get_finished_spans()])
+    assert SECRET_ARG not in everything and "do it" not in everything
+    agent, exporter = traced(capture=True)
+    agent.run_sync("do it")
+    spans = by_name(exporter)
+    assert SECRET_ARG in spans["execute_tool lookup"][0].attributes["gen_ai.tool.call.arguments"]
+    assert "do it" in spans["invoke_agent nbagent"][0].attributes["gen_ai.input.messages"]
+
+
+def test_a_cancelled_run_ends_its_open_spans() -> None:
+    agent, exporter = traced()
+
+    @tool
+    async def slow() -> str:
+        """Slow."""
+        await asyncio.sleep(30)
+        return "x"
+
+    agent.add_tool(slow)
+    agent.generator = ScriptedModel([Turn(Call("slow"))])
+
+    async def go() -> None:
+        run = agent.start("wait")
+        async for event in run.events():
+            if type(event).__name__ == "ToolStarted":
+                run.cancel()
+        await run.result()
+
+    asyncio.run(go())
+    spans = by_name(exporter)
+    assert spans["invoke_agent nbagent"][0].attributes["nbagent.stop_reason"] == "cancelled"
+    assert not spans["execute_tool slow"][0].status.is_ok
+
+
+def test_stopping_the_instrumentation() -> None:
+    agent, exporter = traced()
+    agent.observers.clear()
+    agent.run_sync("do it")
+    assert exporter.get_finished_spans() == ()

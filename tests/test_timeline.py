@@ -1,0 +1,118 @@
+"""The run over time, budgets that end a run cleanly, and observers that never break a run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from nbagent import Agent, AutoApprove, Budget, approve, tool
+from nbagent.generation import Usage
+from nbagent.models import Call, ScriptedModel, Text, Turn
+
+from .conftest import assert_history_valid
+
+
+@tool
+async def slow(n: int) -> str:
+    """Sleep n twentieths of a second."""
+    await asyncio.sleep(0.02 * n)
+    return f"slept {n}"
+
+
+def test_concurrent_calls_are_side_by_side_and_later_ones_reuse_lanes() -> None:
+    model = ScriptedModel(
+        [
+            Turn(
+                Text("go"), Call("slow", {"n": 1}), Call("slow", {"n": 4}), Call("slow", {"n": 2})
+            ),
+            Turn(Call("slow", {"n": 1})),
+            "done",
+        ]
+    )
+    result = Agent(model, [slow], approver=AutoApprove()).run_sync("x")
+    timeline = result.timeline()
+    tools = [s for s in timeline.spans if s.kind == "tool"]
+    assert len(tools) == 4
+    first_batch = tools[:3]
+    assert sorted(s.lane for s in first_batch) == [1, 2, 3]  # ran at the same time
+    for a in first_batch:
+        for b in first_batch:
+            if a is not b:
+                assert a.start < b.end and b.start < a.end  # they overlap
+    assert tools[3].lane == 1  # the second batch reuses the first free lane
+    models = [s for s in timeline.spans if s.kind == "model"]
+    assert [s.label for s in models] == ["step 1", "step 2", "step 3"]
+    assert timeline.lanes == 4 and timeline.steps == 3 and timeline.stop_reason == "finished"
+    assert all(s.end <= timeline.total + 1e-9 for s in timeline.spans)
+    svg = timeline.svg()
+    assert svg.startswith("<svg") and svg.count("<rect") >= 7
+    assert timeline._repr_mimebundle_()["image/svg+xml"] == svg
+
+
+def test_waiting_for_a_person_is_its_own_bar_and_names_are_escaped() -> None:
+    @tool(name="drop-table_x", needs_approval=True)
+    def dangerous() -> str:
+        """Careful."""
+        return "done"
+
+    async def late_yes(request: Any) -> Any:
+        await asyncio.sleep(0.05)
+        return approve()
+
+    from nbagent import CallbackApprover
+
+    model = ScriptedModel([Turn(Call("drop-table_x")), "ok"])
+    result = Agent(model, [dangerous], approver=CallbackApprover(late_yes)).run_sync("x")
+    timeline = result.timeline()
+    wait = next(s for s in timeline.spans if s.kind == "approval")
+    work = next(s for s in timeline.spans if s.kind == "tool")
+    assert wait.lane == work.lane and wait.end <= work.start + 1e-6
+    assert wait.duration >= 0.04 and wait.status == "approved"
+    assert "waiting for a person" in timeline.summary()
+
+
+def test_a_budget_ends_the_run_before_a_request_it_cannot_pay_for() -> None:
+    turns = [Turn(Call("slow", {"n": 0}), usage=Usage(60, 40)) for _ in range(5)] + ["done"]
+    agent = Agent(ScriptedModel(turns), [slow], approver=AutoApprove(), budget=Budget(tokens=250))
+    result = agent.run_sync("spend")
+    assert result.stop_reason == "budget"
+    assert result.steps == 3 and result.usage.total_tokens == 300  # checked before each request
+    assert_history_valid(agent.messages)  # every call of the last step was answered
+    by_requests = Agent(ScriptedModel(turns), [slow], approver=AutoApprove())
+    limited = by_requests.run_sync("spend", budget=Budget(requests=2))
+    assert limited.stop_reason == "budget" and limited.steps == 2
+    assert by_requests.run_sync("again", budget=Budget(requests=9)).stop_reason == "finished"
+    with pytest.raises(ValueError, match=r"Budget\.tokens"):
+        Budget(tokens=0)
+
+
+def test_an_observer_sees_every_event_and_cannot_break_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[tuple[str, str]] = []
+    agent = Agent(
+        ScriptedModel([Turn(Call("slow", {"n": 0})), "done"]), [slow], approver=AutoApprove()
+    )
+    stop = agent.observe(lambda run_id, event: seen.append((run_id, type(event).__name__)))
+
+    def broken(run_id: str, event: Any) -> None:
+        raise RuntimeError("observer bug")
+
+    agent.observe(broken)
+    with caplog.at_level(logging.ERROR, logger="nbagent"):
+        result = agent.run_sync("x")
+    assert result.stop_reason == "finished"
+    names = [name for _, name in seen]
+    assert names[0] == "RunStarted" and names[-1] == "RunFinished" and "ToolFinished" in names
+    assert len({run_id for run_id, _ in seen}) == 1
+    assert "observer" in caplog.text
+    stop()
+    agent.observers.remove(broken)
+    before = len(seen)
+    agent.generator = ScriptedModel(["again"])
+    agent.run_sync("y")
+    assert len(seen) == before
+    assert ScriptedApprover
