@@ -115,4 +115,3 @@ def test_an_observer_sees_every_event_and_cannot_break_the_run(
     agent.generator = ScriptedModel(["again"])
     agent.run_sync("y")
     assert len(seen) == before
-    assert ScriptedApprover
