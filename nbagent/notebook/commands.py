@@ -74,6 +74,7 @@ COMMANDS: dict[str, Command] = {
     "tools": Command(_alone, lambda s, _sh, _w: report.tools_table(s)),
     "history": Command(_alone, lambda s, _sh, _w: report.history(s)),
     "config": Command(_alone, lambda s, sh, _w: report.config(s, detect(sh))),
+    "usage": Command(_alone, lambda s, _sh, _w: report.usage(s), scan=False),
 }
 
 

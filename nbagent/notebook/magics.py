@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
+from ..limits import Budget
 from . import commands, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
 from .recordings import RecordMode, choose, model_configured
@@ -43,6 +44,7 @@ _VALUE_OPTIONS = {
     "--max-steps",
     "--tools",
     "--pace",
+    "--budget",
 }
 _FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live"}
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
@@ -53,7 +55,7 @@ Ask the agent; the answer streams into the cell.
   %agent [options] PROMPT        one line; {name} is replaced by the variable's value
   x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
   %%agent [options]              the cell body is the prompt
-  %agent tools | history | config | rules | recording | stop | help
+  %agent tools | history | config | rules | recording | usage | stop | help
 
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, anthropic:MODEL,
@@ -62,6 +64,7 @@ Options
   --new, --reset       start a new conversation (approval rules stay: see %agent rules)
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
   --max-steps N        stop after N model turns
+  --budget TOKENS      stop before a model turn once the run used this many tokens
   --tools A,B          only these tools in this run
   --record             run live and record the run (beside the notebook, in nbagent-recordings/)
   --replay             replay this run's recording (with a model set: go on live where the run
@@ -167,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--replay", action="store_true")
     parser.add_argument("--live", action="store_true")
     parser.add_argument("--pace", choices=["instant", "readable", "recorded"])
+    parser.add_argument("--budget", type=int)
     return parser
 
 
@@ -187,6 +191,7 @@ class _Plan:
     tools: list[str] | None
     recording: RecordMode = "auto"
     pace: str | None = None
+    budget: int | None = None
 
 
 @magics_class
@@ -253,6 +258,8 @@ class AgentMagics(Magics):
             raise UsageError(f"-o needs a variable name, not {args.output!r}")
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError("--max-steps must be at least 1")
+        if args.budget is not None and args.budget < 1:
+            raise UsageError("--budget must be a positive number of tokens")
         tools = None
         if args.tools is not None:
             tools = [t.strip() for t in args.tools.split(",") if t.strip()]
@@ -269,6 +276,7 @@ class AgentMagics(Magics):
             tools,
             modes[0] if modes else "auto",  # type: ignore[arg-type]
             args.pace,
+            args.budget,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -338,6 +346,7 @@ class AgentMagics(Magics):
             approver=approver,
             mode=mode,
             max_steps=plan.max_steps,
+            budget=Budget(tokens=plan.budget) if plan.budget else None,
             tools=plan.tools,
             reset=plan.new,
             on_end=ended,

@@ -27,6 +27,7 @@ __all__ = [
     "rules",
     "schema_summary",
     "tools_table",
+    "usage",
 ]
 
 
@@ -286,3 +287,47 @@ def recordings(session: Session) -> None:
         )
         return
     _table(("file", "prompt", "model", "recorded", "steps"), rows)
+
+
+def usage(session: Session) -> None:
+    """Tokens per run and for the session, as the providers reported them."""
+    rows: list[tuple[str, ...]] = []
+    total_in = total_out = total_steps = 0
+    for job in session.jobs:
+        result = job.result
+        if result is None:
+            continue
+        prompt = " ".join(job.prompt.split())
+        prompt = prompt if len(prompt) <= 40 else prompt[:39] + "…"
+        model = getattr(getattr(job.view, "transcript", None), "model", "") or ""
+        u = result.usage
+        rows.append(
+            (
+                job.run.id if job.run is not None else f"request {job.number}",
+                prompt,
+                model,
+                str(result.steps),
+                f"{u.input_tokens:,}",
+                f"{u.output_tokens:,}",
+                result.stop_reason,
+            )
+        )
+        total_in += u.input_tokens
+        total_out += u.output_tokens
+        total_steps += result.steps
+    if not rows:
+        _show("*No run yet in this session.*", "No run yet in this session.")
+        return
+    rows.append(
+        (
+            "session",
+            f"{len(rows)} runs",
+            "",
+            str(total_steps),
+            f"{total_in:,}",
+            f"{total_out:,}",
+            "",
+        )
+    )
+    header = ("run", "prompt", "model", "steps", "input tokens", "output tokens", "stop")
+    _table(header, rows)

@@ -30,6 +30,7 @@ from ..events import AgentEvent, RunResult
 
 if TYPE_CHECKING:
     from ..agent import Agent, Run
+    from ..limits import Budget
     from .recordings import Choice
 
 __all__ = ["Job", "Mode", "PendingRun", "RunNotFinishedError", "View", "drive", "kernel_loop"]
@@ -138,6 +139,7 @@ class Job:
         approver: Approver,
         mode: Mode,
         max_steps: int | None = None,
+        budget: Budget | None = None,
         tools: Sequence[str] | None = None,
         reset: bool = False,
         on_end: Callable[[Job], None] | None = None,
@@ -150,6 +152,7 @@ class Job:
         self.approver = approver
         self.mode: Mode = mode
         self.max_steps = max_steps
+        self.budget = budget
         self.tools = list(tools) if tools is not None else None
         self.reset = reset
         self.on_end = on_end
@@ -196,7 +199,11 @@ class Job:
         result: RunResult | None = None
         try:
             run = agent.start(
-                self.prompt, approver=self.approver, max_steps=self.max_steps, tools=self.tools
+                self.prompt,
+                approver=self.approver,
+                max_steps=self.max_steps,
+                tools=self.tools,
+                budget=self.budget,
             )
             with self._lock:
                 self.run = run

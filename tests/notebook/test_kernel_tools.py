@@ -229,3 +229,21 @@ def test_cell_magic_prompt_and_tool_subset(kernel: Kernel) -> None:
     request = "model.requests[0]"
     assert kernel.eval(f"{request}.messages[-1].text") == "first line\nsecond line"
     assert kernel.eval(f"[d.name for d in {request}.tools]") == ["ping"]
+
+
+def test_usage_and_a_budget(kernel: Kernel) -> None:
+    cell(kernel, "from nbagent.generation import Usage")
+    use_model(
+        kernel,
+        "[Turn(Call('greet', {'name': 'a'}), usage=Usage(100, 20)),"
+        " Turn(Call('greet', {'name': 'b'}), usage=Usage(100, 20)), 'done']",
+    )
+    cell(kernel, '@tool\ndef greet(name: str) -> str:\n    """Greet."""\n    return "hi " + name')
+    ran = kernel.submit("%agent --new --budget 150 -o spent greet twice\nprint(spent.stop_reason)")
+    kernel.finish(ran)
+    assert "budget" in kernel.cell_text(ran)
+    table = shown(cell(kernel, "%agent usage"))
+    assert "greet twice" in table and "budget" in table and "session" in table
+    import re
+
+    assert re.search(r"greet twice\s+scripted\s+2\s+200\s+40\s+budget", table), table
