@@ -239,7 +239,9 @@ def test_usage_and_a_budget(kernel: Kernel) -> None:
         " Turn(Call('greet', {'name': 'b'}), usage=Usage(100, 20)), 'done']",
     )
     cell(kernel, '@tool\ndef greet(name: str) -> str:\n    """Greet."""\n    return "hi " + name')
-    ran = kernel.submit("%agent --new --approve auto --budget 150 -o spent greet twice\nprint(spent.stop_reason)")
+    ran = kernel.submit(
+        "%agent --new --approve auto --budget 150 -o spent greet twice\nprint(spent.stop_reason)"
+    )
     kernel.finish(ran)
     assert "budget" in kernel.cell_text(ran)
     table = shown(cell(kernel, "%agent usage"))
