@@ -41,6 +41,7 @@ EXPECTED = {
         "412 birds counted on the north coast",
         "stopped: cancelled",
         "⚙ survey",
+        "timeline: 2 steps, 3 tool calls",
     ],
     "06_generator_vs_agent": ["Customer C-100 is on the Gold plan."],
     "07_providers": ["2 + 3 = 5."],
