@@ -115,6 +115,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
 
     # running a lesson leaves its folder as it was (no recording written or rewritten)
     assert _folder_state(path.parent) == before
+    if path.stem == "05_streaming_and_control":  # the timeline is an SVG output, exported too
+        svgs = [o for o in outputs if "image/svg+xml" in o.get("data", {})]
+        assert svgs, "no timeline under the run with three calls"
+        from nbconvert import HTMLExporter
+
+        page, _ = HTMLExporter().from_notebook_node(executed)
+        assert "image/svg+xml" in page or "<svg" in page
     if path.stem == "08_record_and_replay":  # the shipped recording still matches the lesson
         printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
         assert "replayed: finished | the model said: A kilo of apples costs 3.20 EUR" in printed
