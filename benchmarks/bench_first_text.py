@@ -119,6 +119,8 @@ GOAL_WARM = 0.5
 GOAL_FRESH = 1.5
 FRESH, WARM = "fresh kernel", "warm kernel"
 AGENT_ROW, BASE_ROW = "%agent: first text", 'print("x"): output'
+START_ROW = "kernel: cell start -> model's first text"
+SENT_ROW = "kernel: model's first text -> view sends it"
 
 
 def _row(section: Section, label: str, contender: str, reference: str = "") -> Row:
@@ -219,7 +221,8 @@ def _versions() -> str:
 
 
 def _kernel_notes(section: Section, log: Path) -> None:
-    """Where the time goes on the kernel's side, from the probes' log."""
+    """Where the time goes on the kernel's side, from the probes' log: two rows per case, and
+    what is left for the messages and the page."""
     if not log.exists():
         section.notes.append("the kernel probes wrote nothing: no kernel-side breakdown")
         return
@@ -229,24 +232,38 @@ def _kernel_notes(section: Section, log: Path) -> None:
         mine = [r for r in records if r["fresh"] is fresh]
         if not mine:
             continue
-        start = statistics.median(r["start_to_delta"] for r in mine)
-        sends = [r["delta_to_sent"] for r in mine if r["delta_to_sent"] is not None]
-        sent = statistics.median(sends) if sends else None
-        section.notes.append(
-            f"kernel side, {label} ({len(mine)} runs): cell start -> the model's first text "
-            f"{start * 1e3:,.0f} ms (nbagent's start-up: parsing, the agent, the run view's "
-            "widgets, and on a fresh kernel the imports)"
-            + (
-                f"; first text -> the view sends it {sent * 1e3:,.0f} ms (the view's coalescing:"
-                " it waits for 48 characters or 0.3 s)"
-                if sent is not None
-                else "; the view never sent text (probe missing)"
+        start = _row(section, label, START_ROW)
+        start.values = [r["start_to_delta"] for r in mine]
+        sent = _row(section, label, SENT_ROW)
+        sent.values = [r["delta_to_sent"] for r in mine if r["delta_to_sent"] is not None]
+        total = section.row(label, AGENT_ROW)
+        if total and total.values and sent.values:
+            rest = total.median - start.median - sent.median
+            section.notes.append(
+                f"{label}: of the {total.median * 1e3:,.0f} ms to the first text, the kernel "
+                f"spent {start.median * 1e3:,.0f} ms before the model's first text (nbagent's "
+                "start-up: the magic, the agent, the run view's widgets"
+                + (", the first run's imports" if fresh else "")
+                + f") and the view held the text {sent.median * 1e3:,.0f} ms ({_coalescing()}"
+                f"); about {rest * 1e3:,.0f} ms remain for the request to reach the kernel, "
+                "the messages to reach the page and the rendering"
             )
-        )
         if fresh and mine[0].get("imported"):
             imported = mine[0]["imported"]
     if imported:
         section.notes.append(_import_profile(imported))
+
+
+def _coalescing() -> str:
+    """How the run view batches text, in its own constants."""
+    try:
+        from nbagent.notebook import view
+    except ImportError as exc:
+        return f"the run view's coalescing (unreadable here: {exc})"
+    return (
+        f"the run view sends text at most every {view.INTERVAL:g} s, and waits for "
+        f"{view.MIN_CHARS} characters or {view.MAX_WAIT:g} s before a send"
+    )
 
 
 PROFILE = """
