@@ -77,20 +77,21 @@ def write_notebook(path: Path, sources: list[str | tuple[str, str]]) -> None:
 
 #: Armed in the page before a key press (see :meth:`Page.run`).
 _ARM = """
-([index, marker]) => {
+([index, markers]) => {
   const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[index];
   const prompt = cell.querySelector('.jp-InputArea-prompt');
   const old = new WeakSet(cell.querySelectorAll('.jp-OutputArea-output'));
-  const state = {marker, key: null, text: null, where: null, busy: false, done: null, errors: ''};
+  const state = {markers, key: null, seen: {}, where: {}, busy: false, done: null, errors: ''};
   const errors = "[data-mime-type='application/vnd.jupyter.stderr']";
   const check = () => {
     if (state.key === null) return;
     const now = performance.now();
-    if (marker !== null && state.text === null) {
+    for (const [name, text] of Object.entries(markers)) {
+      if (name in state.seen) continue;
       for (const out of cell.querySelectorAll('.jp-OutputArea-output')) {
-        if (old.has(out) || !out.textContent.includes(marker) || !out.checkVisibility()) continue;
-        state.text = now;
-        state.where = out.querySelector('.nbagent-stream') ? 'live'
+        if (old.has(out) || !out.textContent.includes(text) || !out.checkVisibility()) continue;
+        state.seen[name] = now;
+        state.where[name] = out.querySelector('.nbagent-stream') ? 'live'
           : (out.querySelector('.nbagent-run') ? 'static' : 'other');
         break;
       }
@@ -115,6 +116,10 @@ _ARM = """
   window.__bench = state;
 }
 """
+_ALL_SEEN = (
+    "() => window.__bench.done !== null && "
+    "Object.keys(window.__bench.markers).every((name) => name in window.__bench.seen)"
+)
 
 
 @dataclass
@@ -122,9 +127,14 @@ class Watched:
     """One cell run as the page saw it, in seconds of the page's clock."""
 
     key: float  # Shift+Enter pressed
-    text: float | None  # the marker became visible in a new output
     done: float  # the prompt left [*]
-    where: str  # "live" (the streaming widget), "static" (a finished run's HTML), "other"
+    seen: dict[str, float]  # each marker's name: when its text was first in a new visible output
+    where: dict[str, str]  # each marker's name: "live" (in the streaming widget), "static" (in a
+    # finished run's HTML) or "other"
+
+    def after_key(self, name: str) -> float:
+        """Seconds from the key press to marker ``name``."""
+        return self.seen[name] - self.key
 
 
 @dataclass
@@ -141,29 +151,27 @@ class Page:
         editor.scroll_into_view_if_needed()
         editor.click()
 
-    def run(self, index: int, marker: str | None = None, timeout: float = TIMEOUT) -> Watched:
+    def run(
+        self, index: int, markers: dict[str, str] | None = None, timeout: float = TIMEOUT
+    ) -> Watched:
         """Shift+Enter in cell ``index`` and wait until the cell is done and the kernel idle.
 
         Before the key press, the page arms a ``MutationObserver`` on the cell and a keydown
         listener, so that every time is the page's own ``performance.now()``: the key press,
-        the first moment ``marker`` is in a *new* visible output of the cell (outputs shown
-        before the press do not count), and the moment the prompt leaves ``[*]``. A cell that
-        writes to stderr or raises makes this raise with what it wrote.
+        the first moment each of ``markers`` (name: text) is in a *new* visible output of the
+        cell (outputs shown before the press do not count), and the moment the prompt leaves
+        ``[*]``. A cell that writes to stderr or raises makes this raise with what it wrote.
         """
         self.click_editor(index)
-        self.page.evaluate(_ARM, [index, marker])
+        self.page.evaluate(_ARM, [index, markers or {}])
         self.page.keyboard.press("Shift+Enter")
         try:
-            self.page.wait_for_function(
-                "() => window.__bench.done !== null && "
-                "(window.__bench.marker === null || window.__bench.text !== null)",
-                timeout=timeout * 1000,
-            )
+            self.page.wait_for_function(_ALL_SEEN, timeout=timeout * 1000)
         except Exception as exc:
             state = self.page.evaluate("() => window.__bench")
             raise RuntimeError(
-                f"cell {index} of {self.notebook}: no {'end' if state['done'] is None else 'text'}"
-                f" within {timeout:.0f} s ({state})"
+                f"cell {index} of {self.notebook}: not done or not everything seen within "
+                f"{timeout:.0f} s ({state})"
             ) from exc
         state = self.page.evaluate("() => window.__bench")
         if state["errors"]:
@@ -175,9 +183,9 @@ class Page:
             time.sleep(0.02)
         return Watched(
             key=state["key"] / 1000,
-            text=None if state["text"] is None else state["text"] / 1000,
             done=state["done"] / 1000,
-            where=state["where"] or "",
+            seen={name: at / 1000 for name, at in state["seen"].items()},
+            where=dict(state["where"]),
         )
 
     def prompt(self, index: int) -> str:

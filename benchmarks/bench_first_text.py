@@ -46,13 +46,14 @@ from nbagent.generation import TextDelta
 from nbagent.models import ScriptedModel, Text, Turn
 
 # Benchmark probes, on the kernel's clock: cell start, the model's first text, the view's first
-# send of text. Nothing here imports what the first run would import.
+# send of text; and the what-if. Nothing here imports what the first run would import.
 _bench = {{"runs": 0, "setup": set(sys.modules)}}
 
 def _bench_cell_started(info):
     _bench["cell"] = time.perf_counter()
+    _bench["what_if"] = {what_if!r} in info.raw_cell
 
-def _bench_watch_sends():
+def _bench_patch():  # at the first run's first text, when the view's modules are loaded
     stream = sys.modules.get("nbagent.notebook.stream")
     if stream is None or getattr(stream.TextStream.flush, "bench", False):
         return
@@ -64,12 +65,25 @@ def _bench_watch_sends():
         return sent
     flush.bench = True
     stream.TextStream.flush = flush
+    # What-if, only for prompts that say so: a stream's first words go out at once (then the
+    # view coalesces as before).
+    view = sys.modules["nbagent.notebook.view"]
+    coalesce = view.RunView._maybe_flush
+    def maybe_flush(self):
+        if {what_if!r} in self.transcript.prompt and any(
+            s.pending_chars and s.pending_chars == len(s.text) for s in self._streams
+        ):
+            self.flush()
+            return
+        coalesce(self)
+    view.RunView._maybe_flush = maybe_flush
 
 def _bench_cell_ended(result):
     if "delta" not in _bench:
         return
     record = {{
         "fresh": _bench["fresh"],
+        "what_if": _bench["what_if"],
         "start_to_delta": _bench["delta"] - _bench["cell"],
         "delta_to_sent": _bench["sent"] - _bench["delta"] if "sent" in _bench else None,
     }}
@@ -89,7 +103,7 @@ class TimedModel(ScriptedModel):
                 _bench["runs"] += 1
                 if _bench["fresh"]:
                     _bench["loaded"] = list(sys.modules)
-                _bench_watch_sends()
+                _bench_patch()
             yield event
 
 get_ipython().events.register("pre_run_cell", _bench_cell_started)
@@ -108,17 +122,22 @@ REST = (
     "turns and the water goes from grey to silver to a clear, cold blue."
 )
 BASELINE = 'print("x")'
-AGENT = "%agent describe the harbour at dawn"
+PROMPT = "describe the harbour at dawn"
+WHAT_IF = "(what-if)"
 CELLS: list[str | tuple[str, str]] = [
     "",  # the setup, filled in per run (it names the probe's log file)
     BASELINE,
-    AGENT,
+    f"%agent {PROMPT}",
+    f"%agent {PROMPT} {WHAT_IF}",
     ("markdown", "Shift-Enter on the last code cell lands here instead of adding a cell."),
 ]
 GOAL_WARM = 0.5
 GOAL_FRESH = 1.5
 FRESH, WARM = "fresh kernel", "warm kernel"
+FIRST_AT_ONCE = "warm, first words sent at once (what-if)"
+CASES = (FRESH, WARM, FIRST_AT_ONCE)
 AGENT_ROW, BASE_ROW = "%agent: first text", 'print("x"): output'
+VIEW_ROW = "%agent: its view appears"
 START_ROW = "kernel: cell start -> model's first text"
 SENT_ROW = "kernel: model's first text -> view sends it"
 
@@ -130,8 +149,8 @@ def _row(section: Section, label: str, contender: str, reference: str = "") -> R
 
 
 def _not_measured(section: Section, reason: str) -> None:
-    for label in (FRESH, WARM):
-        for contender in (AGENT_ROW, BASE_ROW):
+    for label in CASES:
+        for contender in (AGENT_ROW, VIEW_ROW, BASE_ROW):
             row = _row(section, label, contender)
             row.status, row.reason = "not installed", reason
     _goals(section, None, None, reason)
@@ -155,13 +174,14 @@ def measure(quick: bool, section: Section) -> None:
     work.mkdir()
     log = work / "probes.jsonl"
     cells = list(CELLS)
-    cells[0] = textwrap.dedent(SETUP.format(log=str(log), marker=MARKER, rest=REST)).strip()
+    setup = SETUP.format(log=str(log), marker=MARKER, rest=REST, what_if=WHAT_IF)
+    cells[0] = textwrap.dedent(setup).strip()
     write_notebook(work / "first_text.ipynb", cells)
 
     rows = {
         (label, who): _row(section, label, who, BASE_ROW)
-        for label in (FRESH, WARM)
-        for who in (AGENT_ROW, BASE_ROW)
+        for label in CASES
+        for who in (AGENT_ROW, VIEW_ROW, BASE_ROW)
     }
     where: dict[str, int] = defaultdict(int)
     shares: dict[str, list[float]] = defaultdict(list)
@@ -176,22 +196,22 @@ def measure(quick: bool, section: Section) -> None:
             page.run(0)  # setup: %load_ext, the probes, the model
             if page.prompt(0) != "[1]:":  # the first cell of a new kernel
                 raise RuntimeError(f"the kernel was not restarted: setup ran as {page.prompt(0)}")
-            for step in range(1 + warm_per_round):
-                label = FRESH if step == 0 else WARM
-                base = page.run(1, "x")
-                run = page.run(2, MARKER)
-                if base.text is None or run.text is None:
-                    raise RuntimeError("a cell ended without showing its text")
-                base_s, run_s = base.text - base.key, run.text - run.key
-                rows[label, BASE_ROW].values.append(base_s)
-                rows[label, AGENT_ROW].values.append(run_s)
-                rows[label, BASE_ROW].ratios.append(1.0)
-                rows[label, AGENT_ROW].ratios.append(run_s / base_s)
-                shares[label].append(run_s - base_s)
-                where[run.where] += 1
-                if index == 0 and step == 0:
-                    first_round_fresh = run_s
-    for label in (FRESH, WARM):
+            plan = [FRESH]
+            for step in range(warm_per_round):  # the warm cases alternate
+                plan += [WARM, FIRST_AT_ONCE] if (index + step) % 2 == 0 else [FIRST_AT_ONCE, WARM]
+            for label in plan:
+                base = page.run(1, {"text": "x"}).after_key("text")
+                run = page.run(3 if label == FIRST_AT_ONCE else 2, {"view": PROMPT, "text": MARKER})
+                text = run.after_key("text")
+                measured = ((BASE_ROW, base), (AGENT_ROW, text), (VIEW_ROW, run.after_key("view")))
+                for who, value in measured:
+                    rows[label, who].values.append(value)
+                    rows[label, who].ratios.append(value / base)
+                shares[label].append(text - base)
+                where[run.where["text"]] += 1
+                if index == 0 and label == FRESH:
+                    first_round_fresh = text
+    for label in CASES:
         if shares[label]:
             rows[label, AGENT_ROW].extra = (
                 f"nbagent's share (minus the baseline, paired): "
@@ -221,37 +241,44 @@ def _versions() -> str:
 
 
 def _kernel_notes(section: Section, log: Path) -> None:
-    """Where the time goes on the kernel's side, from the probes' log: two rows per case, and
-    what is left for the messages and the page."""
+    """Where the time goes, from the kernel probes' log: two rows per case, and a note that
+    puts them beside what the page saw."""
     if not log.exists():
         section.notes.append("the kernel probes wrote nothing: no kernel-side breakdown")
         return
     records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    imported: list[str] = []
-    for label, fresh in ((FRESH, True), (WARM, False)):
-        mine = [r for r in records if r["fresh"] is fresh]
+    groups = {
+        FRESH: [r for r in records if r["fresh"]],
+        WARM: [r for r in records if not r["fresh"] and not r["what_if"]],
+        FIRST_AT_ONCE: [r for r in records if not r["fresh"] and r["what_if"]],
+    }
+    for label, mine in groups.items():
         if not mine:
             continue
         start = _row(section, label, START_ROW)
         start.values = [r["start_to_delta"] for r in mine]
         sent = _row(section, label, SENT_ROW)
         sent.values = [r["delta_to_sent"] for r in mine if r["delta_to_sent"] is not None]
-        total = section.row(label, AGENT_ROW)
-        if total and total.values and sent.values:
-            rest = total.median - start.median - sent.median
-            section.notes.append(
-                f"{label}: of the {total.median * 1e3:,.0f} ms to the first text, the kernel "
-                f"spent {start.median * 1e3:,.0f} ms before the model's first text (nbagent's "
-                "start-up: the magic, the agent, the run view's widgets"
-                + (", the first run's imports" if fresh else "")
-                + f") and the view held the text {sent.median * 1e3:,.0f} ms ({_coalescing()}"
-                f"); about {rest * 1e3:,.0f} ms remain for the request to reach the kernel, "
-                "the messages to reach the page and the rendering"
-            )
-        if fresh and mine[0].get("imported"):
-            imported = mine[0]["imported"]
-    if imported:
-        section.notes.append(_import_profile(imported))
+        total, view = section.row(label, AGENT_ROW), section.row(label, VIEW_ROW)
+        if not (total and total.values and view and view.values and sent.values):
+            continue
+        rest = total.median - start.median - sent.median
+        section.notes.append(
+            f"{label}: the run's view (its header) showed at {view.median * 1e3:,.0f} ms and "
+            f"its first words at {total.median * 1e3:,.0f} ms; in the kernel, "
+            f"{start.median * 1e3:,.0f} ms went before the model's first text (the magic, the "
+            "agent, the view's widgets"
+            + (", the first run's imports" if label == FRESH else "")
+            + f") and the view held the text {sent.median * 1e3:,.0f} ms; about "
+            f"{rest * 1e3:,.0f} ms remain for the request, the messages and the page's rendering"
+        )
+    section.notes.append(
+        f"the view's coalescing: {_coalescing()}. What-if row: for prompts marked {WHAT_IF}, "
+        "the notebook wraps RunView._maybe_flush (benchmark code, nbagent unchanged) so that a "
+        "stream's first words are sent at once and the rest is coalesced as before"
+    )
+    if groups[FRESH] and groups[FRESH][0].get("imported"):
+        section.notes.append(_import_profile(groups[FRESH][0]["imported"]))
 
 
 def _coalescing() -> str:
@@ -261,8 +288,8 @@ def _coalescing() -> str:
     except ImportError as exc:
         return f"the run view's coalescing (unreadable here: {exc})"
     return (
-        f"the run view sends text at most every {view.INTERVAL:g} s, and waits for "
-        f"{view.MIN_CHARS} characters or {view.MAX_WAIT:g} s before a send"
+        f"the run view sends text at most every {view.INTERVAL:g} s and, below "
+        f"{view.MIN_CHARS} new characters, waits up to {view.MAX_WAIT:g} s for more"
     )
 
 
