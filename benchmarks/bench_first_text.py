@@ -166,11 +166,11 @@ def _goals(section: Section, warm: float | None, fresh: float | None, reason: st
         )
 
 
-def measure(quick: bool, section: Section) -> None:
+def measure(quick: bool, section: Section, home: Path) -> None:
+    """Drive the rounds in JupyterLab (server and notebook under ``home``) and fill ``section``."""
     from _browser import lab_pages, notebook_page, write_notebook
 
     rounds, warm_per_round = (2, 1) if quick else (7, 2)
-    home = Path(tempfile.mkdtemp(prefix="nbagent-bench-first-text-"))
     work = home / "work"
     work.mkdir()
     log = work / "probes.jsonl"
@@ -350,7 +350,8 @@ def build(quick: bool) -> Section:
         return section
     started = time.perf_counter()
     try:
-        measure(quick, section)
+        with tempfile.TemporaryDirectory(prefix="nbagent-bench-first-text-") as home:
+            measure(quick, section, Path(home))
     except Exception as exc:
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         section.crashes.append(f"first-text / JupyterLab:\n{trace}")

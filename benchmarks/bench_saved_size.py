@@ -299,21 +299,14 @@ def _crash(section: Section, where: str, exc: BaseException) -> None:
     section.crashes.append(f"saved-size / {where}:\n{trace}")
 
 
-def build(quick: bool) -> Section:
+def measure(quick: bool, section: Section, runs: list[Case], home: Path) -> None:
+    """Run each case with nbclient, then (when the browser parts are here) in JupyterLab."""
     from _browser import unavailable
 
-    for name in list(os.environ):  # the kernels see none of the developer's settings or keys
-        if name.startswith(("NBAGENT_", "OPENAI_", "ANTHROPIC_")):
-            del os.environ[name]
-    tokens = 2_000 if quick else 20_000
-    section = Section("saved-size", f"8. Saved size of a {tokens:,}-token run vs its text")
-    home = Path(tempfile.mkdtemp(prefix="nbagent-bench-saved-"))
-    runs = cases(tokens)
-    names = [case.name for case in runs]
-    for case in runs:
+    for number, case in enumerate(runs):
         started = time.perf_counter()
         try:
-            path = write_case(case, home / "nbclient" / f"case{runs.index(case)}")
+            path = write_case(case, home / "nbclient" / f"case{number}")
             _record(section, case, NBCLIENT, measure_saved(run_nbclient(path), case), quick)
         except Exception as exc:
             _crash(section, f"{case.name} / {NBCLIENT}", exc)
@@ -322,8 +315,8 @@ def build(quick: bool) -> Section:
         )
     reason = unavailable()
     if reason is not None:
-        _missing_rows(section, names, LAB, reason)
-        return section
+        _missing_rows(section, [case.name for case in runs], LAB, reason)
+        return
     started = time.perf_counter()
     try:
         paths = [write_case(c, home / "lab" / f"case{i}") for i, c in enumerate(runs)]
@@ -335,6 +328,16 @@ def build(quick: bool) -> Section:
         f"{LAB}: both cases run and saved in {time.perf_counter() - started:.1f} s (with the "
         "server's and the browser's start)"
     )
+
+
+def build(quick: bool) -> Section:
+    for name in list(os.environ):  # the kernels see none of the developer's settings or keys
+        if name.startswith(("NBAGENT_", "OPENAI_", "ANTHROPIC_")):
+            del os.environ[name]
+    tokens = 2_000 if quick else 20_000
+    section = Section("saved-size", f"8. Saved size of a {tokens:,}-token run vs its text")
+    with tempfile.TemporaryDirectory(prefix="nbagent-bench-saved-") as home:
+        measure(quick, section, cases(tokens), Path(home))
     return section
 
 
