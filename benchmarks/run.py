@@ -33,8 +33,10 @@ BENCHMARKS = [
     ("schema", "bench_schema.py"),
     ("startup", "bench_startup.py"),
     ("concurrency", "bench_concurrency.py"),
-    ("recording", "bench_recording.py"),
     ("event_path", "bench_event_path.py"),
+    ("first-text", "bench_first_text.py"),
+    ("saved-size", "bench_saved_size.py"),
+    ("recording", "bench_recording.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
 QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}
@@ -50,6 +52,10 @@ PACKAGES = [
     "ipywidgets",
     "ipykernel",
     "ipython",
+    "anywidget",
+    "nbclient",
+    "jupyterlab",
+    "playwright",
 ]
 
 
