@@ -64,6 +64,9 @@ PREVIEW = 2_000
 #: read only the first form they know.
 FALLBACK = 2_000
 _MORE = "the HTML form of this output has all of it"
+#: The same for a call's arguments and result in the fallbacks (the HTML card shows up to
+#: :data:`PREVIEW`): a run of many calls would otherwise save each of them three times.
+CALL_FALLBACK = 400
 _SHOWN_IMAGES = ("image/png", "image/jpeg", "image/gif")
 _SAFE_LINK = re.compile(r"(?i)^\s*(https?://|mailto:)")
 
@@ -255,11 +258,11 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
     lines = [f"**🔧 {safe_markdown(block.name)}**{title} — {status}"]
     args = transcript.call_arguments(block)
     if args:
-        lines += ["", fenced(shorten(args, PREVIEW), "json")]
+        lines += ["", fenced(shorten(args, CALL_FALLBACK), "json")]
     if block.result is not None:
         label = "Error" if block.is_error else "Result"
         if block.result_text:
-            lines += ["", f"{label}:", "", fenced(shorten(block.result_text, PREVIEW))]
+            lines += ["", f"{label}:", "", fenced(shorten(block.result_text, CALL_FALLBACK))]
         lines += [f"\n*{_image_label(p)}*" for p in block.result.images]
     return "\n".join(lines)
 
@@ -272,11 +275,11 @@ def block_plain(block: Block, transcript: Transcript) -> str:
         return "(thinking) " + shorten(block.text.strip(), PREVIEW) if block.text.strip() else ""
     if isinstance(block, NoteRecord):
         return f"({block.text})"
-    lines = [f"[tool] {block.name} {shorten(block.arguments, PREVIEW)}"]
+    lines = [f"[tool] {block.name} {shorten(block.arguments, CALL_FALLBACK)}"]
     lines.append(f"  {transcript.call_line(block)}")
     if block.result_text:
         prefix = "  error: " if block.is_error else "  → "
-        lines.append(prefix + shorten(block.result_text, PREVIEW).replace("\n", "\n    "))
+        lines.append(prefix + shorten(block.result_text, CALL_FALLBACK).replace("\n", "\n    "))
     if block.result is not None:
         lines += [f"  {_image_label(p)}" for p in block.result.images]
     return "\n".join(lines)

@@ -90,6 +90,7 @@ class RunView:
         self.display_ids: list[str] = []
         self._notes: list[widgets.Widget] = []
         self._stream_steps: dict[int, int] = {}
+        self._shown_first = False
 
         self.shared = shared = Shared()
         html = {"layout": shared.layout, "style": shared.html_style}
@@ -164,11 +165,23 @@ class RunView:
 
     def _maybe_flush(self) -> None:
         waited = self.clock() - self._last_send
+        if self._first_words():
+            self.flush()  # a person waits for the first words: they go at once
+            return
         if waited < self.interval:
             return
         pending = self._pending()
         if pending >= MIN_CHARS or (pending and waited >= MAX_WAIT):
             self.flush()
+
+    def _first_words(self) -> bool:
+        """Nothing of the answer has been shown yet and some has arrived."""
+        if self._shown_first:
+            return False
+        if any(s.pending_chars for s in self._streams):
+            self._shown_first = True
+            return True
+        return False
 
     def tick(self) -> None:
         """Call every :attr:`interval` seconds: sends stalled text, refreshes clocks each second."""

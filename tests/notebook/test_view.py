@@ -250,3 +250,19 @@ def test_stream_resync_sends_the_whole_text(wire: Wire) -> None:
     # offsets count UTF-16 units, as the browser's string.length does
     offsets = [d["content"][0] for _, _, _, d in wire.messages if d.get("method") == "custom"]
     assert offsets == [0, utf16_len("héllo 👋 ")] and utf16_len("👋") == 2
+
+
+def test_the_first_words_are_sent_at_once_the_rest_at_a_bounded_rate(wire: Wire) -> None:
+    """A person waits for the first words: they must not wait for a batch to fill."""
+    view = RunView("q", clock=wire.clock)
+    view.handle(StepStarted(1))
+    before = len(wire.messages)
+    view.handle(AssistantTextDelta(1, "Hi"))  # 2 characters, no time has passed
+    sent = [m for m in wire.messages[before:] if m[1] == "msg"]
+    assert any(isinstance(d, dict) and d.get("method") == "custom" for _, _, _, d in sent)
+    after_first = len(wire.messages)
+    view.handle(AssistantTextDelta(1, " there"))
+    assert len(wire.messages) == after_first  # later deltas wait for the interval
+    wire.now += 1.0
+    view.tick()
+    assert len(wire.messages) > after_first
