@@ -176,7 +176,7 @@ def mcp_server(
     runs it). The process gets only a minimal environment (``PATH``, ``HOME`` …) plus
     ``env``: pass what the server needs (tokens) explicitly. ``headers`` go with every HTTP
     request. ``needs_approval`` (default True) applies to every tool of the server.
-    Raises :class:`~nbagent.errors.NbagentError` saying why the server could not be used
+    Raises :class:`~nbagent.errors.MCPServerError` saying why the server could not be used
     (missing command, crash on start, no answer within ``limits.start_timeout`` …).
     """
     from ._connection import Connection, Target

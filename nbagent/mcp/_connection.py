@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..content import ToolResult, error_result
-from ..errors import NbagentError
+from ..errors import MCPServerError, NbagentError
 from ..tools import Tool, ToolContext
 from ._convert import make_tool, tool_result
 from ._limits import MCPLimits
@@ -99,11 +99,11 @@ class Connection:
     # --- lifetime ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the server and list its tools; raise NbagentError saying why it failed."""
+        """Start the server and list its tools; raise MCPServerError saying why it failed."""
         self._thread.start()
         if not self._ready.wait(self.limits.start_timeout + _JOIN) or self.state != "running":
             self.close()
-            raise NbagentError(f"MCP server {self.name!r} {self.problem or 'did not start'}")
+            raise MCPServerError(f"MCP server {self.name!r} {self.problem or 'did not start'}")
 
     def close(self, wait: bool = True) -> Callable[[], None]:
         """Stop the server (its process and children); safe to call twice. With ``wait``,

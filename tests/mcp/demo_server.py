@@ -119,6 +119,14 @@ def crash() -> str:
 
 
 @server.tool()
+def touch(path: str) -> str:
+    """Create an empty file (a side effect a test can see)."""
+    with open(path, "a"):
+        pass
+    return f"touched {path}"
+
+
+@server.tool()
 def environment(name: str) -> str:
     """The value of an environment variable, or '(unset)'."""
     return os.environ.get(name, "(unset)")
