@@ -179,10 +179,15 @@ def mcp_server(
     Raises :class:`~nbagent.errors.MCPServerError` saying why the server could not be used
     (missing command, crash on start, no answer within ``limits.start_timeout`` …).
     """
+    import importlib.util
+
+    from ..errors import MCPServerError
     from ._connection import Connection, Target
     from ._convert import check_server_name
 
     check_server_name(name)
+    if importlib.util.find_spec("mcp") is None:
+        raise MCPServerError('MCP servers need the mcp SDK: pip install "nbagent[mcp]"')
     if (command is None) == (url is None):
         raise ValueError("give the server's command (stdio) or its url (streamable HTTP), not both")
     if isinstance(command, str):

@@ -101,7 +101,12 @@ class Connection:
     def start(self) -> None:
         """Start the server and list its tools; raise MCPServerError saying why it failed."""
         self._thread.start()
-        if not self._ready.wait(self.limits.start_timeout + _JOIN) or self.state != "running":
+        try:
+            ready = self._ready.wait(self.limits.start_timeout + _JOIN)
+        except BaseException:  # an interrupt while waiting: leave no server behind
+            self.close()
+            raise
+        if not ready or self.state != "running":
             self.close()
             raise MCPServerError(f"MCP server {self.name!r} {self.problem or 'did not start'}")
 
@@ -439,7 +444,10 @@ class Connection:
             if self.state != "running":
                 return error_result(self.unavailable())
             return error_result(f"{label} failed: {type(exc).__name__}: {_short(str(exc))}")
-        return tool_result(result, self.limits)
+        try:
+            return tool_result(result, self.limits)
+        except Exception as exc:  # odd content must cost this call only
+            return error_result(f"{label} answered, but its result could not be read: {exc}")
 
     def status(self) -> str:
         """``running``, or what happened to it."""

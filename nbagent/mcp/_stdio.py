@@ -129,6 +129,8 @@ class _Lines:
             newline = chunk.find(b"\n", start)
             piece = chunk[start:] if newline < 0 else chunk[start:newline]
             if self.skipping:
+                if len(self.head) < _EDGE:
+                    self.head += piece[: _EDGE - len(self.head)]
                 self.tail = (self.tail + piece)[-_EDGE:]
             else:
                 self.buffer += piece
