@@ -24,6 +24,7 @@ from .errors import (
     ConfigurationError,
     GenerationError,
     ImageError,
+    MCPServerError,
     NbagentError,
     ProviderError,
     RunAbortedError,
@@ -78,6 +79,11 @@ if TYPE_CHECKING:
     from .limits import (
         Budget,
         Limits,
+    )
+    from .mcp import (
+        MCPLimits,
+        MCPServer,
+        mcp_server,
     )
     from .messages import (
         AssistantMessage,
@@ -135,6 +141,8 @@ _LAZY = {
     "Limits": "limits",
     "Budget": "limits",
     "Timeline": "timeline",
+    "MCPLimits": "mcp",
+    "MCPServer": "mcp",
     "Message": "messages",
     "NamedToolChoice": "generation",
     "OfflineModel": "models",
@@ -163,6 +171,7 @@ _LAZY = {
     "generate": "generation",
     "image_part": "content",
     "image_result": "content",
+    "mcp_server": "mcp",
     "normalize_schema": "schema",
     "text_and_image_result": "content",
     "text_result": "content",
@@ -214,6 +223,9 @@ __all__ = [
     "ImagePart",
     "InteractiveApprover",
     "Limits",
+    "MCPLimits",
+    "MCPServer",
+    "MCPServerError",
     "Message",
     "NamedToolChoice",
     "NbagentError",
@@ -251,6 +263,7 @@ __all__ = [
     "image_part",
     "image_result",
     "load_ipython_extension",
+    "mcp_server",
     "normalize_schema",
     "register",
     "text_and_image_result",

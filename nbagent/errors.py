@@ -8,6 +8,7 @@
     │   └── ImageError            image bytes that do not decode, or a decompression bomb
     ├── AnswerIncompleteError     tool calls asked of an answer that did not finish normally
     ├── ConfigurationError        no provider/key/model could be resolved; says how to set one
+    ├── MCPServerError            an MCP server could not be started or reached; says why
     ├── RecordingError            a recording is malformed, truncated, or of a newer format
     │   └── ReplayDivergedError       a replayed run asked what the recording does not hold
     ├── GenerationError           talking to a model failed
@@ -48,6 +49,7 @@ __all__ = [
     "ConfigurationError",
     "GenerationError",
     "ImageError",
+    "MCPServerError",
     "NbagentError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -111,6 +113,11 @@ class AnswerIncompleteError(NbagentError):
 
 class ConfigurationError(NbagentError):
     """No provider, key or model could be resolved; the message says how to set one."""
+
+
+class MCPServerError(NbagentError):
+    """An MCP server could not be used: its command is missing, it crashed or gave no answer
+    while starting, its URL cannot be reached. The message says which, with its last stderr."""
 
 
 class RecordingError(NbagentError):

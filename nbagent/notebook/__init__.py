@@ -107,13 +107,15 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Stop rewriting ``%agent`` lines and picking up tools after each cell (the session and
-    its runs stay)."""
+    """Stop rewriting ``%agent`` lines and picking up tools after each cell, and stop the MCP
+    servers ``%agent mcp add`` started (the session and its runs stay)."""
     from . import cells
 
     cells.uninstall(ipython)
     if _after_cell in ipython.events.callbacks["post_run_cell"]:
         ipython.events.unregister("post_run_cell", _after_cell)
+    if _session is not None and _session.shell is ipython:
+        _session.close_mcp_servers()
 
 
 @overload

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from . import report
+from . import report, servers
 from .frontend import detect
 
 if TYPE_CHECKING:
@@ -24,11 +24,15 @@ __all__ = ["COMMANDS", "Command", "find"]
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: ``accepts(words after the name)`` and ``run(session, shell, words)``."""
+    """One subcommand: ``accepts(words after the name)`` and ``run(session, shell, words)``.
+
+    ``split`` cuts the line into words (``%agent mcp add`` quotes like a shell).
+    """
 
     accepts: Callable[[list[str]], bool]
     run: Callable[[Session, Any, list[str]], None]
     scan: bool = True  # pick up the notebook's tools first
+    split: Callable[[str], list[str]] = str.split
 
 
 def _alone(words: list[str]) -> bool:
@@ -75,6 +79,7 @@ COMMANDS: dict[str, Command] = {
     "history": Command(_alone, lambda s, _sh, _w: report.history(s)),
     "config": Command(_alone, lambda s, sh, _w: report.config(s, detect(sh))),
     "usage": Command(_alone, lambda s, _sh, _w: report.usage(s), scan=False),
+    "mcp": Command(servers.accepts, servers.run, scan=False, split=servers.split),
 }
 
 
@@ -84,6 +89,9 @@ def find(line: str) -> tuple[Command, list[str]] | None:
     if not words:
         return None
     command = COMMANDS.get(words[0])
-    if command is None or not command.accepts(words[1:]):
+    if command is None:
+        return None
+    words = command.split(line)
+    if not command.accepts(words[1:]):
         return None
     return command, words[1:]

@@ -56,6 +56,7 @@ Ask the agent; the answer streams into the cell.
   x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
   %%agent [options]              the cell body is the prompt
   %agent tools | history | config | rules | recording | usage | stop | help
+  %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
 
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, anthropic:MODEL,
@@ -85,6 +86,9 @@ NBAGENT_APPROVAL says auto.
 Recordings: with no model set (the offline stand-in), a run that has a recording replays it;
 with a real model set (-m, NBAGENT_MODEL), every run is recorded afresh. %agent recording lists
 the recordings.
+
+MCP servers: %agent mcp add NAME -- COMMAND ARGS starts a server (--url URL connects to one;
+--env VAR passes the kernel's VAR to it); its tools become NAME__tool and ask for approval.
 
 Approval rules: "Always allow" on a card allows that tool for the rest of the session;
 %agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.

@@ -25,6 +25,7 @@ from .runner import kernel_loop
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..generation import Generator
+    from ..mcp import MCPServer
     from .runner import Job
 
 __all__ = ["Session", "as_tool"]
@@ -93,6 +94,8 @@ class Session:
         self._saved_sigint: list[Any] = []
         self._closing = False
         self.recordings = RecordingStore()
+        self.mcp_servers: dict[str, MCPServer] = {}
+        self._mcp_tools: dict[str, str] = {}  # tool name -> the MCP server it comes from
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -195,6 +198,60 @@ class Session:
                     self._from_namespace.discard(name)
                     self.tools.pop(name, None)
         return problems
+
+    # --- MCP servers (%agent mcp) ---------------------------------------------------------------
+
+    def add_mcp_server(self, server: MCPServer) -> MCPServer | None:
+        """Register ``server``'s tools, following its tool list from now on; returns the server
+        of the same name it replaces (the caller closes that one)."""
+        with self._lock:
+            old = self.mcp_servers.get(server.name)
+            self.mcp_servers[server.name] = server
+            self._sync_mcp_tools(server.name, server.tools)
+        server.on_change(self._mcp_tools_changed)
+        return old
+
+    def _mcp_tools_changed(self, server: MCPServer) -> None:
+        """On the server's thread: its list changed (the next run sees the new tools)."""
+        with self._lock:
+            if self.mcp_servers.get(server.name) is server:
+                self._sync_mcp_tools(server.name, server.tools)
+
+    def _sync_mcp_tools(self, owner: str, tools: Iterable[Tool]) -> None:
+        # A new dict, not an edit: a reader iterating over the old one (sync_agent, a report)
+        # on the kernel's thread is never disturbed by a change arriving on the server's.
+        registry = dict(self.tools)
+        for name in [n for n, o in self._mcp_tools.items() if o == owner]:
+            del self._mcp_tools[name]
+            registry.pop(name, None)
+        for item in tools:
+            registry[item.name] = item
+            self._mcp_tools[item.name] = owner
+            self._explicit.discard(item.name)
+            self._from_namespace.discard(item.name)
+        self.tools = registry
+
+    def remove_mcp_server(self, name: str) -> MCPServer | None:
+        """Stop the server ``name`` and drop its tools; returns it (None if there was none)."""
+        with self._lock:
+            server = self.mcp_servers.pop(name, None)
+            if server is not None:
+                self._sync_mcp_tools(name, ())
+        if server is not None:
+            server.close()
+        return server
+
+    def close_mcp_servers(self) -> None:
+        """Stop every MCP server of the session, side by side (kernel shutdown, unload_ext)."""
+        with self._lock:
+            servers = list(self.mcp_servers.values())
+            for name in list(self.mcp_servers):
+                self._sync_mcp_tools(name, ())
+            self.mcp_servers.clear()
+        if servers:
+            from ..mcp import close_servers
+
+            close_servers(servers)
 
     # --- runs -----------------------------------------------------------------------------------
 
@@ -320,6 +377,7 @@ class Session:
                 transcript.error = reason
             job.cancel()
             job.abandon()
+        self.close_mcp_servers()
 
     def stop(self) -> int:
         """Cancel the running run and everything queued; returns how many were stopped."""

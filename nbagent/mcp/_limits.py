@@ -1,0 +1,47 @@
+"""Bounds on what an MCP server may cost: time to start and to answer, bytes, tools, text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["MCPLimits"]
+
+
+@dataclass(frozen=True)
+class MCPLimits:
+    """Limits nbagent applies to one MCP server (every byte from it is untrusted).
+
+    ``start_timeout``: seconds for the server to start, answer the handshake and list its
+    tools; past it the start fails and the process is stopped.
+    ``call_timeout``: seconds one tool call may take; past it the call is cancelled on the
+    server and answered with an error result, so a server that hangs never hangs a run.
+    ``max_message_bytes``: the largest message read from the server. A larger one is skipped
+    without being held in memory; when it was the answer to a call, that call gets an error
+    result saying so, and the connection goes on.
+    ``max_tools``: tools taken from one listing; the rest are left out with a note.
+    ``max_schema_bytes``: the JSON size of one tool's input schema; a larger tool is not
+    registered.
+    ``max_description_chars``: characters of a tool's description kept (the model reads it on
+    every request); the rest is cut, with a marker.
+    ``max_result_chars`` / ``max_result_images`` / ``max_result_parts``: text, images and
+    content blocks kept from one result (the agent's own :class:`~nbagent.Limits` then apply
+    as for any tool).
+    """
+
+    start_timeout: float = 30.0
+    call_timeout: float = 60.0
+    max_message_bytes: int = 16 * 1024 * 1024
+    max_tools: int = 256
+    max_schema_bytes: int = 256 * 1024
+    max_description_chars: int = 4_000
+    max_result_chars: int = 100_000
+    max_result_images: int = 8
+    max_result_parts: int = 256
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"MCPLimits.{item.name} must be a positive number, not {value!r}")
+            if item.type == "int" and not isinstance(value, int):
+                raise ValueError(f"MCPLimits.{item.name} must be an integer, not {value!r}")
