@@ -426,8 +426,10 @@ class ResponseEventParser:
         response = payload["response"]
         if not isinstance(response, Mapping):
             raise TypeError(f"a response should be an object, not {type(response).__name__}")
-        output = response.get("output") or ()
-        if not isinstance(output, list):
+        output = response.get("output")
+        if output is None:
+            output = []  # a server that leaves the output out: the events held everything
+        elif not isinstance(output, list):
             raise TypeError(f"a response's output should be a list, not {type(output).__name__}")
         for index, item in enumerate(output):  # items whose events a server left out
             if isinstance(item, Mapping):
