@@ -305,12 +305,31 @@ class ResponseEventParser:
                 self._start(call)
         elif kind == "reasoning":
             self._reasoning = _Reasoning(key)
+        elif item.get("call_id") or kind == "mcp_approval_request":
+            self._refuse(item, kind)
         elif kind.endswith("_call"):  # web_search_call, mcp_call …: the provider runs these
             call_id = text_of(item.get("id"), "an output item's id") or key
             self.out.append(ToolInputStart(call_id, _executed_name(item, kind), True))
         elif kind not in self._unknown:
             self._unknown.add(kind)
             log.debug("%s: ignored an output item of unknown type %r", self._provider, kind[:100])
+
+    def _refuse(self, item: Mapping[str, Any], kind: str) -> None:
+        """An item only the client could answer, for a tool that is not a function tool."""
+        name = item.get("name") or item.get("server_label")
+        named = f" ({name[:100]!r})" if isinstance(name, str) and name else ""
+        if kind == "mcp_approval_request":
+            fix = "set require_approval to 'never' in the MCP tool's spec"
+        else:
+            fix = (
+                "only function tools run here: remove the tool spec that led to it from "
+                "provider_options['tool'] (custom, computer, shell, apply_patch … tools are run "
+                "by the client)"
+            )
+        raise StreamFailure(
+            f"{self._provider} sent a {kind[:100]} item{named} that nbagent cannot answer: "
+            f"{fix}; the answer is incomplete"
+        )
 
     def _finish(self, item: Mapping[str, Any], key: str) -> None:
         if self._items.get(key):

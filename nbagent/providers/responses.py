@@ -46,9 +46,12 @@ function_call, reasoning, or a provider-run ``*_call``); ``response.output_text.
 ``response.refusal.delta`` are text, ``response.function_call_arguments.delta`` a call's
 arguments (``.done`` and the item's own ``arguments`` are the final word),
 ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` reasoning.
-Events of any other type (the API adds new ones) are ignored. A server that leaves out the
-deltas, or the item events, still works: text, calls and reasoning are taken from the items,
-or from the final response's ``output``.
+Events of any other type (the API adds new ones) are ignored. An item only the client could
+answer for a tool that is not a function tool (anything else carrying a ``call_id``:
+``custom_tool_call``, ``computer_call``, ``shell_call`` …; and ``mcp_approval_request``) ends
+the answer with a clear ``StreamError``: nbagent runs function tools only. A server that
+leaves out the deltas, or the item events, still works: text, calls and reasoning are taken
+from the items, or from the final response's ``output``.
 
 How a response ends:
 

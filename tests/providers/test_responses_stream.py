@@ -504,6 +504,35 @@ async def test_a_provider_run_call_is_shown_never_handed_out(server: Server) -> 
     assert answer.ok and answer.tool_calls() == () and answer.text == "Sunny."
 
 
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        (
+            {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_1", "name": "grammar"},
+            "a custom_tool_call item ('grammar') that nbagent cannot answer: only function tools",
+        ),
+        (
+            {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "deepwiki"},
+            "set require_approval to 'never'",
+        ),
+    ],
+)
+async def test_a_call_only_the_client_could_answer_fails_the_answer_clearly(
+    server: Server, item: dict[str, Any], message: str
+) -> None:
+    turn = ResponsesTurn()
+    turn.message("Let me")
+    turn.add("response.output_item.added", output_index=1, item=item)
+    turn.add("response.output_item.done", output_index=1, item=item)
+    server.queue(Reply(turn.completed().body()))
+    model = responses(server)
+    events = await collect(model)
+    await model.aclose()
+    assert isinstance(events[-1], StreamError) and message in str(events[-1].error)
+    assert not any(isinstance(e, (Finish, ToolCallReceived, StreamRetry)) for e in events)
+    assert len(server.requests) == 1  # not transient: never asked again
+
+
 async def test_strict_nulls_are_removed_from_the_call(server: Server) -> None:
     schema = {
         "type": "object",
