@@ -10,6 +10,12 @@ until killed or until its stdin closes.
 * ``POST .../messages``: an Anthropic Messages stream with the same content (``text_delta`` and
   ``input_json_delta`` events between the block start/stop events, ``message_delta``,
   ``message_stop``).
+* ``POST .../responses``: an OpenAI Responses stream with the same content
+  (``response.created``, then a message item whose text arrives in
+  ``response.output_text.delta`` events, a function_call item whose arguments arrive in
+  ``response.function_call_arguments.delta`` events, each item framed by
+  ``response.output_item.added``/``.done``, and ``response.completed`` holding the whole
+  response, as the API sends it).
 
 Every SSE event is one HTTP chunk (``Transfer-Encoding: chunked``), as the real services send
 them; the whole response is built once and written in one go, so the server costs ~nothing.
@@ -126,8 +132,104 @@ def anthropic_body(chunks: int) -> bytes:
     return _http(events)
 
 
+def responses_body(chunks: int) -> bytes:
+    half = chunks // 2
+    sequence = iter(range(10 * chunks))
+
+    def event(name: str, **data: object) -> bytes:
+        payload = {"type": name, "sequence_number": next(sequence), **data}
+        return f"event: {name}\ndata: {_dumps(payload)}\n\n".encode()
+
+    def response(status: str, output: list[object], usage: object = None) -> dict[str, object]:
+        return {
+            "id": "resp_bench",
+            "object": "response",
+            "created_at": 1700000000,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "model": "bench-model",
+            "output": output,
+            "parallel_tool_calls": True,
+            "store": False,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": usage,
+        }
+
+    text = "".join(WORDS[i % len(WORDS)] for i in range(half))
+    message = {"id": "msg_bench", "type": "message", "role": "assistant", "status": "completed"}
+    part = {"type": "output_text", "annotations": [], "logprobs": []}
+    fragments = _fragments(half)
+    call = {
+        "id": "fc_bench",
+        "type": "function_call",
+        "call_id": "call_bench",
+        "name": "record",
+        "arguments": "".join(fragments),
+        "status": "completed",
+    }
+    done_message = {**message, "content": [{**part, "text": text}]}
+    ids = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
+    events = [
+        event("response.created", response=response("in_progress", [])),
+        event("response.in_progress", response=response("in_progress", [])),
+        event(
+            "response.output_item.added",
+            output_index=0,
+            item={**message, "status": "in_progress", "content": []},
+        ),
+        event("response.content_part.added", **ids, part={**part, "text": ""}),
+    ]
+    events += [
+        event("response.output_text.delta", **ids, delta=WORDS[i % len(WORDS)], logprobs=[])
+        for i in range(half)
+    ]
+    events += [
+        event("response.output_text.done", **ids, text=text, logprobs=[]),
+        event("response.content_part.done", **ids, part={**part, "text": text}),
+        event("response.output_item.done", output_index=0, item=done_message),
+        event(
+            "response.output_item.added",
+            output_index=1,
+            item={**call, "arguments": "", "status": "in_progress"},
+        ),
+    ]
+    events += [
+        event(
+            "response.function_call_arguments.delta",
+            item_id="fc_bench",
+            output_index=1,
+            delta=piece,
+        )
+        for piece in fragments
+    ]
+    usage = {
+        "input_tokens": 12,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": chunks,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": chunks + 12,
+    }
+    events += [
+        event(
+            "response.function_call_arguments.done",
+            item_id="fc_bench",
+            output_index=1,
+            arguments=call["arguments"],
+        ),
+        event("response.output_item.done", output_index=1, item=call),
+        event("response.completed", response=response("completed", [done_message, call], usage)),
+    ]
+    return _http(events)
+
+
 async def serve(chunks: int) -> None:
-    bodies = {"openai": openai_body(chunks), "anthropic": anthropic_body(chunks)}
+    bodies = {
+        "openai": openai_body(chunks),
+        "anthropic": anthropic_body(chunks),
+        "responses": responses_body(chunks),
+    }
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -144,6 +246,8 @@ async def serve(chunks: int) -> None:
                     await reader.readexactly(length)
                 if "chat/completions" in path:
                     writer.write(bodies["openai"])
+                elif path.endswith("/responses"):
+                    writer.write(bodies["responses"])
                 elif "messages" in path:
                     writer.write(bodies["anthropic"])
                 else:

@@ -1,15 +1,17 @@
 """Streaming throughput: 20,000 SSE chunks from a loopback server, through each contender.
 
 The server (``_sse_server.py``, a separate process) streams 10,000 text deltas and 10,000
-tool-argument deltas, in OpenAI ``chat.completion.chunk`` form and in Anthropic Messages form.
-Contenders, one HTTP connection each, kept alive across rounds, all on one event loop:
+tool-argument deltas, in OpenAI ``chat.completion.chunk`` form, in Anthropic Messages form and
+in OpenAI Responses form. Contenders, one HTTP connection each, kept alive across rounds, all on
+one event loop:
 
-* nbagent's adapters: ``OpenAIChat`` / ``AnthropicMessages``, consuming ``adapter.stream(request)``
-  (which also assembles the tool call and maps the finish reason);
+* nbagent's adapters: ``OpenAIChat`` / ``AnthropicMessages`` / ``OpenAIResponses``, consuming
+  ``adapter.stream(request)`` (which also assembles the tool call and maps the finish reason);
 * raw: ``httpx2`` ``aiter_lines()`` + ``json.loads`` of every ``data:`` line (the floor);
 * the official SDKs streaming the same response: ``openai`` (``chat.completions.create(
-  stream=True)``) and ``anthropic`` (``messages.create(stream=True)``), iterating their typed
-  chunks (their lightest streaming path: no accumulation helper).
+  stream=True)`` and ``responses.create(stream=True)``) and ``anthropic``
+  (``messages.create(stream=True)``), iterating their typed events (their lightest streaming
+  path: no accumulation helper).
 
 Goal: each adapter within 1.3x of raw, and faster than its SDK.
 """
@@ -41,6 +43,9 @@ MIN_MEASURE_SECONDS = 0.25  # one measurement repeats whole streams until this m
 HERE = Path(__file__).resolve().parent
 TOOL_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 PROMPT = "Stream a long answer, then record it."
+RESPONSES_DELTAS = frozenset(
+    {"response.output_text.delta", "response.function_call_arguments.delta"}
+)
 
 
 class Loopback:
@@ -113,6 +118,10 @@ def nbagent_setup(server: Loopback, flavour: str) -> Callable[[], float]:
             from nbagent.providers.openai import OpenAIChat
 
             adapter: Any = OpenAIChat("bench-model", api_key="dummy", base_url=server.base + "/v1")
+        elif flavour == "responses":
+            from nbagent.providers.responses import OpenAIResponses
+
+            adapter = OpenAIResponses("bench-model", api_key="dummy", base_url=server.base + "/v1")
         else:
             from nbagent.providers.anthropic import AnthropicMessages
 
@@ -156,6 +165,9 @@ def raw_setup(server: Loopback, flavour: str) -> Callable[[], float]:
     if flavour == "openai":
         url = server.base + "/v1/chat/completions"
         body = {"model": "bench-model", "stream": True, "messages": [{"role": "user"}]}
+    elif flavour == "responses":
+        url = server.base + "/v1/responses"
+        body = {"model": "bench-model", "stream": True, "input": "hi"}
     else:
         url = server.base + "/v1/messages"
         body = {"model": "bench-model", "stream": True, "max_tokens": 1024, "messages": []}
@@ -178,6 +190,9 @@ def raw_setup(server: Loopback, flavour: str) -> Callable[[], float]:
                         delta = choices[0]["delta"]
                         if delta.get("content") or delta.get("tool_calls"):
                             count += 1
+                elif flavour == "responses":
+                    if chunk["type"] in RESPONSES_DELTAS:
+                        count += 1
                 elif chunk["type"] == "content_block_delta":
                     count += 1
         return count
@@ -225,6 +240,36 @@ def openai_sdk_setup(server: Loopback) -> Callable[[], float]:
     return _timed(server, stream_once)
 
 
+def openai_responses_sdk_setup(server: Loopback) -> Callable[[], float]:
+    try:
+        from openai import AsyncOpenAI
+    except ImportError as exc:
+        raise describe_import_error("openai", exc) from None
+    client = AsyncOpenAI(base_url=server.base + "/v1", api_key="dummy", max_retries=0)
+    server.closers.append(client.close)
+    tools: Any = [
+        {
+            "type": "function",
+            "name": "record",
+            "description": "Record text.",
+            "parameters": TOOL_SCHEMA,
+            "strict": False,
+        }
+    ]
+
+    async def stream_once() -> int:
+        count = 0
+        stream = await client.responses.create(
+            model="bench-model", input=PROMPT, tools=tools, store=False, stream=True
+        )
+        async for event in stream:
+            if event.type in RESPONSES_DELTAS:
+                count += 1
+        return count
+
+    return _timed(server, stream_once)
+
+
 def anthropic_sdk_setup(server: Loopback) -> Callable[[], float]:
     try:
         from anthropic import AsyncAnthropic
@@ -254,6 +299,13 @@ def anthropic_sdk_setup(server: Loopback) -> Callable[[], float]:
 # --- the section ------------------------------------------------------------------------------
 
 
+ADAPTER_NAMES = {
+    "openai": "nbagent OpenAIChat",
+    "anthropic": "nbagent AnthropicMessages",
+    "responses": "nbagent OpenAIResponses",
+}
+
+
 def build(quick: bool) -> Section:
     global CHUNKS, MIN_MEASURE_SECONDS
     if quick:
@@ -267,8 +319,9 @@ def build(quick: bool) -> Section:
         for flavour, sdk_name, sdk_setup in (
             ("openai", "openai SDK", openai_sdk_setup),
             ("anthropic", "anthropic SDK", anthropic_sdk_setup),
+            ("responses", "openai SDK (Responses)", openai_responses_sdk_setup),
         ):
-            adapter = "nbagent OpenAIChat" if flavour == "openai" else "nbagent AnthropicMessages"
+            adapter = ADAPTER_NAMES[flavour]
             compare(
                 section,
                 f"{flavour} SSE",

@@ -59,8 +59,8 @@ Ask the agent; the answer streams into the cell.
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
 
 Options
-  -m, --model MODEL    the model from now on: offline, openai:MODEL, anthropic:MODEL,
-                       ollama:MODEL, openai-compatible:MODEL
+  -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
+                       anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL
   -o, --output NAME    keep the run's result in the variable NAME
   --new, --reset       start a new conversation (approval rules stay: see %agent rules)
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run

@@ -1,7 +1,9 @@
-"""Model providers: OpenAI Chat Completions (and compatible servers) and Anthropic Messages.
+"""Model providers: OpenAI Chat Completions (and compatible servers), OpenAI Responses and
+Anthropic Messages.
 
 Importing this package is cheap: the adapters (and httpx2) load on first use, through
-:func:`resolve_generator` or by touching ``OpenAIChat`` / ``AnthropicMessages`` here.
+:func:`resolve_generator` or by touching ``OpenAIChat`` / ``OpenAIResponses`` /
+``AnthropicMessages`` here.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ if TYPE_CHECKING:
     from ._strict import strict_schema
     from .anthropic import AnthropicMessages
     from .openai import OpenAIChat
+    from .responses import OpenAIResponses
 
 __all__ = [
     "AnthropicMessages",
     "OpenAIChat",
+    "OpenAIResponses",
     "describe_config",
     "resolve_generator",
     "strict_schema",
@@ -25,6 +29,7 @@ __all__ = [
 
 _LAZY = {
     "OpenAIChat": ".openai",
+    "OpenAIResponses": ".responses",
     "AnthropicMessages": ".anthropic",
     "strict_schema": "._strict",
 }

@@ -2,11 +2,11 @@
 
 Lookup order: the explicit argument first. Model and base URL: then ``NBAGENT_MODEL`` /
 ``NBAGENT_BASE_URL``, then the vendor's own variables (``OPENAI_BASE_URL``,
-``ANTHROPIC_BASE_URL``, ``OLLAMA_BASE_URL``). The key of ``openai:`` and ``anthropic:``: the
-vendor's own variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), then ``NBAGENT_API_KEY`` — a
-vendor's key goes to that vendor, so with both set, ``anthropic:…`` never sends the
-``NBAGENT_API_KEY`` meant for another. With no model anywhere, the offline model is used (it
-says so itself).
+``ANTHROPIC_BASE_URL``, ``OLLAMA_BASE_URL``). The key of ``openai:``, ``openai-responses:``
+and ``anthropic:``: the vendor's own variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``), then
+``NBAGENT_API_KEY`` — a vendor's key goes to that vendor, so with both set, ``anthropic:…``
+never sends the ``NBAGENT_API_KEY`` meant for another. With no model anywhere, the offline
+model is used (it says so itself).
 
 Keys are stripped of surrounding whitespace and must be printable ASCII without spaces inside
 (:func:`~nbagent.providers._keys.clean_api_key`). A key recognisably one vendor's (``sk-ant-…``
@@ -17,6 +17,7 @@ the variable, never the key.
 Spec strings:
 
 ``openai:MODEL``             OpenAI Chat Completions (key needed)
+``openai-responses:MODEL``   OpenAI Responses API (key needed; same key and address as openai)
 ``anthropic:MODEL``          Anthropic Messages (key needed)
 ``ollama:MODEL``             Ollama's OpenAI-compatible API at http://localhost:11434/v1 (no key)
 ``openai-compatible:MODEL``  any Chat Completions server; needs a base URL, key optional
@@ -42,21 +43,32 @@ from ._keys import check_key_destination, clean_api_key
 
 __all__ = ["describe_config", "resolve_generator"]
 
-PROVIDERS = ("openai", "anthropic", "ollama", "openai-compatible", "offline")
-_ALIASES = {"compatible": "openai-compatible", "openai_compatible": "openai-compatible"}
+PROVIDERS = ("openai", "openai-responses", "anthropic", "ollama", "openai-compatible", "offline")
+_ALIASES = {
+    "compatible": "openai-compatible",
+    "openai_compatible": "openai-compatible",
+    "openai_responses": "openai-responses",
+    "responses": "openai-responses",
+}
 _DEFAULT_URLS = {
     "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
     "ollama": "http://localhost:11434/v1",
 }
-_VENDOR_KEY = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_VENDOR_KEY = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
 _VENDOR_URL = {
     "openai": "OPENAI_BASE_URL",
+    "openai-responses": "OPENAI_BASE_URL",
     "anthropic": "ANTHROPIC_BASE_URL",
     "ollama": "OLLAMA_BASE_URL",
     "openai-compatible": "OPENAI_BASE_URL",
 }
-_DESTINATION = {"openai": "openai", "anthropic": "anthropic"}
+_DESTINATION = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
 _OFFLINE_HINT = "or use the model 'offline', which needs no key"
 
 
@@ -90,9 +102,9 @@ def _parse(spec: str) -> tuple[str, str]:
         return "anthropic", text
     raise ConfigurationError(
         f"cannot tell which provider the model {spec!r} belongs to: write it as "
-        "'provider:model' with provider one of openai, anthropic, ollama, openai-compatible "
-        "(e.g. 'openai:gpt-4.1-mini', 'anthropic:claude-sonnet-4-5', 'ollama:qwen2.5'), or "
-        "use 'offline'"
+        "'provider:model' with provider one of openai, openai-responses, anthropic, ollama, "
+        "openai-compatible (e.g. 'openai:gpt-4.1-mini', 'openai-responses:gpt-5-mini', "
+        "'anthropic:claude-sonnet-4-5', 'ollama:qwen2.5'), or use 'offline'"
     )
 
 
@@ -195,6 +207,12 @@ def resolve_generator(
         from .anthropic import AnthropicMessages
 
         return AnthropicMessages(
+            resolved.model, api_key=resolved.api_key, base_url=resolved.base_url, **overrides
+        )
+    if provider == "openai-responses":
+        from .responses import OpenAIResponses
+
+        return OpenAIResponses(
             resolved.model, api_key=resolved.api_key, base_url=resolved.base_url, **overrides
         )
     from .openai import OpenAIChat

@@ -12,6 +12,7 @@ from ..tools import Definition
 
 __all__ = [
     "DAMAGED_ARGUMENTS",
+    "RESPONSES_REASONING_MARK",
     "b64",
     "damaged",
     "description_with_examples",
@@ -28,6 +29,10 @@ __all__ = [
 DAMAGED_ARGUMENTS = (
     "(not run: the provider sent these arguments with invalid UTF-8 bytes, shown as U+FFFD) "
 )
+
+#: Starts the ``signature`` of a reasoning part that carries an OpenAI Responses reasoning item
+#: (see :mod:`nbagent.providers.responses`): no other API may take it for a signature of its own.
+RESPONSES_REASONING_MARK = "openai-responses:"
 
 #: Error types and codes of mid-stream error events that are transient (asking again may work).
 _RETRYABLE_KINDS = frozenset(

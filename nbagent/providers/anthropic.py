@@ -7,12 +7,12 @@ How nbagent's conversation maps onto the API:
   rejects empty text blocks).
 * An assistant message → its blocks in order: ``text``; reasoning sent back verbatim
   (``thinking`` with its ``signature``, or ``redacted_thinking``; reasoning without either, as
-  other providers produce, is dropped); ``tool_use`` with the arguments as an object (arguments
-  that are not a JSON object become ``{}``); provider-executed calls as the block they came
-  from (``server_tool_use``, ``mcp_tool_use`` with its ``server_name`` …, with the final input),
-  or as ``server_tool_use`` when that block is unknown; and provider tool results as the
-  ``<name>_tool_result`` block they came from (``web_search_tool_result``, ``mcp_tool_result``
-  …).
+  other providers produce, and OpenAI Responses reasoning items are dropped); ``tool_use``
+  with the arguments as an object (arguments that are not a JSON object become ``{}``);
+  provider-executed calls as the block they came from (``server_tool_use``, ``mcp_tool_use``
+  with its ``server_name`` …, with the final input), or as ``server_tool_use`` when that block
+  is unknown; and provider tool results as the ``<name>_tool_result`` block they came from
+  (``web_search_tool_result``, ``mcp_tool_result`` …).
 * Tool results → one ``user`` message of ``tool_result`` blocks (text and image blocks,
   ``is_error``). Consecutive messages of the same role are merged into one turn, tool results
   first, as the API requires.
@@ -86,6 +86,7 @@ from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
 from ._shared import (
     DAMAGED_ARGUMENTS,
+    RESPONSES_REASONING_MARK,
     b64,
     damaged,
     input_object,
@@ -259,7 +260,7 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
         elif isinstance(part, ReasoningPart):
             if part.redacted:
                 blocks.append({"type": "redacted_thinking", "data": part.redacted})
-            elif part.signature:
+            elif part.signature and not part.signature.startswith(RESPONSES_REASONING_MARK):
                 blocks.append(
                     {"type": "thinking", "thinking": part.text, "signature": part.signature}
                 )

@@ -11,6 +11,7 @@ from nbagent.generation import Answer, Generator, Request, StreamEvent
 from nbagent.messages import user
 from nbagent.providers.anthropic import AnthropicMessages
 from nbagent.providers.openai import OpenAIChat
+from nbagent.providers.responses import OpenAIResponses
 
 from .conftest import Server
 
@@ -30,9 +31,16 @@ def anthropic(server: Server, **options: Any) -> AnthropicMessages:
     return AnthropicMessages("claude-sonnet-4-5", **settings)
 
 
-ADAPTERS: dict[str, Callable[..., OpenAIChat | AnthropicMessages]] = {
+def responses(server: Server, **options: Any) -> OpenAIResponses:
+    settings: dict[str, Any] = {"api_key": KEY, "base_url": server.url + "/v1", **FAST}
+    settings.update(options)
+    return OpenAIResponses("gpt-5-mini", **settings)
+
+
+ADAPTERS: dict[str, Callable[..., OpenAIChat | AnthropicMessages | OpenAIResponses]] = {
     "openai": openai,
     "anthropic": anthropic,
+    "responses": responses,
 }
 
 HELLO = Request([user("hi")])
@@ -69,6 +77,10 @@ def on_transport(kind: str, transport: httpx2.AsyncBaseTransport, **options: Any
     if kind == "openai":
         return OpenAIChat(
             "m", api_key=KEY, base_url="http://mock/v1", transport=transport, **options
+        )
+    if kind == "responses":
+        return OpenAIResponses(
+            "gpt-5-mini", api_key=KEY, base_url="http://mock/v1", transport=transport, **options
         )
     return AnthropicMessages(
         "m", api_key=KEY, base_url="http://mock", transport=transport, **options

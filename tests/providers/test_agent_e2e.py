@@ -76,9 +76,24 @@ def anthropic_turn(calls: list[tuple[str, str, str]], text: str = "") -> bytes:
     return wire.anthropic_sse(events)
 
 
+def responses_turn(calls: list[tuple[str, str, str]], text: str = "", reasoning: str = "") -> bytes:
+    turn = wire.ResponsesTurn()
+    if reasoning:
+        turn.reasoning(
+            [reasoning[:8], reasoning[8:]], item_id="rs_" + (calls[0][0] if calls else "end")
+        )
+    if text:
+        turn.message(text[:10], text[10:], item_id="msg_" + (calls[0][0] if calls else "end"))
+    for call_id, name, args in calls:
+        half = len(args) // 2
+        turn.call(call_id, name, args[:half], args[half:])
+    return turn.completed(wire.rs_usage(100, 10)).body()
+
+
 TURN_BUILDERS: dict[str, Callable[..., bytes]] = {
     "openai": openai_turn,
     "anthropic": anthropic_turn,
+    "responses": responses_turn,
 }
 
 
@@ -180,7 +195,7 @@ async def test_multi_step_conversation(kind: str, server: Server, history_valid:
     await server.wait_all_closed()
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_a_broken_stream_runs_no_tool(kind: str, server: Server, history_valid: Any) -> None:
     body = TURN_BUILDERS[kind](TURNS[0])
     cut = body.index(b"c_plot")  # the third call has started; the response then drops
@@ -196,7 +211,7 @@ async def test_a_broken_stream_runs_no_tool(kind: str, server: Server, history_v
     history_valid(agent.messages)
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_cancelling_a_run_closes_the_connection(kind: str, server: Server) -> None:
     body = TURN_BUILDERS[kind]([], "A long answer that never ends")
     server.queue(Reply([body[: body.index(b"\n\n", body.index(b"A long")) + 2]], end="hang"))
@@ -211,10 +226,11 @@ async def test_cancelling_a_run_closes_the_connection(kind: str, server: Server)
     assert result.stop_reason == "cancelled"
     await server.wait_all_closed(timeout=1.0)
     await model.aclose()
-    assert json.loads(server.requests[0].body)["messages"]
+    sent = json.loads(server.requests[0].body)
+    assert sent.get("messages") or sent.get("input")
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_a_stream_cut_mid_call_is_asked_again_and_runs_each_call_once(
     kind: str, server: Server, history_valid: Any
 ) -> None:
@@ -251,6 +267,12 @@ def openai_raw(chunks: list[bytes]) -> bytes:
 
 def damaged_turn(kind: str) -> bytes:
     """Two calls: the first one's arguments hold an invalid byte (\\xff); text holds one too."""
+    if kind == "responses":
+        turn = wire.ResponsesTurn()
+        turn.message("caf#!")
+        turn.call("c_bad", "get_weather", '{"city": "Z#rich"}')
+        turn.call("c_ok", "get_weather", '{"city": "Bern"}')
+        return turn.completed().body().replace(b"#", b"\xff")
     if kind == "openai":
         return openai_raw(
             [
@@ -299,7 +321,7 @@ def damaged_turn(kind: str) -> bytes:
     )
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_invalid_utf8_in_arguments_never_runs_that_call_but_its_sibling_runs(
     kind: str, server: Server, history_valid: Any
 ) -> None:
@@ -324,6 +346,13 @@ async def test_invalid_utf8_in_arguments_never_runs_that_call_but_its_sibling_ru
         tool_message = sent["messages"][2]
         assert tool_message["tool_call_id"] == "c_bad"
         assert tool_message["content"].startswith("Error: Invalid arguments")
+    elif kind == "responses":
+        items = sent["input"]
+        assert items[1] == {"role": "assistant", "content": "caf\ufffd!"}
+        assert items[2]["call_id"] == "c_bad" and items[2]["arguments"] == "{}"
+        assert items[3]["call_id"] == "c_ok" and items[3]["arguments"] == '{"city": "Bern"}'
+        assert items[4]["call_id"] == "c_bad"
+        assert items[4]["output"].startswith("Error: Invalid arguments")
     else:
         blocks = sent["messages"][1]["content"]
         assert [b["type"] for b in blocks] == ["text", "tool_use", "tool_use"]
@@ -334,11 +363,12 @@ async def test_invalid_utf8_in_arguments_never_runs_that_call_but_its_sibling_ru
 
 PROVIDER_TOOL = {
     "openai": {"type": "web_search", "search_context_size": "low"},
+    "responses": {"type": "web_search", "search_context_size": "low"},
     "anthropic": {"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
 }
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_a_provider_executed_tool_is_sent_as_the_providers_own_spec(
     kind: str, server: Server
 ) -> None:

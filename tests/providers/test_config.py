@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from nbagent.errors import ConfigurationError
-from nbagent.providers import AnthropicMessages, OpenAIChat, describe_config, resolve_generator
+from nbagent.providers import (
+    AnthropicMessages,
+    OpenAIChat,
+    OpenAIResponses,
+    describe_config,
+    resolve_generator,
+)
 
 from .helpers import KEY
 
@@ -21,6 +27,27 @@ def test_openai_spec_with_vendor_key() -> None:
     assert model.max_tokens_field == "max_completion_tokens"
     assert model._headers()["authorization"] == f"Bearer {KEY}"
     assert KEY not in repr(model)
+
+
+def test_openai_responses_spec_uses_the_openai_key_and_address() -> None:
+    env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "https://proxy.example/v1"}
+    for spec in ("openai-responses:gpt-5-mini", "responses:gpt-5-mini"):
+        model = resolve_generator(spec, environ=env, store=True, max_retries=0)
+        assert isinstance(model, OpenAIResponses)
+        assert (model.model, model.base_url) == ("gpt-5-mini", "https://proxy.example/v1")
+        assert model._headers()["authorization"] == f"Bearer {KEY}"
+        assert (model.store, model.max_retries) == (True, 0)
+        assert KEY not in repr(model)
+    model = resolve_generator("openai-responses:o3", environ={"NBAGENT_API_KEY": KEY})
+    assert model.base_url == "https://api.openai.com/v1"  # type: ignore[attr-defined]
+    assert describe_config("openai-responses:o3", environ={"OPENAI_API_KEY": KEY}) == {
+        "provider": "openai-responses",
+        "model": "o3",
+        "base_url": "https://api.openai.com/v1",
+        "base_url_source": "default",
+        "key_source": "OPENAI_API_KEY",
+        "problem": None,
+    }
 
 
 def test_anthropic_spec_and_base_url_variable() -> None:
@@ -101,6 +128,12 @@ def test_the_vendors_own_variable_wins_over_nbagent_api_key() -> None:
         ),
         ("openai:gpt-4.1", {"NBAGENT_API_KEY": ANTHROPIC_KEY}, "NBAGENT_API_KEY", "Anthropic"),
         ("openai:gpt-4.1", {"OPENAI_API_KEY": ANTHROPIC_KEY}, "OPENAI_API_KEY", "Anthropic"),
+        (
+            "openai-responses:gpt-5",
+            {"OPENAI_API_KEY": ANTHROPIC_KEY},
+            "OPENAI_API_KEY",
+            "Anthropic",
+        ),
         ("ollama:qwen2.5", {"NBAGENT_API_KEY": ANTHROPIC_KEY}, "NBAGENT_API_KEY", "Anthropic"),
         (
             "openai-compatible:llama",
@@ -140,6 +173,8 @@ def test_recognised_keys_may_reach_their_own_vendor_through_any_route() -> None:
 def test_adapters_built_directly_refuse_another_vendors_key() -> None:
     with pytest.raises(ConfigurationError, match="looks like an OpenAI key"):
         AnthropicMessages("claude-x", api_key=OPENAI_KEY)
+    with pytest.raises(ConfigurationError, match="looks like an Anthropic key"):
+        OpenAIResponses("gpt-5", api_key=ANTHROPIC_KEY)
     with pytest.raises(ConfigurationError, match="looks like an Anthropic key") as raised:
         OpenAIChat("gpt-4.1", api_key=ANTHROPIC_KEY)
     assert "the api_key argument" in str(raised.value) and ANTHROPIC_KEY not in str(raised.value)
@@ -205,6 +240,7 @@ def test_openai_compatible_needs_a_base_url_and_guards_the_openai_key() -> None:
     ("spec", "variable"),
     [
         ("openai:gpt-4.1-mini", "OPENAI_API_KEY"),
+        ("openai-responses:gpt-5-mini", "OPENAI_API_KEY"),
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
     ],
 )
@@ -258,7 +294,9 @@ def test_importing_nbagent_and_providers_loads_no_http_client() -> None:
         "assert 'httpx2' not in sys.modules, 'httpx2 imported early'\n"
         "p.describe_config('openai:gpt-4.1-mini')\n"
         "assert 'httpx2' not in sys.modules\n"
-        "p.OpenAIChat\n"
+        "p.describe_config('openai-responses:gpt-5')\n"
+        "assert 'httpx2' not in sys.modules\n"
+        "p.OpenAIResponses\n"
         "assert 'httpx2' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -1,4 +1,4 @@
-"""Retries, typed errors, timeouts, cancellation and connection hygiene, for both adapters."""
+"""Retries, typed errors, timeouts, cancellation and connection hygiene, for every adapter."""
 
 from __future__ import annotations
 
@@ -21,11 +21,30 @@ from . import wire
 from .conftest import Reply, Server
 from .helpers import ADAPTERS, HELLO, KEY, collect, on_transport
 
-pytestmark = pytest.mark.parametrize("kind", ["openai", "anthropic"])
+pytestmark = pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 
 
 def ok_body(kind: str) -> bytes:
-    return wire.openai_text("ok") if kind == "openai" else wire.anthropic_text("ok")
+    texts = {"openai": wire.openai_text, "anthropic": wire.anthropic_text}
+    return texts.get(kind, wire.responses_text)("ok")
+
+
+def error_event(kind: str, message: bytes, etype: bytes) -> bytes:
+    """A mid-stream error event in each API's own form."""
+    if kind == "openai":
+        return b'data: {"error": {"message": "' + message + b'", "type": "' + etype + b'"}}\n\n'
+    if kind == "responses":
+        return (
+            b'event: error\ndata: {"type": "error", "code": "'
+            + etype
+            + b'", "message": "'
+            + message
+            + b'", "param": null, "sequence_number": 1}\n\n'
+        )
+    return (
+        b'event: error\ndata: {"type": "error", "error": {"type": "' + etype + b'", '
+        b'"message": "' + message + b'"}}\n\n'
+    )
 
 
 def make(kind: str, server: Server, **options: Any) -> Any:
@@ -35,7 +54,7 @@ def make(kind: str, server: Server, **options: Any) -> Any:
 def error_body(kind: str, message: str, etype: str = "invalid_request_error") -> bytes:
     import json
 
-    if kind == "openai":
+    if kind in ("openai", "responses"):
         return json.dumps({"error": {"message": message, "type": etype, "code": None}}).encode()
     return json.dumps({"type": "error", "error": {"type": etype, "message": message}}).encode()
 
@@ -334,13 +353,7 @@ async def test_pool_has_no_busy_connection_after_runs(kind: str, server: Server)
 
 
 async def test_adapter_repr_and_events_never_show_the_key(kind: str, server: Server) -> None:
-    body = (
-        b'data: {"error": {"message": "bad key ' + KEY.encode() + b'"}}\n\n'
-        if kind == "openai"
-        else b'event: error\ndata: {"type": "error", "error": {"type": "authentication_error", '
-        b'"message": "bad key ' + KEY.encode() + b'"}}\n\n'
-    )
-    server.queue(Reply(body))
+    server.queue(Reply(error_event(kind, b"bad key " + KEY.encode(), b"authentication_error")))
     model = make(kind, server)
     events = await collect(model)
     assert isinstance(events[-1], StreamError)
@@ -416,14 +429,8 @@ async def test_credentials_a_server_echoes_are_redacted_in_errors(
     assert other not in message and "pw123" not in message
     assert "Authorization: ***" in message and "https://***@proxy" in message
     await model.aclose()
-    body = (
-        b'data: {"error": {"message": "leaked ' + other.encode() + b'", "type": "x"}}\n\n'
-        if kind == "openai"
-        else b'event: error\ndata: {"type": "error", "error": {"type": "x", "message": '
-        b'"leaked ' + other.encode() + b'"}}\n\n'
-    )
     server.default = None
-    server.queue(Reply(body))
+    server.queue(Reply(error_event(kind, b"leaked " + other.encode(), b"x")))
     model = make(kind, server)
     events = await collect(model)
     assert isinstance(events[-1], StreamError)

@@ -19,7 +19,7 @@ from .test_agent_e2e import FINAL, TURN_BUILDERS, TURNS, make_tools
 PROMPT = "Weather in Zürich and Bern? Delete /tmp/x. Plot it."
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_record_a_provider_then_replay_it_offline(
     kind: str, server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history_valid: Any
 ) -> None:

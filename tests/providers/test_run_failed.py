@@ -20,14 +20,14 @@ from .helpers import ADAPTERS, KEY
 
 
 def unauthorized(kind: str) -> Reply:
-    if kind == "openai":
+    if kind in ("openai", "responses"):
         error = {"error": {"message": f"Incorrect API key provided: {KEY}", "type": "auth"}}
     else:
         error = {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
     return Reply(json.dumps(error).encode(), 401, content_type="application/json")
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_run_raises_with_the_partial_result_and_the_cause(kind: str, server: Server) -> None:
     server.default = unauthorized(kind)
     model = ADAPTERS[kind](server)
@@ -48,7 +48,7 @@ async def test_run_raises_with_the_partial_result_and_the_cause(kind: str, serve
     await model.aclose()
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_run_sync_raises_too(kind: str, server: Server) -> None:
     server.default = unauthorized(kind)
     model = ADAPTERS[kind](server)
@@ -58,7 +58,7 @@ async def test_run_sync_raises_too(kind: str, server: Server) -> None:
         await asyncio.to_thread(agent.run_sync, "hi")
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_opting_out_returns_the_failed_result(kind: str, server: Server) -> None:
     server.default = unauthorized(kind)
     model = ADAPTERS[kind](server)
@@ -67,7 +67,7 @@ async def test_opting_out_returns_the_failed_result(kind: str, server: Server) -
     await model.aclose()
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_streaming_reports_the_failure_as_an_event(kind: str, server: Server) -> None:
     server.default = unauthorized(kind)
     model = ADAPTERS[kind](server)

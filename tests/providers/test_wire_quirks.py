@@ -64,8 +64,29 @@ ANTHROPIC_WITH_EMPTY_DATA = (
     + b"data:\n\n"
     + wire.anthropic_sse([wire.MESSAGE_STOP])
 )
+RESPONSES_WITH_EMPTY_DATA = (
+    b": keep-alive\ndata:\n\n"
+    + wire.responses_sse(
+        [
+            wire.an_event("response.output_item.added", item={"id": "m", "type": "message"}),
+            wire.an_event("response.output_text.delta", item_id="m", delta="hé"),
+        ]
+    )
+    + b": keep-alive\ndata: \n\ndata:   \n\n"
+    + wire.responses_sse(
+        [
+            wire.an_event("response.output_item.done", item={"id": "m", "type": "message"}),
+            wire.an_event("response.completed", response={"status": "completed"}),
+        ]
+    )
+    + b"data:\n\n"
+)
 EMPTY_DATA = {
     "openai": (OPENAI_WITH_EMPTY_DATA, [TextDelta("hé"), Finish("stop", Usage(), "stop")]),
+    "responses": (
+        RESPONSES_WITH_EMPTY_DATA,
+        [TextDelta("hé"), Finish("stop", Usage(), "completed")],
+    ),
     "anthropic": (
         ANTHROPIC_WITH_EMPTY_DATA,
         [TextDelta("hé"), Finish("stop", Usage(472, 5), "end_turn")],
@@ -73,7 +94,7 @@ EMPTY_DATA = {
 }
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_empty_data_lines_are_skipped_at_every_split(kind: str, server: Server) -> None:
     body, expected = EMPTY_DATA[kind]
     model = ADAPTERS[kind](server)
@@ -554,20 +575,26 @@ async def test_anthropic_null_and_odd_optional_fields_are_tolerated(server: Serv
 # --- a line that never ends ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+LINE_STARTS = {
+    "openai": b'data: {"choices": [{"index": 0, "delta": {"content": "',
+    "anthropic": (
+        b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        b'"delta": {"type": "text_delta", "text": "'
+    ),
+    "responses": (
+        b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", '
+        b'"item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "'
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
 async def test_a_line_without_end_fails_at_the_limit_holding_about_the_limit(
     kind: str, server: Server
 ) -> None:
     limit = 1024 * 1024
     piece = b"x" * 65536
-    start = (
-        b'data: {"choices": [{"index": 0, "delta": {"content": "'
-        if kind == "openai"
-        else (
-            b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
-            b'"delta": {"type": "text_delta", "text": "'
-        )
-    )
+    start = LINE_STARTS[kind]
     server.queue(Reply([start, *[piece] * 512], end="hang"))  # 32 MiB, never a newline
     model = ADAPTERS[kind](server, max_event_bytes=limit, max_retries=0)
     tracemalloc.start()

@@ -4,7 +4,11 @@ OpenAI: ``chat.completion.chunk`` objects as ``data:`` lines, ``usage: null`` on
 when ``stream_options.include_usage`` is set, then a final chunk with ``choices: []`` and the
 usage, then ``data: [DONE]``. Anthropic: named events (``event:`` + ``data:`` whose ``type``
 matches) in the order message_start, content blocks (start, deltas, stop), message_delta,
-message_stop, with ``ping`` anywhere.
+message_stop, with ``ping`` anywhere. OpenAI Responses: named events (``event:`` + ``data:``
+whose ``type`` matches, each with its ``sequence_number``): ``response.created``,
+``response.in_progress``, then per output item ``response.output_item.added``, its content
+events and ``response.output_item.done``, then ``response.completed`` (or ``.incomplete`` /
+``.failed``) holding the whole response; no ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -275,6 +279,194 @@ def anthropic_text(text: str = "héllo 🌍", stop_reason: str = "end_turn") -> 
             MESSAGE_STOP,
         ]
     )
+
+
+# --- OpenAI Responses ---------------------------------------------------------------------------
+
+RS_MODEL = "gpt-5-mini-2025-08-07"
+RS_ENCRYPTED = "gAAAAABo0_enc-reasoning-blob-Zm9vYmFy"
+
+
+def rs_usage(input_tokens: int = 82, output_tokens: int = 17, cached: int = 0) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+class ResponsesTurn:
+    """A protocol-accurate Responses stream, built item by item.
+
+    ``message``, ``call`` and ``reasoning`` append an output item with every event the API
+    sends for it; ``completed``, ``incomplete`` and ``failed`` end the response (the final
+    response repeats every item in ``output``). ``events`` may be edited before ``body()``.
+    """
+
+    def __init__(self, model: str = RS_MODEL) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.output: list[dict[str, Any]] = []
+        self.model = model
+        self.add("response.created", response=self.response("in_progress"))
+        self.add("response.in_progress", response=self.response("in_progress"))
+
+    def response(self, status: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "id": "resp_68af4030592c81938ec0a5fbab4a3e9f05438e46b5f69a3b",
+            "object": "response",
+            "created_at": 1756315696,
+            "status": status,
+            "background": False,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "max_output_tokens": None,
+            "model": self.model,
+            "output": list(self.output) if status != "in_progress" else [],
+            "parallel_tool_calls": True,
+            "previous_response_id": None,
+            "reasoning": {"effort": "medium", "summary": None},
+            "store": False,
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}, "verbosity": "medium"},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": None,
+            "metadata": {},
+            **fields,
+        }
+
+    def add(self, kind: str, **fields: Any) -> None:
+        self.events.append((kind, {"type": kind, "sequence_number": len(self.events), **fields}))
+
+    def message(self, *pieces: str, item_id: str = "msg_68af403f3c1c8193b5b2c43e") -> None:
+        index = len(self.output)
+        text = "".join(pieces)
+        ids = {"item_id": item_id, "output_index": index, "content_index": 0}
+        item = {"id": item_id, "type": "message", "status": "in_progress", "content": []}
+        self.add(
+            "response.output_item.added", output_index=index, item={**item, "role": "assistant"}
+        )
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+        self.add("response.content_part.added", **ids, part=part)
+        for piece in pieces:
+            self.add("response.output_text.delta", **ids, delta=piece, logprobs=[])
+        self.add("response.output_text.done", **ids, text=text, logprobs=[])
+        self.add("response.content_part.done", **ids, part={**part, "text": text})
+        done = {
+            **item,
+            "status": "completed",
+            "content": [{**part, "text": text}],
+            "role": "assistant",
+        }
+        self.add("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+
+    def call(self, call_id: str, name: str, *fragments: str, item_id: str | None = None) -> None:
+        index = len(self.output)
+        item_id = item_id or "fc_" + call_id
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": call_id,
+            "name": name,
+        }
+        self.add("response.output_item.added", output_index=index, item=item)
+        for fragment in fragments:
+            self.add(
+                "response.function_call_arguments.delta",
+                item_id=item_id,
+                output_index=index,
+                delta=fragment,
+            )
+        arguments = "".join(fragments)
+        self.add(
+            "response.function_call_arguments.done",
+            item_id=item_id,
+            output_index=index,
+            arguments=arguments,
+        )
+        done = {**item, "status": "completed", "arguments": arguments}
+        self.add("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+
+    def reasoning(
+        self,
+        *summary: Sequence[str],
+        encrypted: str | None = RS_ENCRYPTED,
+        item_id: str = "rs_68af4030baa48193b0b43b4c2a176a1a",
+    ) -> dict[str, Any]:
+        """A reasoning item with one summary part per sequence of deltas; returns the item."""
+        index = len(self.output)
+        ids = {"item_id": item_id, "output_index": index}
+        added: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": []}
+        if encrypted is not None:
+            added["encrypted_content"] = encrypted[: len(encrypted) // 2]  # may be partial here
+        self.add("response.output_item.added", output_index=index, item=added)
+        parts = []
+        for number, pieces in enumerate(summary):
+            text = "".join(pieces)
+            empty = {"type": "summary_text", "text": ""}
+            self.add(
+                "response.reasoning_summary_part.added", **ids, summary_index=number, part=empty
+            )
+            for piece in pieces:
+                self.add(
+                    "response.reasoning_summary_text.delta",
+                    **ids,
+                    summary_index=number,
+                    delta=piece,
+                    obfuscation="x1",
+                )
+            self.add("response.reasoning_summary_text.done", **ids, summary_index=number, text=text)
+            part = {"type": "summary_text", "text": text}
+            self.add("response.reasoning_summary_part.done", **ids, summary_index=number, part=part)
+            parts.append(part)
+        done: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": parts}
+        if encrypted is not None:
+            done["encrypted_content"] = encrypted
+        self.add("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+        return done
+
+    def completed(self, usage: dict[str, Any] | None = None) -> ResponsesTurn:
+        usage = usage or rs_usage()
+        self.add("response.completed", response=self.response("completed", usage=usage))
+        return self
+
+    def incomplete(self, reason: str = "max_output_tokens") -> ResponsesTurn:
+        response = self.response(
+            "incomplete", incomplete_details={"reason": reason}, usage=rs_usage()
+        )
+        self.add("response.incomplete", response=response)
+        return self
+
+    def failed(
+        self, code: str = "server_error", message: str = "The model failed."
+    ) -> ResponsesTurn:
+        error = {"code": code, "message": message}
+        self.add("response.failed", response=self.response("failed", error=error))
+        return self
+
+    def body(self, eol: str = "\n") -> bytes:
+        return responses_sse(self.events, eol=eol)
+
+
+def responses_sse(events: Iterable[tuple[str, dict[str, Any]] | str], *, eol: str = "\n") -> bytes:
+    """``event:`` + ``data:`` per event (a str is written as-is, for comments and faults)."""
+    return anthropic_sse(events, eol=eol)  # the same framing: named events
+
+
+def responses_text(text: str = "héllo 🌍") -> bytes:
+    turn = ResponsesTurn()
+    turn.message(text)
+    return turn.completed().body()
 
 
 def split_every(body: bytes, at: int) -> Sequence[bytes]:
