@@ -1,0 +1,307 @@
+"""Runs of a batch spread over a Dask cluster (``engine=`` a ``dask.distributed.Client``).
+
+Dask does the scheduling; nbagent only submits one task per input, at most ``concurrency`` at a
+time, and takes each row back as its task ends (into the same table, checkpoint and progress).
+
+What travels to the workers is a :class:`WorkerSpec`, pickled once with cloudpickle (so tools
+defined in notebook cells go by value) and scattered to every worker: the tools, the agent's
+settings, the approver, the output schema, and the *model string*, never a generator holding a
+key. Each worker builds its model from that string and its own environment (``OPENAI_API_KEY``
+… set where the worker starts: ``LocalCluster(env=...)``, the deployment's configuration), once
+per batch. Provider adapters refuse to be pickled (their key is a ``Secret``), so an agent whose
+model was built in code with a key cannot leak it into a task graph: the batch asks for
+``model="provider:name"`` instead. Offline models (FunctionModel …) hold no key and travel as
+they are.
+
+The task is a coroutine, so Dask runs it on the worker's event loop: a run that waits on the
+network holds a task slot (a worker thread) but no thread. Give workers more threads than cores
+for remote models (``dask worker --nthreads 16``). A worker that dies mid-run has its task
+retried elsewhere by Dask (``distributed.scheduler.allowed-failures``); a task that keeps
+killing workers ends as a failed row saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BatchInputError
+from ._inputs import Item
+from ._rows import BatchRow, describe_error
+from ._run import Gate, RunPlan, run_item
+
+if TYPE_CHECKING:
+    from ..approval import Approver
+    from ..generation import Generator, Options
+    from ..limits import Limits
+    from ..messages import Message
+    from ..tools import Tool
+    from ._batch import Batch
+    from ._output import OutputSpec
+
+__all__ = ["WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
+
+#: Prepared agents a worker keeps (one per batch spec): a few batches may share a cluster.
+_KEEP_PLANS = 4
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs to run inputs of one batch: no key, ever."""
+
+    model: str | None
+    generator: Generator | None
+    tools: list[Tool]
+    instructions: str | None
+    options: Options
+    limits: Limits
+    agent_max_steps: int
+    tool_timeout: float | None
+    max_concurrency: int | None
+    approval_timeout: float | None
+    messages: list[Message]
+    approver: Approver
+    max_steps: int | None
+    tool_names: list[str] | None
+    run_options: Options | None
+    timeout: float | None
+    retries: int
+    retry_delay: float
+    output: OutputSpec | None
+    keep_history: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def plan(self) -> RunPlan:
+        from ..agent import Agent
+
+        agent = Agent(
+            self.model if self.model is not None else self.generator,
+            self.tools,
+            instructions=self.instructions,
+            approver=self.approver,
+            max_steps=self.agent_max_steps,
+            options=self.options,
+            tool_timeout=self.tool_timeout,
+            max_concurrency=self.max_concurrency,
+            messages=self.messages,
+            limits=self.limits,
+            approval_timeout=self.approval_timeout,
+        )
+        return RunPlan(
+            agent,
+            self.approver,
+            max_steps=self.max_steps,
+            tools=self.tool_names,
+            options=self.run_options,
+            timeout=self.timeout,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
+            output=self.output,
+            keep_history=self.keep_history,
+        )
+
+
+def worker_spec(batch: Batch) -> WorkerSpec:
+    """The spec of ``batch``'s runs; refuses a model that would carry a key."""
+    plan = batch.plan
+    agent = plan.agent
+    generator: Generator | None = None
+    if batch.model is None:
+        generator = agent.generator
+        import cloudpickle
+
+        try:
+            cloudpickle.dumps(generator)
+        except Exception:
+            raise BatchInputError(
+                f"the agent's model ({type(generator).__name__}) cannot be sent to Dask "
+                "workers: it holds an API key, which never travels in a task. Pass "
+                "model='provider:name' (e.g. model='openai:gpt-4.1-mini'): each worker then "
+                "builds the model from its own environment (set OPENAI_API_KEY … where the "
+                "workers start)"
+            ) from None
+    return WorkerSpec(
+        model=batch.model,
+        generator=generator,
+        tools=list(agent.tools.values()),
+        instructions=agent.instructions,
+        options=agent.options,
+        limits=agent.limits,
+        agent_max_steps=agent.max_steps,
+        tool_timeout=agent.tool_timeout,
+        max_concurrency=agent.max_concurrency,
+        approval_timeout=agent.approval_timeout,
+        messages=list(agent.messages) if plan.keep_history else [],
+        approver=plan.approver,
+        max_steps=plan.max_steps,
+        tool_names=plan.tools,
+        run_options=plan.options,
+        timeout=plan.timeout,
+        retries=plan.retries,
+        retry_delay=plan.retry_delay,
+        output=plan.output,
+        keep_history=plan.keep_history,
+    )
+
+
+def worker_spec_bytes(batch: Batch) -> bytes:
+    """The spec as the bytes sent to the workers (cloudpickle: notebook functions by value)."""
+    import cloudpickle
+
+    try:
+        return bytes(cloudpickle.dumps(worker_spec(batch)))
+    except BatchInputError:
+        raise
+    except Exception as exc:
+        raise BatchInputError(
+            f"the batch cannot be sent to Dask workers: {type(exc).__name__}: {exc} (a tool, "
+            "the approver or the model holds something that does not pickle)"
+        ) from None
+
+
+# --- on a worker ------------------------------------------------------------------------------
+
+_plans: OrderedDict[str, tuple[RunPlan, Gate]] = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def _plan_for(spec: bytes) -> tuple[RunPlan, Gate]:
+    digest = hashlib.sha256(spec).hexdigest()
+    with _plans_lock:
+        found = _plans.get(digest)
+        if found is not None:
+            _plans.move_to_end(digest)
+            return found
+    import cloudpickle
+
+    loaded: WorkerSpec = cloudpickle.loads(spec)
+    made = (loaded.plan(), Gate())
+    with _plans_lock:
+        _plans[digest] = made
+        while len(_plans) > _KEEP_PLANS:
+            _plans.popitem(last=False)
+    return made
+
+
+async def run_remote(spec: bytes, item: Item) -> BatchRow:
+    """The task: one input, run on the worker's event loop."""
+    plan, gate = _plan_for(spec)
+    return await run_item(plan, item, gate)
+
+
+# --- on the client ----------------------------------------------------------------------------
+
+
+async def run_on_dask(batch: Batch, todo: list[Item]) -> None:
+    """Submit ``todo`` to the cluster, at most ``batch.concurrency`` in flight, and record each
+    row as its task ends. Returns when every input has a row or the batch was stopped."""
+    client = batch.engine
+    if getattr(client, "asynchronous", False):
+        raise BatchInputError(
+            "engine= needs a synchronous dask.distributed.Client (Client(...) without "
+            "asynchronous=True)"
+        )
+    spec = worker_spec_bytes(batch)
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+    state: dict[str, Any] = {"futures": {}}
+    lock = threading.Lock()
+
+    def on_stop() -> None:
+        stop.set()
+        with lock:
+            futures = [f for f, _ in state["futures"].values()]
+        if futures:  # Client.cancel waits for the scheduler: not on the event loop
+            threading.Thread(target=_cancel, args=(client, futures), daemon=True).start()
+
+    batch.on_stop(on_stop)
+    if batch.stopping:
+        return
+    await asyncio.to_thread(_drive, batch, client, spec, todo, loop, stop, state, lock)
+
+
+def _cancel(client: Any, futures: list[Any]) -> None:
+    try:
+        client.cancel(futures)
+    except Exception:  # the cluster went away: the rows are reported as cancelled anyway
+        pass
+
+
+def _drive(
+    batch: Batch,
+    client: Any,
+    spec: bytes,
+    todo: list[Item],
+    loop: asyncio.AbstractEventLoop,
+    stop: threading.Event,
+    state: dict[str, Any],
+    lock: threading.Lock,
+) -> None:
+    from distributed import as_completed
+
+    limit = batch.concurrency
+    if batch.concurrency_default:
+        limit = max(1, sum(client.nthreads().values()))
+    shared = client.scatter(spec, broadcast=True, hash=False)
+    pending = iter(todo)
+    completed = as_completed()
+    futures: dict[str, tuple[Any, Item]] = state["futures"]
+    token = hashlib.sha256(spec).hexdigest()[:12]
+
+    def post(function: Any, *args: Any) -> None:
+        loop.call_soon_threadsafe(function, *args)
+
+    def submit_next() -> bool:
+        if stop.is_set():
+            return False
+        item = next(pending, None)
+        if item is None:
+            return False
+        light = Item(item.position, None, item.key, item.prompt, item.problem)
+        future = client.submit(
+            run_remote, shared, light, key=f"nbagent-run-{token}-{item.position}", pure=False
+        )
+        with lock:
+            futures[future.key] = (future, item)
+        post(batch.running, 1)
+        completed.add(future)
+        return True
+
+    for _ in range(limit):
+        if not submit_next():
+            break
+    for future in completed:
+        with lock:
+            _, item = futures.pop(future.key)
+        post(batch.running, -1)
+        post(batch.record, _row_of(future, item))
+        if not stop.is_set():
+            submit_next()
+        with lock:
+            if not futures:
+                break
+
+
+def _row_of(future: Any, item: Item) -> BatchRow:
+    status = future.status
+    if status == "cancelled":
+        return BatchRow(item.position, item.key, item.prompt, "cancelled", error="stopped")
+    try:
+        row = future.result()
+    except Exception as exc:
+        name = type(exc).__name__
+        if name == "KilledWorker":
+            why = (
+                "the Dask worker running it died, and so did the workers it was retried on "
+                f"({describe_error(exc)})"
+            )
+        else:
+            why = describe_error(exc) or "the task failed"
+        return BatchRow(item.position, item.key, item.prompt, "failed", error=why)
+    if not isinstance(row, BatchRow):  # pragma: no cover - a task of ours returns a row
+        return BatchRow(item.position, item.key, item.prompt, "failed", error="no row came back")
+    return row
