@@ -101,7 +101,9 @@ def output_spec(output: Any) -> OutputSpec:
         try:
             made = function_schema(answer)
         except Exception as exc:
-            raise BatchInputError(f"output={output!r} cannot be an answer type: {exc}") from None
+            why = str(exc).replace(f"{answer.__qualname__}: parameter 'value'", "the output")
+            why = why.replace("pass schema= to @tool", "pass a JSON Schema as output=")
+            raise BatchInputError(f"output={output!r} cannot be an answer type: {why}") from None
         schema = dict(made.schema["properties"]["value"])
         if "$defs" in made.schema:
             schema["$defs"] = made.schema["$defs"]
