@@ -4,7 +4,7 @@ Dask does the scheduling; nbagent only submits one task per input, at most ``con
 time, and takes each row back as its task ends (into the same table, checkpoint and progress).
 
 What travels to the workers is a :class:`WorkerSpec`, pickled once with cloudpickle (so tools
-defined in notebook cells go by value) and scattered to every worker: the tools, the agent's
+defined in notebook cells go by value) and sent with each task: the tools, the agent's
 settings, the approver, the output schema, and the *model string*, never a generator holding a
 key. Each worker builds its model from that string and its own environment (``OPENAI_API_KEY``
 … set where the worker starts: ``LocalCluster(env=...)``, the deployment's configuration), once
@@ -246,7 +246,9 @@ def _drive(
     limit = batch.concurrency
     if batch.concurrency_default:
         limit = max(1, sum(client.nthreads().values()))
-    shared = client.scatter(spec, broadcast=True, hash=False)
+    # The spec goes with each task rather than scattered once: data scattered to workers is
+    # lost when they die, and then every task needing it would be cancelled. Only
+    # ``concurrency`` tasks exist at a time, so this costs little.
     pending = iter(todo)
     completed = as_completed()
     futures: dict[str, tuple[Any, Item]] = state["futures"]
@@ -263,7 +265,7 @@ def _drive(
             return False
         light = Item(item.position, None, item.key, item.prompt, item.problem)
         future = client.submit(
-            run_remote, shared, light, key=f"nbagent-run-{token}-{item.position}", pure=False
+            run_remote, spec, light, key=f"nbagent-run-{token}-{item.position}", pure=False
         )
         with lock:
             futures[future.key] = (future, item)
@@ -278,7 +280,7 @@ def _drive(
         with lock:
             _, item = futures.pop(future.key)
         post(batch.running, -1)
-        post(batch.record, _row_of(future, item))
+        post(batch.record, _row_of(future, item, stop.is_set()))
         if not stop.is_set():
             submit_next()
         with lock:
@@ -286,10 +288,17 @@ def _drive(
                 break
 
 
-def _row_of(future: Any, item: Item) -> BatchRow:
-    status = future.status
-    if status == "cancelled":
-        return BatchRow(item.position, item.key, item.prompt, "cancelled", error="stopped")
+def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
+    if future.status == "cancelled":
+        if stopping:
+            return BatchRow(item.position, item.key, item.prompt, "cancelled", error="stopped")
+        return BatchRow(
+            item.position,
+            item.key,
+            item.prompt,
+            "failed",
+            error="the Dask cluster cancelled the task (a worker or the scheduler went away)",
+        )
     try:
         row = future.result()
     except Exception as exc:
