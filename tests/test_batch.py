@@ -463,3 +463,17 @@ def test_bad_settings_are_refused_before_any_run() -> None:
     named = Tool(name="final_answer", input_schema={"type": "object"}, execute=lambda c: "x")
     with pytest.raises(BatchInputError, match="rename the tool"):
         Batch(Agent(grading_model(), [named]), ["1"], output=int)
+
+
+def test_the_batch_module_is_core_it_loads_no_front_end_table_or_cluster() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nbagent.batch\n"
+        "bad = [m for m in ('IPython', 'ipywidgets', 'httpx2', 'pandas', 'distributed', 'dask',"
+        " 'cloudpickle') if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
