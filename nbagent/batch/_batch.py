@@ -147,6 +147,9 @@ class Batch:
         self._reporter: Reporter | None = (
             default_reporter() if isinstance(progress, str) else progress
         )
+        bind = getattr(self._reporter, "bind", None)
+        if callable(bind):  # a view that offers Stop, or lists failed rows at the end
+            bind(self)
         self.rows: list[BatchRow | None] = [None] * len(self.items)
         self._resume(resume, checkpoint, spec)
         self._writer = CheckpointWriter(checkpoint) if checkpoint is not None else None

@@ -111,19 +111,7 @@ def worker_spec(batch: Batch) -> WorkerSpec:
     agent = plan.agent
     generator: Generator | None = None
     if batch.model is None:
-        generator = agent.generator
-        import cloudpickle
-
-        try:
-            cloudpickle.dumps(generator)
-        except Exception:
-            raise BatchInputError(
-                f"the agent's model ({type(generator).__name__}) cannot be sent to Dask "
-                "workers: it holds an API key, which never travels in a task. Pass "
-                "model='provider:name' (e.g. model='openai:gpt-4.1-mini'): each worker then "
-                "builds the model from its own environment (set OPENAI_API_KEY … where the "
-                "workers start)"
-            ) from None
+        generator = _travelling(agent.generator)
     return WorkerSpec(
         model=batch.model,
         generator=generator,
@@ -146,6 +134,34 @@ def worker_spec(batch: Batch) -> WorkerSpec:
         output=plan.output,
         keep_history=plan.keep_history,
     )
+
+
+def _travelling(generator: Generator) -> Generator:
+    """The agent's own model, fit to travel: no key, and without the requests it recorded."""
+    import copy
+
+    import cloudpickle
+
+    if getattr(generator, "api_key", None) is not None or hasattr(generator, "_client"):
+        raise BatchInputError(
+            f"the agent's model ({type(generator).__name__}) talks to a provider, and neither "
+            "its connection nor its key ever travels in a task: pass model='provider:name' (e.g. "
+            "model='openai:gpt-4.1-mini'), and each worker builds the model from its own "
+            "environment (set OPENAI_API_KEY … where the workers start)"
+        )
+    made = copy.copy(generator)
+    if isinstance(getattr(made, "requests", None), list):
+        made.requests = []  # type: ignore[attr-defined]  # an offline model's own record
+    try:
+        cloudpickle.dumps(made)
+    except Exception as exc:
+        raise BatchInputError(
+            f"the agent's model ({type(generator).__name__}) cannot be sent to Dask workers: "
+            f"{type(exc).__name__}: {exc}. Give the batch a model string (model='provider:"
+            "name'), or a model whose functions use nothing bound to this process (a lock, "
+            "an event, an open file)"
+        ) from None
+    return made
 
 
 def worker_spec_bytes(batch: Batch) -> bytes:
