@@ -2,7 +2,9 @@
 
 The batch hands a :class:`BatchProgress` to its progress reporter at a bounded rate (at most
 every ``interval`` seconds, and once more at the end): front ends never see one message per
-run. A reporter is any callable taking a snapshot (``final`` is True on the last one). The
+run. A reporter is any callable taking a snapshot (``final`` is True on the last one); one that
+also has ``bind(batch)`` is given the batch first (a view's Stop button calls ``batch.cancel()``,
+its final summary lists the failed rows). The
 terminal reporter rewrites one line on a terminal and prints a plain line every few seconds
 elsewhere (a log file must not fill with carriage returns).
 """
