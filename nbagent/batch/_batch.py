@@ -130,7 +130,7 @@ class Batch:
         spec: OutputSpec | None = output_spec(output) if output is not None else None
         tool_names = list(tools) if tools is not None else None
         self.plan = RunPlan(
-            self._prepared_agent(agent, spec, model, tool_names),
+            self._prepared_agent(agent, spec, model if engine is None else None, tool_names),
             approver,
             max_steps=max_steps,
             tools=[*tool_names, ANSWER_TOOL] if spec and tool_names is not None else tool_names,
@@ -172,7 +172,8 @@ class Batch:
         agent: Agent, spec: OutputSpec | None, model: str | None, tools: list[str] | None
     ) -> Agent:
         """A fork of the caller's agent with the batch's model and answer tool (never the
-        caller's own object: its conversation and tools stay as they were)."""
+        caller's own object: its conversation and tools stay as they were). On Dask the model
+        string is resolved by each worker, in its own environment, not here."""
         prepared = agent.fork()
         if model is not None:
             from ..providers import resolve_generator

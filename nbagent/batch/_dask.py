@@ -1,7 +1,9 @@
 """Runs of a batch spread over a Dask cluster (``engine=`` a ``dask.distributed.Client``).
 
-Dask does the scheduling; nbagent only submits one task per input, at most ``concurrency`` at a
-time, and takes each row back as its task ends (into the same table, checkpoint and progress).
+Dask does the scheduling; nbagent only submits tasks, each running a few inputs together (one
+per task for short batches, up to :data:`MAX_CHUNK` for long ones, so Dask's cost per task is
+shared), with at most ``concurrency`` runs in flight, and takes the rows back as each task ends
+(into the same table, checkpoint and progress).
 
 What travels to the workers is a :class:`WorkerSpec`, pickled once with cloudpickle (so tools
 defined in notebook cells go by value) and sent with each task: the tools, the agent's
@@ -47,6 +49,8 @@ __all__ = ["WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
 
 #: Prepared agents a worker keeps (one per batch spec): a few batches may share a cluster.
 _KEEP_PLANS = 4
+#: Most inputs one task runs (together, on the worker's event loop).
+MAX_CHUNK = 16
 
 
 @dataclass
@@ -203,10 +207,16 @@ def _plan_for(spec: bytes) -> tuple[RunPlan, Gate]:
     return made
 
 
-async def run_remote(spec: bytes, item: Item) -> BatchRow:
-    """The task: one input, run on the worker's event loop."""
+async def run_remote(spec: bytes, items: list[Item]) -> list[BatchRow]:
+    """The task: a few inputs, run together on the worker's event loop."""
     plan, gate = _plan_for(spec)
-    return await run_item(plan, item, gate)
+    return list(await asyncio.gather(*(run_item(plan, item, gate) for item in items)))
+
+
+def chunk_size(todo: int, limit: int) -> int:
+    """Inputs per task: one while there are few, up to :data:`MAX_CHUNK` for long batches, so
+    Dask's cost per task (scheduling, messages) is shared by several runs."""
+    return max(1, min(MAX_CHUNK, todo // (limit * 4)))
 
 
 # --- on the client ----------------------------------------------------------------------------
@@ -262,12 +272,11 @@ def _drive(
     limit = batch.concurrency
     if batch.concurrency_default:
         limit = max(1, sum(client.nthreads().values()))
-    # The spec goes with each task rather than scattered once: data scattered to workers is
-    # lost when they die, and then every task needing it would be cancelled. Only
-    # ``concurrency`` tasks exist at a time, so this costs little.
+    size = chunk_size(len(todo), limit)
+    tasks_at_once = max(1, limit // size)
     pending = iter(todo)
     completed = as_completed()
-    futures: dict[str, tuple[Any, Item]] = state["futures"]
+    futures: dict[str, tuple[Any, list[Item]]] = state["futures"]
     token = hashlib.sha256(spec).hexdigest()[:12]
 
     def post(function: Any, *args: Any) -> None:
@@ -276,32 +285,47 @@ def _drive(
     def submit_next() -> bool:
         if stop.is_set():
             return False
-        item = next(pending, None)
-        if item is None:
+        chunk = [item for _, item in zip(range(size), pending, strict=False)]
+        if not chunk:
             return False
-        light = Item(item.position, None, item.key, item.prompt, item.problem)
+        # The spec goes with each task rather than scattered once: data scattered to workers
+        # is lost when they die, and then every task needing it would be cancelled. Only a
+        # few tasks exist at a time, so this costs little.
+        light = [Item(i.position, None, i.key, i.prompt, i.problem) for i in chunk]
         future = client.submit(
-            run_remote, spec, light, key=f"nbagent-run-{token}-{item.position}", pure=False
+            run_remote, spec, light, key=f"nbagent-runs-{token}-{chunk[0].position}", pure=False
         )
         with lock:
-            futures[future.key] = (future, item)
-        post(batch.running, 1)
+            futures[future.key] = (future, chunk)
+        post(batch.running, len(chunk))
         completed.add(future)
         return True
 
-    for _ in range(limit):
+    for _ in range(tasks_at_once):
         if not submit_next():
             break
     for future in completed:
         with lock:
-            _, item = futures.pop(future.key)
-        post(batch.running, -1)
-        post(batch.record, _row_of(future, item, stop.is_set()))
+            _, chunk = futures.pop(future.key)
+        post(batch.running, -len(chunk))
+        for row in _rows_of(future, chunk, stop.is_set()):
+            post(batch.record, row)
         if not stop.is_set():
             submit_next()
         with lock:
             if not futures:
                 break
+
+
+def _rows_of(future: Any, chunk: list[Item], stopping: bool) -> list[BatchRow]:
+    if future.status != "cancelled" and future.status != "error":
+        try:
+            rows = future.result()
+        except Exception:  # pragma: no cover - the status said it finished
+            rows = None
+        if isinstance(rows, list) and len(rows) == len(chunk):
+            return rows
+    return [_row_of(future, item, stopping) for item in chunk]
 
 
 def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
@@ -327,6 +351,5 @@ def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
         else:
             why = describe_error(exc) or "the task failed"
         return BatchRow(item.position, item.key, item.prompt, "failed", error=why)
-    if not isinstance(row, BatchRow):  # pragma: no cover - a task of ours returns a row
-        return BatchRow(item.position, item.key, item.prompt, "failed", error="no row came back")
-    return row
+    why = f"the task gave back no row for it: {row!r:.80}"
+    return BatchRow(item.position, item.key, item.prompt, "failed", error=why)
