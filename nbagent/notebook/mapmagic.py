@@ -115,7 +115,7 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     """Parse one ``%agent map``, build its batch and show its view; nothing runs yet."""
     from ..agent import Agent
     from ..batch import Batch
-    from .frontend import detect
+    from .frontend import awaiting_cells_take_clicks, detect
     from .magics import _widgets_available
     from .mapview import MapView
 
@@ -149,6 +149,7 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     view = MapView(
         f"{args.over}: {template}" if template else args.over,
         widgets=frontend.interactive and _widgets_available(),
+        stoppable=awaiting_cells_take_clicks()[0],
     )
     try:
         from ..errors import BatchInputError
@@ -230,12 +231,12 @@ def install_default_view() -> None:
         shell = get_ipython()
         if shell is None or getattr(shell, "kernel", None) is None:
             return None
-        from .frontend import detect
+        from .frontend import awaiting_cells_take_clicks, detect
         from .magics import _widgets_available
         from .mapview import MapView
 
         interactive = detect(shell).interactive and _widgets_available()
-        view = MapView("agent.map", widgets=interactive)
+        view = MapView("agent.map", widgets=interactive, stoppable=awaiting_cells_take_clicks()[0])
         view.show()
         return view
 

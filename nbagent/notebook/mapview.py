@@ -113,10 +113,12 @@ def _failures(batch: Batch | None) -> list[tuple[str, str]]:
 class MapView:
     """A batch's progress in the current cell; give it to the batch as its reporter.
 
-    ``widgets``: show a live view with Stop (else only the final summary). The batch binds
-    itself with :meth:`bind` (Stop cancels it; the final summary lists its failed rows)."""
+    ``widgets``: show a live view (else only the final summary); ``stoppable``: with a Stop
+    button (a kernel that cannot deliver clicks to a waiting cell gets a note saying to use
+    Kernel > Interrupt instead). The batch binds itself with :meth:`bind` (Stop cancels it; the
+    final summary lists its failed rows)."""
 
-    def __init__(self, title: str = "", *, widgets: bool = True) -> None:
+    def __init__(self, title: str = "", *, widgets: bool = True, stoppable: bool = True) -> None:
         self.title = " ".join(title.split())
         self.batch: Batch | None = None
         self.display_id = f"nbagent-map-{uuid.uuid4().hex}"
@@ -133,10 +135,16 @@ class MapView:
                 self._live_html(BatchProgress(total=0)),
                 layout=ipywidgets.Layout(width="100%"),
             )
-            self._stop = ipywidgets.Button(
-                description="Stop", icon="stop", tooltip="Cancel the runs not finished yet"
-            )
-            self._stop.on_click(self._on_stop)
+            if stoppable:
+                self._stop = ipywidgets.Button(
+                    description="Stop", icon="stop", tooltip="Cancel the runs not finished yet"
+                )
+                self._stop.on_click(self._on_stop)
+            else:
+                self._stop = ipywidgets.HTML(
+                    '<span style="opacity:0.7">Kernel &gt; Interrupt stops the batch (finished '
+                    "rows are kept)</span>"
+                )
             self._box = ipywidgets.VBox([self._html, self._stop])
             self._box.add_class("nbagent-map")
 
@@ -147,7 +155,7 @@ class MapView:
         return progress_bundle(progress, self.title)["text/html"]
 
     def _on_stop(self, _button: Any) -> None:
-        if self.batch is None or self.finished:
+        if self.batch is None or self.finished or not hasattr(self._stop, "on_click"):
             return
         self._stop.disabled = True
         self._stop.description = "Stopping…"
