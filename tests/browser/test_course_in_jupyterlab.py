@@ -51,7 +51,7 @@ EXPECTED = {
         "failed | ReplayDivergedError",
     ],
     "09_many_runs": [
-        "nbagent map (finished): quiz",
+        "nbagent map · finished · quiz",
         "5/5 · done 5 · failed 0",
         "6 points out of 10",
         "the second batch ran only: ['Oslo | Oslo']",
