@@ -144,12 +144,6 @@ class Batch:
         self.model = model
         if isinstance(progress, str) and progress != "auto":
             raise BatchInputError(f"progress= takes 'auto', None or a callable, not {progress!r}")
-        self._reporter: Reporter | None = (
-            default_reporter() if isinstance(progress, str) else progress
-        )
-        bind = getattr(self._reporter, "bind", None)
-        if callable(bind):  # a view that offers Stop, or lists failed rows at the end
-            bind(self)
         self.rows: list[BatchRow | None] = [None] * len(self.items)
         self._resume(resume, checkpoint, spec)
         self._writer = CheckpointWriter(checkpoint) if checkpoint is not None else None
@@ -164,6 +158,13 @@ class Batch:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._gate = Gate()
         self._on_stop: list[Callable[[], Any]] = []
+        # last, once nothing can fail any more: a view shown now belongs to a batch that runs
+        self._reporter: Reporter | None = (
+            default_reporter() if isinstance(progress, str) else progress
+        )
+        bind = getattr(self._reporter, "bind", None)
+        if callable(bind):  # a view that offers Stop, or lists failed rows at the end
+            bind(self)
 
     # --- before the first run ---------------------------------------------------------------
 

@@ -152,8 +152,6 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
         stoppable=awaiting_cells_take_clicks()[0],
     )
     try:
-        from ..errors import BatchInputError
-
         base = session.agent
         agent = Agent(
             base.generator,
@@ -164,10 +162,12 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
             tool_timeout=base.tool_timeout,
         )
         batch = Batch(agent, table, template or None, progress=view, **options)
-    except BatchInputError as exc:
+    except (NbagentError, OSError, TypeError) as exc:  # BatchInputError, a bad checkpoint …
+        view.discard()
         raise UsageError(f"%agent map: {exc}") from None
-    except NbagentError as exc:
-        raise UsageError(f"%agent map: {exc}") from None
+    except BaseException:
+        view.discard()
+        raise
     view.show()
     return batch, args.output
 

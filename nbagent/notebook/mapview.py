@@ -161,6 +161,24 @@ class MapView:
         self._stop.description = "Stopping…"
         self.batch.cancel()
 
+    def discard(self) -> None:
+        """Close the widgets of a view that will never be shown (the batch could not start)."""
+        self.finished = True
+        self._close()
+
+    def _close(self) -> None:
+        """Close every widget of the view, with its layout and style (each is a comm)."""
+        seen: set[int] = set()
+        for widget in (self._box, self._html, self._stop):
+            for part in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
+                if part is None or id(part) in seen:
+                    continue
+                seen.add(id(part))
+                try:
+                    part.close()
+                except Exception:  # a widget that is already gone
+                    continue
+
     def show(self) -> None:
         """Display the live view (widgets) in the current cell."""
         if self._box is None or self._shown:
@@ -197,6 +215,4 @@ class MapView:
             update_display(bundle, raw=True, metadata=metadata, display_id=self.display_id)  # type: ignore[no-untyped-call]
         else:
             display(bundle, raw=True, metadata=metadata, display_id=self.display_id)  # type: ignore[no-untyped-call]
-        for widget in (self._box, self._html, self._stop):
-            if widget is not None:
-                widget.close()
+        self._close()

@@ -71,16 +71,20 @@ def test_a_map_cell_shows_live_progress_then_plain_output(ready: Kernel) -> None
     assert "3/3 · done 3 · failed 0" in plain
     html = kernel.cell_text(msg_id, "text/html")
     assert "nbagent map" in html and "<script" not in html
-    live = kernel.widget_ids("VBoxModel", since=since)
-    assert live and all(c in kernel.closed for c in live), "the live view was closed"
+    live = list(kernel.widgets)[since:]
+    assert live and all(c in kernel.closed for c in live), "every widget of the view was closed"
 
 
 def test_bad_input_is_a_usage_error_naming_the_columns(ready: Kernel) -> None:
+    since = ready.mark()
     msg_id = ready.submit('%agent map --over quiz -o nope "{answr}|{key}"')
     ready.finish(msg_id, allow_errors=True)
     reply = ready.replies[msg_id]["content"]
     assert reply["status"] == "error" and reply["ename"] == "UsageError"
     assert "its columns: answer, key" in reply["evalue"]
+    made = list(ready.widgets)[since:]
+    assert all(c in ready.closed for c in made), "a batch that never started left widgets"
+    assert _widget_outputs(ready, msg_id) == []
     msg_id = ready.submit('%agent map --over quiz --approve ask "{answer}|{key}"')
     ready.finish(msg_id, allow_errors=True)
     assert "--approve auto" in ready.replies[msg_id]["content"]["evalue"]
