@@ -19,6 +19,11 @@ until killed or until its stdin closes.
 
 Every SSE event is one HTTP chunk (``Transfer-Encoding: chunked``), as the real services send
 them; the whole response is built once and written in one go, so the server costs ~nothing.
+
+``python benchmarks/_sse_server.py agent`` plays a two-step agent instead (``bench_batch.py``):
+a Chat Completions request with no ``tool`` message gets a call of the tool ``lookup``, one with
+a tool result gets a short text answer; a request with ``"stream": true`` gets SSE, one without
+gets the whole ``chat.completion`` JSON (what SDKs send from their non-streaming ``run``).
 """
 
 from __future__ import annotations
@@ -224,12 +229,66 @@ def responses_body(chunks: int) -> bytes:
     return _http(events)
 
 
-async def serve(chunks: int) -> None:
-    bodies = {
-        "openai": openai_body(chunks),
-        "anthropic": anthropic_body(chunks),
-        "responses": responses_body(chunks),
+def _json_http(value: object) -> bytes:
+    body = _dumps(value).encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
+
+
+def agent_bodies() -> dict[tuple[bool, bool], bytes]:
+    """(answered a tool, streamed) -> the response: a call of ``lookup``, or the final text."""
+    base = {"id": "chatcmpl-b", "created": 1700000000, "model": "bench-model"}
+    usage = {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    pieces = ['{"query', '": "pri', 'ces"}']
+    text = ["All ", "looked ", "up: ", "done."]
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        data = {**base, "object": "chat.completion.chunk", "choices": [choice]}
+        return f"data: {_dumps(data)}\n\n".encode()
+
+    last = {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+    tail = [f"data: {_dumps(last)}\n\n".encode(), b"data: [DONE]\n\n"]
+    calling = [chunk({"role": "assistant", "content": None})]
+    calling.append(
+        chunk({"tool_calls": [{**call, "function": {"name": "lookup", "arguments": ""}}]})
+    )
+    calling += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces]
+    calling += [chunk({}, "tool_calls"), *tail]
+    answering = [chunk({"role": "assistant", "content": ""})]
+    answering += [chunk({"content": piece}) for piece in text]
+    answering += [chunk({}, "stop"), *tail]
+
+    def whole(message: dict[str, object], finish: str) -> bytes:
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        return _json_http(
+            {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+        )
+
+    function = {"name": "lookup", "arguments": "".join(pieces)}
+    return {
+        (False, True): _http(calling),
+        (True, True): _http(answering),
+        (False, False): whole(
+            {"role": "assistant", "content": None, "tool_calls": [{**call, "function": function}]},
+            "tool_calls",
+        ),
+        (True, False): whole({"role": "assistant", "content": "".join(text)}, "stop"),
     }
+
+
+async def serve(chunks: int, agent: bool = False) -> None:
+    bodies = (
+        {}
+        if agent
+        else {
+            "openai": openai_body(chunks),
+            "anthropic": anthropic_body(chunks),
+            "responses": responses_body(chunks),
+        }
+    )
+    played = agent_bodies()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -242,9 +301,12 @@ async def serve(chunks: int) -> None:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
-                if length:
-                    await reader.readexactly(length)
-                if "chat/completions" in path:
+                body = await reader.readexactly(length) if length else b""
+                if agent and "chat/completions" in path:
+                    answered = b'"role":"tool"' in body or b'"role": "tool"' in body
+                    streamed = b'"stream":true' in body or b'"stream": true' in body
+                    writer.write(played[(answered, streamed)])
+                elif "chat/completions" in path:
                     writer.write(bodies["openai"])
                 elif path.endswith("/responses"):
                     writer.write(bodies["responses"])
@@ -268,4 +330,7 @@ async def serve(chunks: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 20000))
+    if len(sys.argv) > 1 and sys.argv[1] == "agent":
+        asyncio.run(serve(0, agent=True))
+    else:
+        asyncio.run(serve(int(sys.argv[1]) if len(sys.argv) > 1 else 20000))

@@ -37,6 +37,7 @@ BENCHMARKS = [
     ("first-text", "bench_first_text.py"),
     ("saved-size", "bench_saved_size.py"),
     ("recording", "bench_recording.py"),
+    ("batch", "bench_batch.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
 QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}

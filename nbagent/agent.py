@@ -238,3 +238,52 @@ class Agent:
             )
         except asyncio.CancelledError:
             raise NbagentError("the run was cancelled") from None
+
+    # --- many runs ----------------------------------------------------------------------------
+
+    async def map(self, inputs: Any, template: str | None = None, **options: Any) -> Any:
+        """Run once per input and return a pandas DataFrame, one row per input (see
+        docs/howto/batch.md).
+
+        ``inputs``: prompt strings, or a DataFrame whose rows fill ``template``
+        (``"Grade {answer} against {key}"``). Rows keep the inputs' order and index; columns:
+        prompt, status ("done", "failed", "cancelled", "not run"), text, output (with
+        ``output=``), steps, tokens, seconds, stop_reason, error, attempts, result (the
+        :class:`~nbagent.events.RunResult`). A failed run is a row with its error, never an
+        exception. Each run has a conversation of its own (``keep_history=True``: a copy of
+        this agent's); this agent is left untouched. Options:
+
+        ``concurrency`` (8) runs at once; ``max_steps``, ``timeout`` (seconds) per run;
+        ``approver``: "auto", "deny" or a non-interactive Approver (default: this agent's; one
+        that asks a person is refused); ``output``: a JSON Schema or Python type each run must
+        answer with (the ``output`` column); ``checkpoint``: a JSON-lines file that gets each
+        finished row and, when it exists, is resumed from; ``resume``: an earlier results table
+        (done rows are kept, the rest run); ``retries`` (3) / ``retry_delay`` (2 s) for runs
+        that failed on a busy provider (429, 5xx); ``engine``: a ``dask.distributed.Client``;
+        ``model``: a model string for this batch (what Dask workers build their model from);
+        ``tools``, ``options``; ``progress``: "auto", None or a callable given
+        :class:`~nbagent.batch.BatchProgress` snapshots. Bad inputs (a template naming a
+        missing column …) raise :class:`~nbagent.errors.BatchInputError` before any run.
+        """
+        from .batch import Batch
+
+        return await Batch(self, inputs, template, **options).result()
+
+    def map_sync(self, inputs: Any, template: str | None = None, **options: Any) -> Any:
+        """:meth:`map`, blocking; works in a script and inside a running loop (Jupyter).
+
+        Ctrl-C (a kernel interrupt) stops the batch and raises
+        :class:`~nbagent.batch.BatchInterrupted`, a ``KeyboardInterrupt`` whose ``table``
+        holds every row finished before it.
+        """
+        from .batch import Batch, BatchInterrupted
+
+        batch = Batch(self, inputs, template, **options)
+
+        def stop() -> None:
+            batch.cancel()
+
+        try:
+            return run_on_worker_loop(batch.result, on_interrupt=stop)
+        except KeyboardInterrupt:
+            raise BatchInterrupted("the batch was interrupted", batch.table()) from None

@@ -26,6 +26,7 @@
         ├── RunInProgressError     a second run on a conversation that is already running
         ├── ApprovalError          an approval could not be obtained (no approver able to ask)
         ├── RunFailedError         Agent.run / run_sync: the run failed; carries its RunResult
+        ├── BatchInputError        Agent.map: inputs or template unusable (names what is wrong)
         └── RunAbortedError        a tool (or callback) raised KeyboardInterrupt, SystemExit …
 
 Control flow (step limit, terminate, cancel) is not an error: a run reports why it stopped.
@@ -46,6 +47,7 @@ __all__ = [
     "ArgumentsError",
     "AuthenticationError",
     "BadRequestError",
+    "BatchInputError",
     "ConfigurationError",
     "GenerationError",
     "ImageError",
@@ -232,6 +234,12 @@ class RunFailedError(AgentError):
 
     def __reduce__(self) -> tuple[type[RunFailedError], tuple[RunResult]]:
         return (type(self), (self.result,))
+
+
+class BatchInputError(AgentError):
+    """:meth:`Agent.map <nbagent.Agent.map>` cannot start: the inputs or the template are not
+    usable (a template naming a column the table lacks, a single string instead of a list …).
+    Raised before any run starts; the message names what is wrong and what there is."""
 
 
 class RunAbortedError(AgentError):

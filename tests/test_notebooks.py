@@ -82,7 +82,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 9)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 10)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -125,6 +125,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
     if path.stem == "08_record_and_replay":  # the shipped recording still matches the lesson
         printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
         assert "replayed: finished | the model said: A kilo of apples costs 3.20 EUR" in printed
+    if path.stem == "09_many_runs":  # the batches ran, and the resumed one ran one row only
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        assert "6 points out of 10" in printed
+        assert "6 runs for 6 rows; the second batch ran only: ['Oslo | Oslo']" in printed
+        shown = json.dumps([o.get("data", {}) for o in outputs])
+        assert "nbagent map (finished): quiz" in shown
+        assert "application/vnd.jupyter.widget-view+json" not in shown
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

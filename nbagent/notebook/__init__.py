@@ -91,6 +91,7 @@ def load_ipython_extension(ipython: Any) -> None:
     the post-cell hook that picks up tools."""
     from . import cells, report
     from .magics import AgentMagics
+    from .mapmagic import install_default_view
 
     global _session
     if _session is None or _session.shell is not ipython:
@@ -99,6 +100,7 @@ def load_ipython_extension(ipython: Any) -> None:
         _session = Session(ipython)
     ipython.register_magics(AgentMagics(ipython, _session))
     cells.install(ipython)
+    install_default_view()
     _at_exit()
     _on_shutdown(ipython)
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:

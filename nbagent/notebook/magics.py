@@ -21,7 +21,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..limits import Budget
-from . import commands, outputs, report
+from . import commands, mapmagic, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
 from .recordings import RecordMode, choose, model_configured
 from .runner import Job, Mode, PendingRun, View
@@ -57,7 +57,7 @@ Ask the agent; the answer streams into the cell.
   %%agent [options]              the cell body is the prompt
   %agent tools | history | config | rules | recording | usage | stop | help
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
-
+{map_help}
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
                        anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL
@@ -93,6 +93,9 @@ MCP servers: %agent mcp add NAME -- COMMAND ARGS starts a server (--url URL conn
 Approval rules: "Always allow" on a card allows that tool for the rest of the session;
 %agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.
 """
+
+
+HELP = HELP.replace("{map_help}", mapmagic.HELP)
 
 
 def split_options(line: str) -> tuple[list[str], str]:
@@ -221,6 +224,8 @@ class AgentMagics(Magics):
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> Any:
         # IPython shows this docstring for `%agent?`: it is set from HELP below.
+        if mapmagic.matches(line):  # not awaited (inside a function …): blocks until done
+            return mapmagic.run_map_blocking(self, line, cell)
         plan = self._parse(line, cell)
         if plan is None:
             return None
@@ -230,8 +235,10 @@ class AgentMagics(Magics):
 
     agent.__doc__ = HELP
 
-    async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | None:
+    async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | Any:
         """The awaited form (see :mod:`.cells`): returns when the run ended, with its result."""
+        if mapmagic.matches(line):
+            return await mapmagic.run_map(self, line, cell)
         plan = self._parse(line, cell)
         if plan is None:
             return None

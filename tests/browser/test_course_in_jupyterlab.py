@@ -52,6 +52,12 @@ EXPECTED = {
         "diverged at step 2",
         "failed | ReplayDivergedError",
     ],
+    "09_many_runs": [
+        "nbagent map · finished · quiz",
+        "5/5 · done 5 · failed 0",
+        "6 points out of 10",
+        "the second batch ran only: ['Oslo | Oslo']",
+    ],
 }
 
 

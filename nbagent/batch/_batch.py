@@ -1,0 +1,434 @@
+"""A batch in progress: many runs of one agent, a bounded number at a time, one row each.
+
+:class:`Batch` checks everything before the first run (inputs, template, approver, output
+schema, checkpoint), then runs the inputs that are not done yet on the chosen engine: here,
+``concurrency`` runs at a time on the running event loop; or on a Dask cluster
+(:mod:`._dask`). Each finished row is kept, written to the checkpoint and counted at once;
+progress goes to the reporter at most every ``interval`` seconds. :meth:`Batch.cancel` (the
+Stop button) lets no new run start and cancels those in flight; every row already finished
+stays, and :meth:`Batch.result` returns the table with the others marked "cancelled" or
+"not run". A cancel of whoever awaits :meth:`Batch.result` (a kernel interrupt) stops the batch
+the same way and is passed on once the runs wound down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..approval import Approver, InteractiveApprover, RuleApprover, approval_policy
+from ..errors import BatchInputError
+from ._checkpoint import CheckpointWriter, load_checkpoint
+from ._inputs import MAX_INPUTS, Item, prepare
+from ._output import ANSWER_TOOL, OutputSpec, output_spec
+from ._progress import BatchProgress, Reporter, default_reporter
+from ._rows import BatchRow, done_rows_of_table, make_table, not_run, ordered
+from ._run import Gate, RunPlan, run_item
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..generation import Options
+
+__all__ = ["DEFAULT_CONCURRENCY", "Batch", "check_approver"]
+
+#: Runs at once by default: enough to hide a remote model's latency, few enough that one
+#: notebook does not trip a provider's per-minute limits at once.
+DEFAULT_CONCURRENCY = 8
+#: Seconds between two progress reports (a notebook view redraws at most this often).
+INTERVAL = 0.25
+#: After a stop, how long the batch waits for cancelled runs to wind down.
+STOP_WAIT = 10.0
+
+_HOW = (
+    "pass approver='auto' (calls that need approval run), 'deny' (they are refused, the model "
+    "reads why) or a RuleApprover with a rule per tool"
+)
+
+
+def check_approver(approver: Approver | str | None, agent: Agent) -> Approver:
+    """The batch's approver; refuses one that would wait for a person."""
+    if isinstance(approver, str):
+        if approver.strip().lower() == "ask":
+            raise BatchInputError(
+                f"approver='ask' makes no sense for a batch: nobody can click for hundreds of "
+                f"runs; {_HOW}"
+            )
+        approver = approval_policy(approver)
+    chosen = approver if approver is not None else agent.approver
+    seen: Approver | None = chosen
+    while seen is not None:
+        if isinstance(seen, InteractiveApprover):
+            where = "this agent's approver" if approver is None else "the approver"
+            raise BatchInputError(
+                f"{where} asks a person (buttons), which makes no sense for a batch of runs "
+                f"with nobody to click; {_HOW}"
+            )
+        seen = seen.fallback if isinstance(seen, RuleApprover) else None
+    return chosen
+
+
+def _is_dask_client(engine: Any) -> bool:
+    return any(
+        cls.__module__.startswith("distributed") and cls.__name__ == "Client"
+        for cls in type(engine).__mro__
+    )
+
+
+class Batch:
+    """Many runs of one agent; see :meth:`nbagent.Agent.map` for every argument."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        inputs: Any,
+        template: str | None = None,
+        *,
+        concurrency: int | None = None,
+        max_steps: int | None = None,
+        timeout: float | None = None,
+        approver: Approver | str | None = None,
+        output: Any = None,
+        checkpoint: str | Any = None,
+        resume: Any = None,
+        engine: Any = None,
+        model: str | None = None,
+        retries: int = 3,
+        retry_delay: float = 2.0,
+        progress: Reporter | str | None = "auto",
+        tools: Iterable[str] | None = None,
+        options: Options | None = None,
+        keep_history: bool = False,
+        interval: float = INTERVAL,
+        max_inputs: int = MAX_INPUTS,
+    ) -> None:
+        self.concurrency_default = concurrency is None
+        if concurrency is None:
+            concurrency = DEFAULT_CONCURRENCY
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise BatchInputError(f"concurrency must be a positive integer, not {concurrency!r}")
+        if timeout is not None and not timeout > 0:
+            raise BatchInputError("timeout must be a positive number of seconds, or None")
+        if max_steps is not None and max_steps < 1:
+            raise BatchInputError("max_steps must be at least 1")
+        if retries < 0 or retry_delay < 0:
+            raise BatchInputError("retries and retry_delay must not be negative")
+        if engine is not None and not _is_dask_client(engine):
+            raise BatchInputError(
+                f"engine= takes a dask.distributed.Client (or None to run here), not "
+                f"{type(engine).__name__}"
+            )
+        self.items, self.index = prepare(inputs, template, max_inputs=max_inputs)
+        self.concurrency = concurrency
+        self.engine = engine
+        self.interval = interval
+        self.notes: list[str] = []
+        approver = check_approver(approver, agent)
+        spec: OutputSpec | None = output_spec(output) if output is not None else None
+        tool_names = list(tools) if tools is not None else None
+        self.plan = RunPlan(
+            self._prepared_agent(agent, spec, model if engine is None else None, tool_names),
+            approver,
+            max_steps=max_steps,
+            tools=[*tool_names, ANSWER_TOOL] if spec and tool_names is not None else tool_names,
+            options=options,
+            timeout=timeout,
+            retries=retries,
+            retry_delay=retry_delay,
+            output=spec,
+            keep_history=keep_history,
+        )
+        self.model = model
+        if isinstance(progress, str) and progress != "auto":
+            raise BatchInputError(f"progress= takes 'auto', None or a callable, not {progress!r}")
+        self.rows: list[BatchRow | None] = [None] * len(self.items)
+        self._resume(resume, checkpoint, spec)
+        self._writer = CheckpointWriter(checkpoint) if checkpoint is not None else None
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._running = 0
+        self._counts = {"done": 0, "failed": 0, "cancelled": 0, "not run": 0}
+        self._tokens = 0
+        self._started = 0.0
+        self._ended: float | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._gate = Gate()
+        self._on_stop: list[Callable[[], Any]] = []
+        # last, once nothing can fail any more: a view shown now belongs to a batch that runs
+        self._reporter: Reporter | None = (
+            default_reporter() if isinstance(progress, str) else progress
+        )
+        bind = getattr(self._reporter, "bind", None)
+        if callable(bind):  # a view that offers Stop, or lists failed rows at the end
+            bind(self)
+
+    # --- before the first run ---------------------------------------------------------------
+
+    @staticmethod
+    def _prepared_agent(
+        agent: Agent, spec: OutputSpec | None, model: str | None, tools: list[str] | None
+    ) -> Agent:
+        """A fork of the caller's agent with the batch's model and answer tool (never the
+        caller's own object: its conversation and tools stay as they were). On Dask the model
+        string is resolved by each worker, in its own environment, not here."""
+        prepared = agent.fork()
+        if model is not None:
+            from ..providers import resolve_generator
+
+            prepared.generator = resolve_generator(model)
+        if tools is not None:
+            unknown = [n for n in tools if n not in prepared.tools]
+            if unknown:
+                raise BatchInputError(
+                    f"unknown tools {unknown}; registered: {sorted(prepared.tools)}"
+                )
+        if spec is not None:
+            if ANSWER_TOOL in prepared.tools:
+                raise BatchInputError(
+                    f"the agent has a tool named {ANSWER_TOOL!r}, which a structured output "
+                    "needs for itself: rename the tool"
+                )
+            prepared.add_tool(spec.tool())
+            base = prepared.instructions
+            prepared.instructions = f"{base}\n\n{spec.instruction}" if base else spec.instruction
+        return prepared
+
+    def _resume(self, table: Any, checkpoint: Any, spec: OutputSpec | None) -> None:
+        known: dict[tuple[str, str], BatchRow] = {}
+        if table is not None:
+            for row in done_rows_of_table(table):
+                known[(row.key, row.digest)] = row
+        if checkpoint is not None:
+            loaded = load_checkpoint(checkpoint, spec.decode if spec is not None else None)
+            if loaded.damaged:
+                note = (
+                    f"{loaded.damaged} damaged line(s) of the checkpoint {checkpoint} were "
+                    "skipped (a crash mid-write); their rows run again"
+                )
+                self.notes.append(note)
+                warnings.warn(note, stacklevel=3)
+            known.update(loaded.rows)
+        for item in self.items:
+            earlier = known.get((item.key, item.digest))
+            if earlier is not None and earlier.status == "done":
+                self.rows[item.position] = earlier.at(item)
+
+    @property
+    def pending(self) -> list[Item]:
+        """Inputs that have no row yet (not done before, not finished in this batch)."""
+        return [item for item in self.items if self.rows[item.position] is None]
+
+    # --- state ------------------------------------------------------------------------------
+
+    def progress(self, *, final: bool = False) -> BatchProgress:
+        """Where the batch is now."""
+        with self._lock:
+            resumed = sum(1 for r in self.rows if r is not None and r.resumed)
+            end = self._ended if self._ended is not None else time.monotonic()
+            return BatchProgress(
+                total=len(self.items),
+                done=self._counts["done"],
+                failed=self._counts["failed"],
+                running=self._running,
+                resumed=resumed,
+                cancelled=self._counts["cancelled"],
+                not_run=self._counts["not run"],
+                tokens=self._tokens,
+                elapsed=(end - self._started) if self._started else 0.0,
+                stopping=self._stopping,
+                final=final,
+                rate_limited=self._gate.pauses,
+                engine="dask" if self.engine is not None else "local",
+            )
+
+    def table(self) -> Any:
+        """The results table as it stands: rows not finished yet show as "not run"."""
+        with self._lock:
+            rows = [
+                row if row is not None else not_run(item)
+                for item, row in zip(self.items, self.rows, strict=True)
+            ]
+        return make_table(ordered(rows, len(rows)), self.index, with_output=self._with_output)
+
+    @property
+    def _with_output(self) -> bool:
+        return self.plan.output is not None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # --- control ----------------------------------------------------------------------------
+
+    def on_stop(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback`` (from the batch's loop) when the batch is asked to stop."""
+        self._on_stop.append(callback)
+
+    def cancel(self) -> bool:
+        """Stop: no new run starts, runs in flight are cancelled, finished rows stay.
+
+        Safe from any thread (a button's click handler) and after the end; False if the batch
+        already ended."""
+        loop, task = self._loop, self._task
+        if task is None or loop is None or task.done():
+            self._stopping = self._task is None or self._stopping
+            return False
+        try:
+            loop.call_soon_threadsafe(self._stop_now)
+        except RuntimeError:  # the loop closed: the batch is over
+            return False
+        return True
+
+    def _stop_now(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for callback in list(self._on_stop):
+            try:
+                callback()
+            except Exception as exc:  # a stop hook must not keep the batch running
+                self.notes.append(f"stopping: {type(exc).__name__}: {exc}")
+
+    # --- running ----------------------------------------------------------------------------
+
+    def start(self) -> Batch:
+        """Start on the running event loop (called by :meth:`result` if need be)."""
+        if self._task is None:
+            self._loop = asyncio.get_running_loop()
+            self._task = self._loop.create_task(self._main(), name="nbagent-batch")
+        return self
+
+    async def result(self) -> Any:
+        """Wait for the end and return the results table (see :meth:`nbagent.Agent.map`)."""
+        task = self.start()._task
+        assert task is not None
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._stop_now()
+                await asyncio.wait({task}, timeout=STOP_WAIT)
+            raise
+        task.result()  # a bug in the batch itself surfaces here, never silently
+        return self.table()
+
+    def record(self, row: BatchRow) -> None:
+        """Keep a finished row: count it, checkpoint it (engines call this on the loop)."""
+        with self._lock:
+            if self.rows[row.position] is not None:
+                return  # a retried task that came back twice: the first row counts
+            self.rows[row.position] = row
+            self._counts[row.status] += 1
+            self._tokens += row.tokens
+        if self._writer is not None:
+            try:
+                self._writer.write(row)
+            except OSError as exc:
+                note = f"the checkpoint could not be written ({exc}); it is no longer updated"
+                self.notes.append(note)
+                warnings.warn(note, stacklevel=2)
+                self._close_writer()
+
+    def running(self, delta: int) -> None:
+        with self._lock:
+            self._running += delta
+
+    async def _main(self) -> None:
+        self._started = time.monotonic()
+        reporter = asyncio.ensure_future(self._report())
+        try:
+            todo = self.pending
+            if todo:
+                if self.engine is not None:
+                    from ._dask import run_on_dask
+
+                    await run_on_dask(self, todo)
+                else:
+                    await self._run_here(todo)
+        finally:
+            self._ended = time.monotonic()
+            reporter.cancel()
+            for item in self.items:  # whatever never got a row did not run
+                if self.rows[item.position] is None:
+                    self.record(not_run(item))
+            self._close_writer()
+            self._report_now(final=True)
+
+    async def _run_here(self, todo: list[Item]) -> None:
+        queue = iter(todo)
+        workers: set[asyncio.Task[None]] = set()
+
+        async def worker() -> None:
+            for item in queue:
+                if self._stopping:
+                    return
+                self.running(1)
+                try:
+                    row = await run_item(self.plan, item, self._gate)
+                except asyncio.CancelledError:
+                    row = BatchRow(
+                        item.position, item.key, item.prompt, "cancelled", error="stopped"
+                    )
+                finally:
+                    self.running(-1)
+                self.record(row)
+
+        for _ in range(min(self.concurrency, len(todo))):
+            workers.add(asyncio.ensure_future(worker()))
+
+        def stop_workers() -> None:
+            for task in workers:
+                task.cancel()
+
+        self.on_stop(stop_workers)
+        try:
+            await asyncio.gather(*workers)
+        except asyncio.CancelledError:
+            stop_workers()
+            await asyncio.wait(workers, timeout=STOP_WAIT)
+            raise
+
+    def _close_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
+    # --- progress ---------------------------------------------------------------------------
+
+    async def _report(self) -> None:
+        last: BatchProgress | None = None
+        while True:
+            snapshot = self.progress()
+            if last is None or _changed(last, snapshot):
+                self._deliver(snapshot)
+                last = snapshot
+            await asyncio.sleep(self.interval)
+
+    def _report_now(self, *, final: bool) -> None:
+        self._deliver(self.progress(final=final))
+
+    def _deliver(self, snapshot: BatchProgress) -> None:
+        if self._reporter is None:
+            return
+        try:
+            self._reporter(snapshot)
+        except Exception as exc:  # a broken view must not stop the batch; say so once
+            self.notes.append(f"the progress view failed: {type(exc).__name__}: {exc}")
+            warnings.warn(self.notes[-1], stacklevel=2)
+            self._reporter = None
+
+
+def _changed(a: BatchProgress, b: BatchProgress) -> bool:
+    return (a.done, a.failed, a.running, a.cancelled, a.not_run, a.stopping, a.tokens) != (
+        b.done,
+        b.failed,
+        b.running,
+        b.cancelled,
+        b.not_run,
+        b.stopping,
+        b.tokens,
+    ) or int(a.elapsed) != int(b.elapsed)

@@ -1,0 +1,355 @@
+"""Runs of a batch spread over a Dask cluster (``engine=`` a ``dask.distributed.Client``).
+
+Dask does the scheduling; nbagent only submits tasks, each running a few inputs together (one
+per task for short batches, up to :data:`MAX_CHUNK` for long ones, so Dask's cost per task is
+shared), with at most ``concurrency`` runs in flight, and takes the rows back as each task ends
+(into the same table, checkpoint and progress).
+
+What travels to the workers is a :class:`WorkerSpec`, pickled once with cloudpickle (so tools
+defined in notebook cells go by value) and sent with each task: the tools, the agent's
+settings, the approver, the output schema, and the *model string*, never a generator holding a
+key. Each worker builds its model from that string and its own environment (``OPENAI_API_KEY``
+… set where the worker starts: ``LocalCluster(env=...)``, the deployment's configuration), once
+per batch. Provider adapters refuse to be pickled (their key is a ``Secret``), so an agent whose
+model was built in code with a key cannot leak it into a task graph: the batch asks for
+``model="provider:name"`` instead. Offline models (FunctionModel …) hold no key and travel as
+they are.
+
+The task is a coroutine, so Dask runs it on the worker's event loop: a run that waits on the
+network holds a task slot (a worker thread) but no thread. Give workers more threads than cores
+for remote models (``dask worker --nthreads 16``). A worker that dies mid-run has its task
+retried elsewhere by Dask (``distributed.scheduler.allowed-failures``); a task that keeps
+killing workers ends as a failed row saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BatchInputError
+from ._inputs import Item
+from ._rows import BatchRow, describe_error
+from ._run import Gate, RunPlan, run_item
+
+if TYPE_CHECKING:
+    from ..approval import Approver
+    from ..generation import Generator, Options
+    from ..limits import Limits
+    from ..messages import Message
+    from ..tools import Tool
+    from ._batch import Batch
+    from ._output import OutputSpec
+
+__all__ = ["WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
+
+#: Prepared agents a worker keeps (one per batch spec): a few batches may share a cluster.
+_KEEP_PLANS = 4
+#: Most inputs one task runs (together, on the worker's event loop).
+MAX_CHUNK = 16
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs to run inputs of one batch: no key, ever."""
+
+    model: str | None
+    generator: Generator | None
+    tools: list[Tool]
+    instructions: str | None
+    options: Options
+    limits: Limits
+    agent_max_steps: int
+    tool_timeout: float | None
+    max_concurrency: int | None
+    approval_timeout: float | None
+    messages: list[Message]
+    approver: Approver
+    max_steps: int | None
+    tool_names: list[str] | None
+    run_options: Options | None
+    timeout: float | None
+    retries: int
+    retry_delay: float
+    output: OutputSpec | None
+    keep_history: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def plan(self) -> RunPlan:
+        from ..agent import Agent
+
+        agent = Agent(
+            self.model if self.model is not None else self.generator,
+            self.tools,
+            instructions=self.instructions,
+            approver=self.approver,
+            max_steps=self.agent_max_steps,
+            options=self.options,
+            tool_timeout=self.tool_timeout,
+            max_concurrency=self.max_concurrency,
+            messages=self.messages,
+            limits=self.limits,
+            approval_timeout=self.approval_timeout,
+        )
+        return RunPlan(
+            agent,
+            self.approver,
+            max_steps=self.max_steps,
+            tools=self.tool_names,
+            options=self.run_options,
+            timeout=self.timeout,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
+            output=self.output,
+            keep_history=self.keep_history,
+        )
+
+
+def worker_spec(batch: Batch) -> WorkerSpec:
+    """The spec of ``batch``'s runs; refuses a model that would carry a key."""
+    plan = batch.plan
+    agent = plan.agent
+    generator: Generator | None = None
+    if batch.model is None:
+        generator = _travelling(agent.generator)
+    return WorkerSpec(
+        model=batch.model,
+        generator=generator,
+        tools=list(agent.tools.values()),
+        instructions=agent.instructions,
+        options=agent.options,
+        limits=agent.limits,
+        agent_max_steps=agent.max_steps,
+        tool_timeout=agent.tool_timeout,
+        max_concurrency=agent.max_concurrency,
+        approval_timeout=agent.approval_timeout,
+        messages=list(agent.messages) if plan.keep_history else [],
+        approver=plan.approver,
+        max_steps=plan.max_steps,
+        tool_names=plan.tools,
+        run_options=plan.options,
+        timeout=plan.timeout,
+        retries=plan.retries,
+        retry_delay=plan.retry_delay,
+        output=plan.output,
+        keep_history=plan.keep_history,
+    )
+
+
+def _travelling(generator: Generator) -> Generator:
+    """The agent's own model, fit to travel: no key, and without the requests it recorded."""
+    import copy
+
+    import cloudpickle
+
+    if getattr(generator, "api_key", None) is not None or hasattr(generator, "_client"):
+        raise BatchInputError(
+            f"the agent's model ({type(generator).__name__}) talks to a provider, and neither "
+            "its connection nor its key ever travels in a task: pass model='provider:name' (e.g. "
+            "model='openai:gpt-4.1-mini'), and each worker builds the model from its own "
+            "environment (set OPENAI_API_KEY … where the workers start)"
+        )
+    made = copy.copy(generator)
+    if isinstance(getattr(made, "requests", None), list):
+        made.requests = []  # type: ignore[attr-defined]  # an offline model's own record
+    try:
+        cloudpickle.dumps(made)
+    except Exception as exc:
+        raise BatchInputError(
+            f"the agent's model ({type(generator).__name__}) cannot be sent to Dask workers: "
+            f"{type(exc).__name__}: {exc}. Give the batch a model string (model='provider:"
+            "name'), or a model whose functions use nothing bound to this process (a lock, "
+            "an event, an open file)"
+        ) from None
+    return made
+
+
+def worker_spec_bytes(batch: Batch) -> bytes:
+    """The spec as the bytes sent to the workers (cloudpickle: notebook functions by value)."""
+    import cloudpickle
+
+    try:
+        return bytes(cloudpickle.dumps(worker_spec(batch)))
+    except BatchInputError:
+        raise
+    except Exception as exc:
+        raise BatchInputError(
+            f"the batch cannot be sent to Dask workers: {type(exc).__name__}: {exc} (a tool, "
+            "the approver or the model holds something that does not pickle)"
+        ) from None
+
+
+# --- on a worker ------------------------------------------------------------------------------
+
+_plans: OrderedDict[str, tuple[RunPlan, Gate]] = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def _plan_for(spec: bytes) -> tuple[RunPlan, Gate]:
+    digest = hashlib.sha256(spec).hexdigest()
+    with _plans_lock:
+        found = _plans.get(digest)
+        if found is not None:
+            _plans.move_to_end(digest)
+            return found
+    import cloudpickle
+
+    loaded: WorkerSpec = cloudpickle.loads(spec)
+    made = (loaded.plan(), Gate())
+    with _plans_lock:
+        _plans[digest] = made
+        while len(_plans) > _KEEP_PLANS:
+            _plans.popitem(last=False)
+    return made
+
+
+async def run_remote(spec: bytes, items: list[Item]) -> list[BatchRow]:
+    """The task: a few inputs, run together on the worker's event loop."""
+    plan, gate = _plan_for(spec)
+    return list(await asyncio.gather(*(run_item(plan, item, gate) for item in items)))
+
+
+def chunk_size(todo: int, limit: int) -> int:
+    """Inputs per task: one while there are few, up to :data:`MAX_CHUNK` for long batches, so
+    Dask's cost per task (scheduling, messages) is shared by several runs."""
+    return max(1, min(MAX_CHUNK, todo // (limit * 4)))
+
+
+# --- on the client ----------------------------------------------------------------------------
+
+
+async def run_on_dask(batch: Batch, todo: list[Item]) -> None:
+    """Submit ``todo`` to the cluster, at most ``batch.concurrency`` in flight, and record each
+    row as its task ends. Returns when every input has a row or the batch was stopped."""
+    client = batch.engine
+    if getattr(client, "asynchronous", False):
+        raise BatchInputError(
+            "engine= needs a synchronous dask.distributed.Client (Client(...) without "
+            "asynchronous=True)"
+        )
+    spec = worker_spec_bytes(batch)
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+    state: dict[str, Any] = {"futures": {}}
+    lock = threading.Lock()
+
+    def on_stop() -> None:
+        stop.set()
+        with lock:
+            futures = [f for f, _ in state["futures"].values()]
+        if futures:  # Client.cancel waits for the scheduler: not on the event loop
+            threading.Thread(target=_cancel, args=(client, futures), daemon=True).start()
+
+    batch.on_stop(on_stop)
+    if batch.stopping:
+        return
+    await asyncio.to_thread(_drive, batch, client, spec, todo, loop, stop, state, lock)
+
+
+def _cancel(client: Any, futures: list[Any]) -> None:
+    try:
+        client.cancel(futures)
+    except Exception:  # the cluster went away: the rows are reported as cancelled anyway
+        pass
+
+
+def _drive(
+    batch: Batch,
+    client: Any,
+    spec: bytes,
+    todo: list[Item],
+    loop: asyncio.AbstractEventLoop,
+    stop: threading.Event,
+    state: dict[str, Any],
+    lock: threading.Lock,
+) -> None:
+    from distributed import as_completed
+
+    limit = batch.concurrency
+    if batch.concurrency_default:
+        limit = max(1, sum(client.nthreads().values()))
+    size = chunk_size(len(todo), limit)
+    tasks_at_once = max(1, limit // size)
+    pending = iter(todo)
+    completed = as_completed()
+    futures: dict[str, tuple[Any, list[Item]]] = state["futures"]
+    token = hashlib.sha256(spec).hexdigest()[:12]
+
+    def post(function: Any, *args: Any) -> None:
+        loop.call_soon_threadsafe(function, *args)
+
+    def submit_next() -> bool:
+        if stop.is_set():
+            return False
+        chunk = [item for _, item in zip(range(size), pending, strict=False)]
+        if not chunk:
+            return False
+        # The spec goes with each task rather than scattered once: data scattered to workers
+        # is lost when they die, and then every task needing it would be cancelled. Only a
+        # few tasks exist at a time, so this costs little.
+        light = [Item(i.position, None, i.key, i.prompt, i.problem) for i in chunk]
+        future = client.submit(
+            run_remote, spec, light, key=f"nbagent-runs-{token}-{chunk[0].position}", pure=False
+        )
+        with lock:
+            futures[future.key] = (future, chunk)
+        post(batch.running, len(chunk))
+        completed.add(future)
+        return True
+
+    for _ in range(tasks_at_once):
+        if not submit_next():
+            break
+    for future in completed:
+        with lock:
+            _, chunk = futures.pop(future.key)
+        post(batch.running, -len(chunk))
+        for row in _rows_of(future, chunk, stop.is_set()):
+            post(batch.record, row)
+        if not stop.is_set():
+            submit_next()
+        with lock:
+            if not futures:
+                break
+
+
+def _rows_of(future: Any, chunk: list[Item], stopping: bool) -> list[BatchRow]:
+    if future.status != "cancelled" and future.status != "error":
+        try:
+            rows = future.result()
+        except Exception:  # pragma: no cover - the status said it finished
+            rows = None
+        if isinstance(rows, list) and len(rows) == len(chunk):
+            return rows
+    return [_row_of(future, item, stopping) for item in chunk]
+
+
+def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
+    if future.status == "cancelled":
+        if stopping:
+            return BatchRow(item.position, item.key, item.prompt, "cancelled", error="stopped")
+        return BatchRow(
+            item.position,
+            item.key,
+            item.prompt,
+            "failed",
+            error="the Dask cluster cancelled the task (a worker or the scheduler went away)",
+        )
+    try:
+        row = future.result()
+    except Exception as exc:
+        name = type(exc).__name__
+        if name == "KilledWorker":
+            why = (
+                "the Dask worker running it died, and so did the workers it was retried on "
+                f"({describe_error(exc)})"
+            )
+        else:
+            why = describe_error(exc) or "the task failed"
+        return BatchRow(item.position, item.key, item.prompt, "failed", error=why)
+    why = f"the task gave back no row for it: {row!r:.80}"
+    return BatchRow(item.position, item.key, item.prompt, "failed", error=why)

@@ -1,0 +1,243 @@
+"""``%agent map --over df -o results "Grade {answer} against {key}"``: a batch from a cell.
+
+A line is a map only when ``map`` is followed by ``--over`` (``%agent map the coast`` stays a
+prompt). The template's fields name columns of the table, filled per row (they are not taken
+from the notebook's variables, as an ordinary ``%agent`` prompt's are). The batch uses the
+notebook's model and tools, each run with a conversation of its own (the notebook's conversation
+is neither read nor changed). Nobody clicks for hundreds of runs: calls that need approval are
+denied unless ``--approve auto`` (or ``NBAGENT_APPROVAL=auto``) says otherwise.
+
+The cell awaits the batch (see :mod:`.cells`), so the progress view's Stop works, Run All waits
+for the table, and a kernel interrupt stops the batch: the rows finished by then are still
+assigned to ``-o NAME`` before the interrupt goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from ..errors import NbagentError
+
+if TYPE_CHECKING:
+    from ..batch import Batch
+    from .magics import AgentMagics
+
+__all__ = ["HELP", "install_default_view", "matches", "run_map", "run_map_blocking"]
+
+HELP = """\
+  %agent map --over TABLE [-o NAME] [options] TEMPLATE
+                       run once per row of TABLE (a DataFrame, or a list of prompts); the
+                       template's {fields} name its columns. Options: --approve auto|deny
+                       (default deny), --concurrency N, --timeout SECONDS, --max-steps N,
+                       --schema NAME (a JSON Schema or type: the output column), --checkpoint
+                       PATH (resumes when it exists), --resume NAME (an earlier results
+                       table), --engine NAME (a dask.distributed.Client), -m MODEL, --tools A,B
+"""
+
+_START = re.compile(r"^\s*map\s+--over(?:\s|=)")
+
+
+def matches(line: str) -> bool:
+    """Is this magic line a map (``map --over …``)?"""
+    return bool(_START.match(line))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise UsageError(f"%agent map: {message}; see `%agent help`")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%agent map", add_help=False)
+    parser.add_argument("--over", required=True)
+    parser.add_argument("-o", "--output")
+    parser.add_argument("-m", "--model")
+    parser.add_argument("--approve")
+    parser.add_argument("--concurrency", type=int)
+    parser.add_argument("--timeout", type=float)
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--schema")
+    parser.add_argument("--checkpoint")
+    parser.add_argument("--resume")
+    parser.add_argument("--engine")
+    parser.add_argument("--tools")
+    return parser
+
+
+def _split(line: str) -> tuple[list[str], str]:
+    """The option tokens after ``map`` and the template (the rest, quotes removed)."""
+    rest = line.strip()[len("map") :].lstrip()
+    tokens: list[str] = []
+    while rest.startswith("-"):
+        match = re.match(r"(\S+)\s*", rest)
+        assert match is not None
+        token = match.group(1)
+        rest = rest[match.end() :]
+        if token == "--":
+            break
+        tokens.append(token)
+        if "=" not in token:
+            value = re.match(r"(\S+)\s*", rest)
+            if value is None:
+                raise UsageError(f"%agent map: {token} needs a value")
+            tokens.append(value.group(1))
+            rest = rest[value.end() :]
+    template = rest.strip()
+    if len(template) >= 2 and template[0] == template[-1] and template[0] in "\"'":
+        template = template[1:-1]
+    return tokens, template
+
+
+def _lookup(namespace: dict[str, Any], name: str, what: str) -> Any:
+    if name not in namespace:
+        raise UsageError(f"%agent map: {what} {name!r} is not a variable of this notebook")
+    return namespace[name]
+
+
+def _approver(flag: str | None) -> str:
+    value = flag or os.environ.get("NBAGENT_APPROVAL", "").strip() or "deny"
+    key = value.strip().lower()
+    if key not in ("auto", "deny"):
+        raise UsageError(
+            f"%agent map: approval {value!r} cannot be used for a batch (nobody can click for "
+            "every run): use --approve auto or --approve deny"
+        )
+    return key
+
+
+def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, str | None]:
+    """Parse one ``%agent map``, build its batch and show its view; nothing runs yet."""
+    from ..agent import Agent
+    from ..batch import Batch
+    from .frontend import awaiting_cells_take_clicks, detect
+    from .magics import _widgets_available
+    from .mapview import MapView
+
+    session = magics.session
+    namespace: dict[str, Any] = magics._namespace()
+    tokens, template = _split(line)
+    args = _parser().parse_args(tokens)
+    if cell is not None and cell.strip():
+        template = f"{template}\n{cell.strip()}" if template else cell.strip()
+    if args.output is not None and not args.output.isidentifier():
+        raise UsageError(f"%agent map: -o needs a variable name, not {args.output!r}")
+    table = _lookup(namespace, args.over, "--over")
+    options: dict[str, Any] = {"approver": _approver(args.approve)}
+    for name in ("concurrency", "timeout", "max_steps", "checkpoint"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    if args.schema:
+        options["output"] = _lookup(namespace, args.schema, "--schema")
+    if args.resume:
+        options["resume"] = _lookup(namespace, args.resume, "--resume")
+    if args.engine:
+        options["engine"] = _lookup(namespace, args.engine, "--engine")
+    if args.tools:
+        options["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
+    model = args.model or (session.model_spec if isinstance(session.model_spec, str) else None)
+    if model is None and options.get("engine") is not None:
+        model = os.environ.get("NBAGENT_MODEL") or None
+    if model is not None:
+        options["model"] = model
+    frontend = detect(magics.shell)
+    view = MapView(
+        f"{args.over}: {template}" if template else args.over,
+        widgets=frontend.interactive and _widgets_available(),
+        stoppable=awaiting_cells_take_clicks()[0],
+    )
+    try:
+        base = session.agent
+        agent = Agent(
+            base.generator,
+            session.tool_list(),
+            instructions=base.instructions,
+            options=base.options,
+            limits=base.limits,
+            tool_timeout=base.tool_timeout,
+        )
+        batch = Batch(agent, table, template or None, progress=view, **options)
+    except (NbagentError, OSError, TypeError) as exc:  # BatchInputError, a bad checkpoint …
+        view.discard()
+        raise UsageError(f"%agent map: {exc}") from None
+    except BaseException:
+        view.discard()
+        raise
+    view.show()
+    return batch, args.output
+
+
+async def run_map(magics: AgentMagics, line: str, cell: str | None) -> Any:
+    """``%agent map`` awaited by its cell: returns the results table."""
+    batch, output = _prepare(magics, line, cell)
+    namespace: dict[str, Any] = magics._namespace()
+    try:
+        result = await batch.result()
+    except asyncio.CancelledError:
+        _keep(namespace, output, batch)
+        raise KeyboardInterrupt("%agent map was stopped by a kernel interrupt") from None
+    return _ended(namespace, output, batch, result)
+
+
+def run_map_blocking(magics: AgentMagics, line: str, cell: str | None) -> Any:
+    """``%agent map`` where the cell cannot await (inside a function, an older IPython): the
+    batch runs on a worker thread while the cell waits; an interrupt stops it."""
+    batch, output = _prepare(magics, line, cell)
+    namespace: dict[str, Any] = magics._namespace()
+    return _ended(namespace, output, batch, _run_blocking(batch, namespace, output))
+
+
+def _ended(namespace: dict[str, Any], output: str | None, batch: Batch, result: Any) -> Any:
+    _keep(namespace, output, batch, result)
+    if not output:
+        from IPython.display import display
+
+        display(result)  # type: ignore[no-untyped-call]
+    return result
+
+
+def _run_blocking(batch: Batch, namespace: dict[str, Any], output: str | None) -> Any:
+    from .._threads import run_on_worker_loop
+
+    def stop() -> None:
+        batch.cancel()
+
+    try:
+        return run_on_worker_loop(batch.result, on_interrupt=stop)
+    except KeyboardInterrupt:
+        _keep(namespace, output, batch)
+        raise
+
+
+def _keep(namespace: dict[str, Any], output: str | None, batch: Batch, table: Any = None) -> None:
+    if output:
+        namespace[output] = table if table is not None else batch.table()
+
+
+def install_default_view() -> None:
+    """``agent.map(...)`` in a notebook cell shows its progress here (``progress="auto"``)."""
+    from ..batch import set_default_reporter
+
+    def factory() -> Any:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - IPython is there when this was installed
+            return None
+        shell = get_ipython()
+        if shell is None or getattr(shell, "kernel", None) is None:
+            return None
+        from .frontend import awaiting_cells_take_clicks, detect
+        from .magics import _widgets_available
+        from .mapview import MapView
+
+        interactive = detect(shell).interactive and _widgets_available()
+        view = MapView("agent.map", widgets=interactive, stoppable=awaiting_cells_take_clicks()[0])
+        view.show()
+        return view
+
+    set_default_reporter(factory)
