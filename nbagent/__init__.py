@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         Run,
     )
     from .approval import (
+        ApprovalBinding,
         ApprovalRequest,
         Approver,
         AutoApprove,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
         Decision,
         DenyAll,
         InteractiveApprover,
-        RuleApprover,
         ScriptedApprover,
         approval_policy,
         approve,
@@ -75,6 +75,10 @@ if TYPE_CHECKING:
         StreamEvent,
         generate,
     )
+    from .hooks import (
+        Veto,
+        veto,
+    )
     from .limits import (
         Limits,
     )
@@ -90,6 +94,11 @@ if TYPE_CHECKING:
         FunctionModel,
         OfflineModel,
         ScriptedModel,
+    )
+    from .rules import (
+        ApprovalRule,
+        RuleApprover,
+        RuleSet,
     )
     from .schema import (
         CompiledSchema,
@@ -115,7 +124,9 @@ _LAZY = {
     "Agent": "agent",
     "AgentEvent": "events",
     "Answer": "generation",
+    "ApprovalBinding": "approval",
     "ApprovalRequest": "approval",
+    "ApprovalRule": "rules",
     "Approver": "approval",
     "AssistantMessage": "messages",
     "AutoApprove": "approval",
@@ -134,7 +145,8 @@ _LAZY = {
     "OfflineModel": "models",
     "Options": "generation",
     "Request": "generation",
-    "RuleApprover": "approval",
+    "RuleApprover": "rules",
+    "RuleSet": "rules",
     "Run": "agent",
     "RunResult": "events",
     "ScriptedApprover": "approval",
@@ -148,6 +160,7 @@ _LAZY = {
     "ToolResult": "content",
     "ToolResultPart": "messages",
     "UserMessage": "messages",
+    "Veto": "hooks",
     "approval_policy": "approval",
     "approve": "approval",
     "compile_schema": "schema",
@@ -165,6 +178,7 @@ _LAZY = {
     "validate_arguments": "tools",
     "validate_result": "content",
     "validate_tools": "tools",
+    "veto": "hooks",
 }
 
 
@@ -189,7 +203,9 @@ __all__ = [
     "AgentEvent",
     "Answer",
     "AnswerIncompleteError",
+    "ApprovalBinding",
     "ApprovalRequest",
+    "ApprovalRule",
     "Approver",
     "ArgumentsError",
     "AssistantMessage",
@@ -215,6 +231,7 @@ __all__ = [
     "ProviderError",
     "Request",
     "RuleApprover",
+    "RuleSet",
     "Run",
     "RunAbortedError",
     "RunFailedError",
@@ -232,6 +249,8 @@ __all__ = [
     "ToolResult",
     "ToolResultPart",
     "UserMessage",
+    "Veto",
+    "allow",
     "approval_policy",
     "approve",
     "compile_schema",
@@ -239,6 +258,7 @@ __all__ = [
     "decode_arguments",
     "deny",
     "error_result",
+    "forbid",
     "generate",
     "image_part",
     "image_result",
@@ -253,6 +273,7 @@ __all__ = [
     "validate_arguments",
     "validate_result",
     "validate_tools",
+    "veto",
 ]
 
 
@@ -282,3 +303,20 @@ def register(*tools: Any, **kwargs: Any) -> Any:
     from .notebook import register as notebook_register
 
     return notebook_register(*tools, **kwargs)
+
+
+def allow(tool: Any, *, when: Any = None, **where: Any) -> int:
+    """Allow calls to ``tool`` in this notebook without asking, all of them or those whose
+    arguments match (``allow("write_file", path="data/*")``; see :mod:`nbagent.rules`). The
+    rule is checked against the registered tool now; returns its number (``%agent rules``)."""
+    from .notebook import current_session as session
+
+    return int(session().allow(tool, when=when, **where))
+
+
+def forbid(tool: Any, *, when: Any = None, **where: Any) -> int:
+    """Deny calls to ``tool`` in this notebook, all of them or those whose arguments match: the
+    Python twin of ``%agent deny`` (``nbagent.deny`` makes a Decision). Returns its number."""
+    from .notebook import current_session as session
+
+    return int(session().deny(tool, when=when, **where))

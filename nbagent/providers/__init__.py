@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._config import describe_config, resolve_generator
 
 if TYPE_CHECKING:
+    from ._preflight import SchemaProblem, ToolSchemaWarning, configured_providers, preflight
     from ._strict import strict_schema
     from .anthropic import AnthropicMessages
     from .openai import OpenAIChat
@@ -18,7 +19,11 @@ if TYPE_CHECKING:
 __all__ = [
     "AnthropicMessages",
     "OpenAIChat",
+    "SchemaProblem",
+    "ToolSchemaWarning",
+    "configured_providers",
     "describe_config",
+    "preflight",
     "resolve_generator",
     "strict_schema",
 ]
@@ -27,6 +32,10 @@ _LAZY = {
     "OpenAIChat": ".openai",
     "AnthropicMessages": ".anthropic",
     "strict_schema": "._strict",
+    "SchemaProblem": "._preflight",
+    "ToolSchemaWarning": "._preflight",
+    "configured_providers": "._preflight",
+    "preflight": "._preflight",
 }
 
 
