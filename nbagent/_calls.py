@@ -115,6 +115,7 @@ async def run_valid_call(
         run_id=run.id,
         checker=checker,
         preview=_previewer(run, found, call, arguments) if found.preview is not None else None,
+        schema=schema.schema if schema is not None else None,
     )
     if decided is not None:
         decision = decided.decision

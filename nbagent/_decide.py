@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,6 +46,7 @@ async def decide_call(
     run_id: str = "",
     checker: Callable[[Any], Any] | None = None,
     preview: Callable[[], Awaitable[None]] | None = None,
+    schema: Mapping[str, Any] | None = None,
 ) -> Decided | None:
     """None when the call needs no approval; else the decision for exactly this call.
 
@@ -70,6 +71,7 @@ async def decide_call(
         timeout=timeout,
         preview=found.preview is not None and preview is not None,
         checker=checker,
+        schema=schema,
     )
     known = getattr(approver, "known_decision", None)
     if known is not None:

@@ -73,6 +73,7 @@ class ApprovalRequest:
     those arguments: a click from a stale card (another run, other arguments) is refused.
     ``timeout``: seconds until the call is answered "approval timed out" (None: no limit).
     ``preview``: the tool declared a preview, which front ends show while the call waits.
+    ``schema``: the tool's input schema (read-only), for front ends that offer an edit form;
     :meth:`check_arguments` says whether edited arguments would be accepted.
     """
 
@@ -84,6 +85,7 @@ class ApprovalRequest:
     timeout: float | None = None
     preview: bool = False
     checker: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def for_call(
@@ -96,9 +98,10 @@ class ApprovalRequest:
         timeout: float | None = None,
         preview: bool = False,
         checker: Callable[[Any], Any] | None = None,
+        schema: Mapping[str, Any] | None = None,
     ) -> ApprovalRequest:
         fingerprint = _fingerprint(call, input, run_id)
-        return cls(call, input, title, fingerprint, run_id, timeout, preview, checker)
+        return cls(call, input, title, fingerprint, run_id, timeout, preview, checker, schema)
 
     @property
     def tool_name(self) -> str:

@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
+from ..rules import RuleApprover
 from . import commands, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
 from .recordings import RecordMode, choose, model_configured
@@ -299,8 +300,9 @@ class AgentMagics(Magics):
             policy, source = choose_policy(plan.approve, frontend)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        approver = approver_for(policy, source, frontend, session.approver)
-        needs_clicks = isinstance(approver, InteractiveApprover)
+        asked = approver_for(policy, source, frontend, session.approver)
+        needs_clicks = isinstance(asked, InteractiveApprover)
+        approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
         mode, why = self._mode(awaited, needs_clicks)
         use_widgets = frontend.interactive and _widgets_available()
 
@@ -311,7 +313,7 @@ class AgentMagics(Magics):
 
             view = RunView(
                 plan.prompt,
-                approver=approver if needs_clicks else None,  # type: ignore[arg-type]
+                approver=asked if needs_clicks else None,  # type: ignore[arg-type]
                 on_stop=lambda: holder[0].cancel() if holder else None,
             )
         else:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
-from .render import fenced, result_outputs, safe_markdown, shorten
+from .render import code_span, fenced, pretty_arguments, result_outputs, safe_markdown, shorten
 from .transcript import (
     Block,
     CallRecord,
@@ -35,6 +35,7 @@ from .transcript import (
     ReasoningRecord,
     TextRecord,
     Transcript,
+    change_lines,
 )
 
 if TYPE_CHECKING:
@@ -42,12 +43,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bundle",
+    "change_notes",
     "block_html",
     "block_markdown",
     "block_outputs",
     "block_plain",
     "head_outputs",
     "markdown_html",
+    "preview_label",
     "run_markdown",
     "run_outputs",
     "run_plain",
@@ -193,7 +196,17 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
     ]
     args = transcript.call_arguments(record)
     if args:
+        if record.changes:
+            html_parts.append(f'<div style="{_LABEL_STYLE}">Proposed by the model</div>')
         html_parts.append(_pre(args))
+    html_parts.extend(_changes_html(record))
+    if record.preview is not None:
+        html_parts.append(
+            f'<details><summary style="{_LABEL_STYLE}">{_esc(preview_label(record))}</summary>'
+            f"{_result_html(record.preview)}"
+            + "".join(_image_tag(p) for p in record.preview.images)
+            + "</details>"
+        )
     images: list[ImagePart] = []
     result = record.result
     if result is not None:
@@ -203,6 +216,11 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         images = list(result.images)
         if inline_images:
             html_parts.extend(_image_tag(p) for p in images)
+    if record.model_result is not None:
+        html_parts.append(
+            f'<details><summary style="{_LABEL_STYLE}">What the model read instead</summary>'
+            f"{_pre(record.model_result.text)}</details>"
+        )
     if record.traceback:
         html_parts.append(
             f'<details><summary style="{_LABEL_STYLE}">Traceback</summary>'
@@ -215,6 +233,32 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         redact_secrets(block_plain(record, transcript)),
         [] if inline_images else images,
     )
+
+
+def preview_label(record: CallRecord) -> str:
+    """The heading of a call's preview, saying how it ended."""
+    return {
+        "error": "Preview (it failed)",
+        "timeout": "Preview (it did not finish in time)",
+    }.get(record.preview_status, "Preview (what the call would do, shown before it was approved)")
+
+
+def change_notes(record: CallRecord) -> list[str]:
+    """Lines about what changed a call before it ran: hooks, and each changed value."""
+    return [*record.hook_notes, *change_lines(record)]
+
+
+def _changes_html(record: CallRecord) -> list[str]:
+    notes = change_notes(record)
+    if not notes:
+        return []
+    parts = [f'<div style="{_LABEL_STYLE}">Before it ran</div>', '<ul style="margin:2px 0">']
+    parts += [f"<li><code>{_esc(line)}</code></li>" for line in notes]
+    parts.append("</ul>")
+    if record.changes and record.executed is not None:
+        parts.append(f'<div style="{_LABEL_STYLE}">Ran with</div>')
+        parts.append(_pre(pretty_arguments(record.executed, "")))
+    return parts
 
 
 def block_html(block: Block, transcript: Transcript, *, inline_images: bool = True) -> str:
@@ -266,11 +310,19 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
     args = transcript.call_arguments(block)
     if args:
         lines += ["", fenced(shorten(args, PREVIEW), "json")]
+    notes = change_notes(block)
+    if notes:
+        lines += ["", "Before it ran:", ""] + [f"- {code_span(line)}" for line in notes]
+    if block.preview is not None and block.preview.text:
+        lines += ["", f"{preview_label(block)}:", "", fenced(shorten(block.preview.text, PREVIEW))]
     if block.result is not None:
         label = "Error" if block.is_error else "Result"
         if block.result_text:
             lines += ["", f"{label}:", "", fenced(shorten(block.result_text, PREVIEW))]
         lines += [f"\n*{_image_label(p)}*" for p in block.result.images]
+    if block.model_result is not None:
+        read = shorten(block.model_result.text, PREVIEW)
+        lines += ["", "What the model read instead:", "", fenced(read)]
     return "\n".join(lines)
 
 
@@ -284,9 +336,19 @@ def block_plain(block: Block, transcript: Transcript) -> str:
         return f"({block.text})"
     lines = [f"[tool] {block.name} {shorten(block.arguments, PREVIEW)}"]
     lines.append(f"  {transcript.call_line(block)}")
+    lines += [
+        f"  changed {line}" if line.startswith("by ") else f"  {line}"
+        for line in change_notes(block)
+    ]
+    if block.preview is not None and block.preview.text:
+        shown = shorten(block.preview.text, PREVIEW).replace("\n", "\n    ")
+        lines.append(f"  preview: {shown}")
     if block.result_text:
         prefix = "  error: " if block.is_error else "  → "
         lines.append(prefix + shorten(block.result_text, PREVIEW).replace("\n", "\n    "))
+    if block.model_result is not None:
+        read = shorten(block.model_result.text, PREVIEW).replace("\n", "\n    ")
+        lines.append(f"  the model read instead: {read}")
     if block.result is not None:
         lines += [f"  {_image_label(p)}" for p in block.result.images]
     return "\n".join(lines)
