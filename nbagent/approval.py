@@ -39,7 +39,6 @@ __all__ = [
     "Decision",
     "DenyAll",
     "InteractiveApprover",
-    "RuleApprover",
     "ScriptedApprover",
     "approval_policy",
     "approve",

@@ -141,6 +141,7 @@ def test_rules_from_the_magic_decide_and_can_be_removed(kernel: Kernel) -> None:
     bad = printed(kernel.execute("%agent allow delete_file pth=tmp/*", allow_errors=True))
     assert "has no argument 'pth'" in bad
     kernel.execute("%agent deny delete_file path=tmp/a.txt")
+    kernel.execute('model.add(Turn(Call("delete_file", {"path": "tmp/a.txt"})), "Done.")')
     again = kernel.submit("%agent --new Delete it")
     record = wait_ended(kernel, again)  # the deny rule wins over the allow rule
     assert kernel.eval("ran") == ["tmp/a.txt"]
