@@ -137,6 +137,8 @@ class ToolCard:
             text = "Preview: computing what this call would do… (you can decide meanwhile)"
         else:
             text = preview_label(record)
+            if record.open and record.preview_status == "done":
+                text = "Preview: what this call would do (nothing has run yet)"
             self.preview.outputs = tuple(result_outputs(record.preview))
         self.preview_label.value = (
             f'<span style="font-size:0.85em;opacity:0.7">{html.escape(text)}</span>'

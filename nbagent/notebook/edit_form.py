@@ -40,7 +40,7 @@ LONG_TEXT = 80
 
 # Layouts are widgets that the run view closes with their owners: one each, never shared.
 def _label_layout() -> widgets.Layout:
-    return widgets.Layout(width="9em", min_width="6em", flex="0 0 auto")
+    return widgets.Layout(width="8em", flex="0 0 auto", overflow="hidden")
 
 
 def _row_layout() -> widgets.Layout:
@@ -48,7 +48,7 @@ def _row_layout() -> widgets.Layout:
 
 
 def _grow_layout() -> widgets.Layout:
-    return widgets.Layout(flex="1 1 14em", min_width="8em", width="auto")
+    return widgets.Layout(flex="1 1 10em", min_width="8em", width="auto")
 
 
 class FormError(ValueError):
@@ -217,8 +217,17 @@ class _Text(_Field):
 class _Bool(_Field):
     def __init__(self, build: _Builder, value: Any, pointer: str) -> None:
         self.widget = build.widget(
-            widgets.Checkbox, value=value is True, indent=False, layout=widgets.Layout(width="auto")
+            widgets.Checkbox,
+            value=value is True,
+            description=json.dumps(value is True),
+            indent=False,
+            layout=widgets.Layout(width="auto"),
         )
+
+        def shown(change: Any) -> None:  # the box says the JSON value it stands for
+            self.widget.description = json.dumps(bool(change["new"]))
+
+        self.widget.observe(shown, names="value")
 
     def value(self) -> Any:
         return bool(self.widget.value)
@@ -300,7 +309,7 @@ class _Object(_Field):
             include = None
             label = build.widget(
                 widgets.Label,
-                value=f"{name}{'' if name in required else ' (optional)'}",
+                value=f"{name} *" if name in required else name,
                 layout=_label_layout(),
             )
             label.tooltip = str((build.resolve(sub) or {}).get("description", ""))[:300] or None
@@ -416,8 +425,8 @@ class EditForm:
         )
         self.error = widgets.HTML(value="")
         self.note = widgets.HTML(
-            value='<span style="font-size:0.85em;opacity:0.75">Approve runs the call with these '
-            "arguments (they are checked against the tool's schema first).</span>"
+            value='<span style="font-size:0.85em;opacity:0.75">* required. Approve runs the call '
+            "with these arguments (they are checked against the tool's schema first).</span>"
         )
         self.body = widgets.VBox(layout=widgets.Layout(width="100%"))
         self.form: _Field | None = None

@@ -106,6 +106,8 @@ def test_edit_an_argument_and_approve_in_jupyterlab(lab: Lab) -> None:
             expect(page.get_by_text(diff).first).to_be_visible(timeout=timeout)
             expect(page.get_by_text("cleaned logs/old.log").first).to_be_visible(timeout=timeout)
             assert page.locator(BUTTONS, has_text="Approve").count() == 0  # static output now
+            editors = page.locator(".jp-Cell .jp-InputArea-editor .cm-content")
+            editors.nth(2).click()  # the click on Approve took the focus
             page.keyboard.press("Shift+Enter")  # print('ran:', ran)
             expect(page.get_by_text("ran: [('logs/old.log', 'trim', 10)]")).to_be_visible(
                 timeout=timeout
