@@ -37,6 +37,9 @@ __all__ = ["run_valid_call"]
 POLICIES = frozenset({"auto", "deny", "rule", "script", "error", "always", "timeout"})
 #: Statuses after which the tool's function ran and after-tool hooks see its result.
 _RAN = frozenset({"done", "error"})
+#: Longest hook detail (a veto's reason, an error) an event carries; the model reads it whole,
+#: within Limits.max_result_chars.
+_DETAIL = 1_000
 
 
 async def run_valid_call(
@@ -68,13 +71,13 @@ async def run_valid_call(
         try:
             verdict = await call_user(hook, call, copy_json(arguments), timeout=agent.hook_timeout)
         except UserCodeFailed as exc:
-            run.emit(ToolHookApplied(call.id, "before", name, "failed", str(exc)))
+            run.emit(ToolHookApplied(call.id, "before", name, "failed", _short(str(exc))))
             text = (
                 f"This call to {call.name} was not run: the before-tool hook {name} failed ({exc})."
             )
             return Outcome(error_result(text), "error")
         if isinstance(verdict, Veto):
-            run.emit(ToolHookApplied(call.id, "before", name, "vetoed", verdict.reason))
+            run.emit(ToolHookApplied(call.id, "before", name, "vetoed", _short(verdict.reason)))
             text = (
                 f"This call to {call.name} was not run: vetoed by the hook {name}: {verdict.reason}"
             )
@@ -89,7 +92,7 @@ async def run_valid_call(
                 )
             rewritten = checker(dict(verdict))
         except ArgumentsError as exc:
-            detail = f"its arguments were refused: {exc}"
+            detail = _short(f"its arguments were refused: {exc}")
             run.emit(ToolHookApplied(call.id, "before", name, "failed", detail))
             text = (
                 f"This call to {call.name} was not run: the before-tool hook {name} gave "
@@ -163,14 +166,14 @@ async def _after(
             after=converted,
         )
     except UserCodeFailed as exc:
-        run.emit(ToolHookApplied(call.id, "after", name, "failed", str(exc)))
+        run.emit(ToolHookApplied(call.id, "after", name, "failed", _short(str(exc))))
         return error_result(
             f"The result of this call was withheld: the after-tool hook {name} failed ({exc})."
         )
     if value is None or value == result:
         return result
     rewritten = ToolResult(value.content, value.is_error, result.terminate, value.value)
-    detail = value.text[:200]
+    detail = _short(value.text, 200)
     run.emit(ToolHookApplied(call.id, "after", name, "rewrote the result", detail))
     return rewritten
 
@@ -202,6 +205,11 @@ async def _execute(
             run._progress(call.id),
             run._abandon,
         )
+
+
+def _short(text: str, limit: int = _DETAIL) -> str:
+    """Text a hook gave (a reason, an error) as events carry it: bounded, for people."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _previewer(run: Run, found: Tool, call: ToolCall, arguments: Any) -> Callable[[], Any]:

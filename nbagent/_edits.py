@@ -107,10 +107,16 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def arguments_note(changed_by: list[str], arguments: Any, limits: Limits | None = None) -> str:
-    """What the model reads first in the result of a call whose arguments were changed."""
+    """What the model reads first in the result of a call whose arguments were changed.
+
+    Credential-shaped values (a token a hook added, say) are shown as ``***``: the model needs
+    to know what changed, not the secret.
+    """
+    from .redact import redact_secrets
+
     bounds = limits or _DEFAULT
     who = " and then ".join(changed_by)
-    text = canonical(arguments)
+    text = redact_secrets(canonical(arguments))
     room = max(200, bounds.max_result_chars // 4)
     if len(text) > room:
         text = f"{text[:room]}… ({len(text) - room:,} more characters)"

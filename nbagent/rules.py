@@ -495,7 +495,14 @@ class RuleApprover:
             return known
         decision = await self.fallback.decide(request)
         if isinstance(decision, Decision) and decision.approved and decision.always:
-            self.allow_always(request.tool_name)
+            try:
+                self.allow_always(request.tool_name)
+            except RuleError as exc:  # the approval stands; only "from now on" could not
+                import logging
+
+                logging.getLogger("nbagent").warning(
+                    "could not keep 'allow %s' as a rule: %s", request.tool_name, exc
+                )
         return decision
 
 

@@ -238,3 +238,27 @@ def test_hooks_must_be_functions_and_timeouts_positive() -> None:
     twin = agent.fork()
     twin.after_tool(lambda call, args, result: None)
     assert agent.after_tool_hooks == [] and len(twin.after_tool_hooks) == 1
+
+
+async def test_a_secret_a_hook_adds_never_reaches_the_model_in_the_note() -> None:
+    from nbagent.tools import tool as make_tool
+
+    seen: list[str] = []
+
+    @make_tool
+    def fetch(url: str, token: str = "") -> str:
+        """Fetch a page."""
+        seen.append(token)
+        return "page"
+
+    secret = "sk-test-0123456789abcdefghijklmn"
+
+    def sign(call: ToolCall, arguments: dict[str, Any]) -> Any:
+        return {**arguments, "token": secret}
+
+    model = ScriptedModel([Turn(Call("fetch", {"url": "https://x"}, id="c1")), "done"])
+    agent = Agent(model, [fetch], before_tool=[sign])
+    await agent.run("go")
+    assert seen == [secret]  # the tool got it
+    note = sent_result(model).text
+    assert secret not in note and '"token": "***"' in note  # the model did not

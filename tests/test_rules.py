@@ -207,3 +207,15 @@ async def test_always_allow_from_the_fallback_becomes_a_removable_rule() -> None
     assert [r.text for r in approver.rules] == ["allow write_file"]
     assert approver.rules.remove("write_file")
     assert approver.known_decision(request({"path": "c"})) is None
+
+
+async def test_an_always_allow_that_cannot_become_a_rule_still_approves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    full = RuleSet(limit=1)
+    full.add(parse_rule("deny tag"))
+    approver = RuleApprover(full, fallback=ScriptedApprover([Decision(True, always=True)]))
+    decision = await approver.decide(request({"path": "a"}))
+    assert decision.approved
+    assert [r.text for r in full] == ["deny tag"]
+    assert "could not keep 'allow write_file' as a rule: at most 1 rules" in caplog.text

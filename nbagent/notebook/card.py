@@ -146,7 +146,7 @@ class ToolCard:
 
     def show_notes(self) -> None:
         """What changed the call before it ran (hooks, an edit), one line each."""
-        lines = change_notes(self.record)
+        lines = [redact_secrets(line) for line in change_notes(self.record)]
         if not lines:
             return
         if self.notes is None:

@@ -141,16 +141,35 @@ class Session:
             else:
                 generator = spec
             self._agent.generator = generator
+        before = self._model_providers()
         self.model_spec = spec
+        if self._model_providers() != before:  # a new provider: check the tools against it
+            from . import report
+
+            report.problems(self.provider_problems(self.tools.values(), model_only=True))
+
+    def _model_providers(self) -> list[str]:
+        from ..providers import configured_providers
+
+        try:
+            return configured_providers(self.model_spec, {})
+        except Exception:  # a model setting that does not resolve is reported elsewhere
+            return []
 
     def sync_agent(self) -> Agent:
         """Give the agent exactly the registered tools and the session's approval timeout (at
         the start of a run, never during)."""
+        import warnings
+
+        from ..providers import ToolSchemaWarning
+
         agent = self.agent
         agent.approval_timeout = self.approval_timeout
-        for name, item in self.tools.items():
-            if agent.tools.get(name) is not item:
-                agent.add_tool(item)
+        with warnings.catch_warnings():  # said when the tool was registered
+            warnings.simplefilter("ignore", ToolSchemaWarning)
+            for name, item in self.tools.items():
+                if agent.tools.get(name) is not item:
+                    agent.add_tool(item)
         for name in [n for n in agent.tools if n not in self.tools]:
             agent.remove_tool(name)
         return agent
@@ -181,12 +200,13 @@ class Session:
         """Add an after-tool hook to the session's agent (see :mod:`nbagent.hooks`)."""
         return self.agent.after_tool(hook)
 
-    def provider_problems(self, tools: Iterable[Tool]) -> list[str]:
-        """Warnings for tools a configured provider would reject (see ``%agent tools``)."""
+    def provider_problems(self, tools: Iterable[Tool], *, model_only: bool = False) -> list[str]:
+        """Warnings for tools a configured provider would reject (see ``%agent tools``);
+        ``model_only``: only the session model's provider."""
         from ..providers import configured_providers, preflight
 
         try:
-            providers = configured_providers(self.model_spec)
+            providers = configured_providers(self.model_spec, {} if model_only else None)
         except Exception:  # a model setting that does not resolve is reported elsewhere
             return []
         return [

@@ -196,6 +196,21 @@ def _bounded(value: Any) -> Any:
     return value if size <= _RECORD_ARGUMENTS else f"({size:,} characters of JSON, not kept here)"
 
 
+def _redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` with credential-shaped text in every string (keys too) shown as ``***``."""
+    from ..redact import redact_secrets
+
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if depth > 64:
+        return None
+    if isinstance(value, dict):
+        return {redact_secrets(str(k)): _redacted(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v, depth + 1) for v in value]
+    return value
+
+
 def seconds(value: float) -> str:
     """A duration for people: "0.3 s", "<0.1 s", "2 min 5 s"."""
     if value < 0.05:
@@ -477,7 +492,14 @@ class Transcript:
         return run_plain(self)
 
     def to_metadata(self) -> dict[str, Any]:
-        """JSON-ready record: prompt, model, each call with its approval decision, totals."""
+        """JSON-ready record: prompt, model, each call with its approval decision, totals.
+
+        Saved with the notebook, so credential-shaped text anywhere in it is shown as ``***``
+        (a hook may put a token into the arguments that run).
+        """
+        return dict(_redacted(self._metadata()))
+
+    def _metadata(self) -> dict[str, Any]:
         calls = []
         for record in self.calls.values():
             decision = record.decision

@@ -300,3 +300,27 @@ def test_a_new_card_after_an_earlier_view_was_closed(wire: Wire) -> None:
         click(wire, bar.edit)  # the form's widgets too
         view.close()
         view.dispose()
+
+
+async def test_what_a_hook_adds_is_redacted_on_the_card_and_in_the_saved_record(wire: Wire) -> None:
+    secret = "sk-test-0123456789abcdefghijklmn"
+
+    def sign(call: ToolCall, arguments: dict[str, Any]) -> Any:
+        return {**arguments, "path": f"data/{secret}"}
+
+    model = ScriptedModel([Turn(Call("write_file", {"path": "a.txt"}, id="c1")), "done"])
+
+    async def act(view: RunView, event: Any) -> None:
+        if isinstance(event, ApprovalRequested):
+            bar = view.cards["c1"].approval
+            assert bar is not None
+            click(wire, bar.approve)
+
+    view, _ = await run_with_view(wire, model, act, before_tool=[sign])
+    card = view.cards["c1"]
+    assert card.notes is not None and secret not in card.notes.value and "***" in card.notes.value
+    record = view.transcript.to_metadata()
+    assert (
+        secret not in str(record) and record["calls"][0]["executed_arguments"]["path"] == "data/***"
+    )
+    assert all(secret not in str(b[0]) for b in run_outputs(view.transcript))

@@ -205,3 +205,31 @@ def test_loading_the_extension_imports_no_widgets() -> None:
     found = [line for line in out.stdout.splitlines() if line.startswith("HEAVY=")]
     assert out.returncode == 0 and found, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     assert found[-1] == "HEAVY=[]"
+
+
+def test_provider_warnings_come_once_when_a_tool_or_a_new_provider_arrives(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("NBAGENT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    session = Session()
+    either = Tool(
+        name="either",
+        input_schema={"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        execute=lambda ctx: None,
+    )
+    session.register(either)  # the offline model takes anything: nothing to say
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789abcdef")
+    session.set_model("anthropic:claude-sonnet-4-5")
+    warned = capsys.readouterr().err
+    assert "Anthropic would reject tool 'either': `anyOf` is not allowed at the root" in warned
+    session.set_model("anthropic:claude-opus-4-1")  # the same provider: nothing new to say
+    assert capsys.readouterr().err == ""
+    session.register(either)  # registered again while Anthropic is configured: said again
+    assert "Anthropic would reject tool 'either'" in capsys.readouterr().err
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        session.sync_agent()  # the agent does not warn a second time at the run's start
