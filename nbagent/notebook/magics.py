@@ -55,6 +55,7 @@ Ask the agent; the answer streams into the cell.
   x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
   %%agent [options]              the cell body is the prompt
   %agent tools | history | config | rules | recording | stop | help
+  %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
 
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, anthropic:MODEL,
@@ -84,8 +85,11 @@ Recordings: with no model set (the offline stand-in), a run that has a recording
 with a real model set (-m, NBAGENT_MODEL), every run is recorded afresh. %agent recording lists
 the recordings.
 
-Approval rules: "Always allow" on a card allows that tool for the rest of the session;
-%agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.
+Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
+named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow
+rules, then the run's policy. "Always allow" on a card adds "allow TOOL". %agent rules lists
+them, %agent rules remove N|TOOL or %agent rules clear removes them. On a card, Edit changes a
+call's arguments before approving (checked against the tool's schema; the model is told).
 """
 
 
