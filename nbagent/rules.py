@@ -26,6 +26,7 @@ denies the call, saying why. Rules are checked against the tool's schema when th
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import posixpath
@@ -61,6 +62,7 @@ class RuleError(NbagentError, ValueError):
     """A rule that cannot be made: bad syntax, an unknown tool or argument, an untestable type."""
 
 
+@functools.lru_cache(maxsize=1024)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     """The glob as an anchored regex (see the module docs for the syntax)."""
     out: list[str] = []
