@@ -19,7 +19,7 @@ from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
 from .render import pretty_arguments, result_outputs
-from .static import change_notes, preview_label
+from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
 from .transcript import CallRecord, call_line
 
@@ -145,20 +145,26 @@ class ToolCard:
         )
 
     def show_notes(self) -> None:
-        """What changed the call before it ran (hooks, an edit), one line each."""
-        lines = [redact_secrets(line) for line in change_notes(self.record)]
-        if not lines:
+        """What changed the call before it ran (hooks, an edit) and what after-tool hooks did
+        to its result, one line each."""
+        before = [redact_secrets(line) for line in change_notes(self.record)]
+        after = [redact_secrets(line) for line in after_notes(self.record)]
+        if not before and not after:
             return
         if self.notes is None:
             self.notes = widgets.HTML(layout=self.shared.layout, style=self.shared.html_style)
             children = list(self.widget.children)
             children.insert(children.index(self.arguments) + 1, self.notes)
             self.widget.children = tuple(children)
-        items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in lines)
-        self.notes.value = (
-            '<div style="font-size:0.85em"><span style="opacity:0.7">Before it ran:</span>'
-            f'<ul style="margin:0 0 2px 0">{items}</ul></div>'
-        )
+        sections = []
+        for title, lines in (("Before it ran:", before), ("After it ran:", after)):
+            if lines:
+                items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in lines)
+                sections.append(
+                    f'<span style="opacity:0.7">{title}</span>'
+                    f'<ul style="margin:0 0 2px 0">{items}</ul>'
+                )
+        self.notes.value = f'<div style="font-size:0.85em">{"".join(sections)}</div>'
 
     def close_approval(self, *, hide: bool = False) -> None:
         if self.approval is not None:

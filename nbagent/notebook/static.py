@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bundle",
+    "after_notes",
     "change_notes",
     "block_html",
     "block_markdown",
@@ -216,6 +217,8 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         images = list(result.images)
         if inline_images:
             html_parts.extend(_image_tag(p) for p in images)
+    if after_notes(record):
+        html_parts.append(_list_html("After it ran", after_notes(record)))
     if record.model_result is not None:
         html_parts.append(
             f'<details><summary style="{_LABEL_STYLE}">What the model read instead</summary>'
@@ -245,16 +248,25 @@ def preview_label(record: CallRecord) -> str:
 
 def change_notes(record: CallRecord) -> list[str]:
     """Lines about what changed a call before it ran: hooks, and each changed value."""
-    return [*record.hook_notes, *change_lines(record)]
+    before = [n for n in record.hook_notes if not n.startswith("after-tool")]
+    return [*before, *change_lines(record)]
+
+
+def after_notes(record: CallRecord) -> list[str]:
+    """Lines about what after-tool hooks did to the result the model reads."""
+    return [n for n in record.hook_notes if n.startswith("after-tool")]
+
+
+def _list_html(title: str, lines: list[str]) -> str:
+    items = "".join(f"<li><code>{_esc(line)}</code></li>" for line in lines)
+    return f'<div style="{_LABEL_STYLE}">{title}</div><ul style="margin:2px 0">{items}</ul>'
 
 
 def _changes_html(record: CallRecord) -> list[str]:
     notes = change_notes(record)
     if not notes:
         return []
-    parts = [f'<div style="{_LABEL_STYLE}">Before it ran</div>', '<ul style="margin:2px 0">']
-    parts += [f"<li><code>{_esc(line)}</code></li>" for line in notes]
-    parts.append("</ul>")
+    parts = [_list_html("Before it ran", notes)]
     if record.changes and record.executed is not None:
         parts.append(f'<div style="{_LABEL_STYLE}">Ran with</div>')
         parts.append(_pre(pretty_arguments(record.executed, "")))
@@ -320,6 +332,9 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
         if block.result_text:
             lines += ["", f"{label}:", "", fenced(shorten(block.result_text, PREVIEW))]
         lines += [f"\n*{_image_label(p)}*" for p in block.result.images]
+    later = after_notes(block)
+    if later:
+        lines += ["", "After it ran:", ""] + [f"- {code_span(line)}" for line in later]
     if block.model_result is not None:
         read = shorten(block.model_result.text, PREVIEW)
         lines += ["", "What the model read instead:", "", fenced(read)]
@@ -346,6 +361,7 @@ def block_plain(block: Block, transcript: Transcript) -> str:
     if block.result_text:
         prefix = "  error: " if block.is_error else "  → "
         lines.append(prefix + shorten(block.result_text, PREVIEW).replace("\n", "\n    "))
+    lines += [f"  {line}" for line in after_notes(block)]
     if block.model_result is not None:
         read = shorten(block.model_result.text, PREVIEW).replace("\n", "\n    ")
         lines.append(f"  the model read instead: {read}")

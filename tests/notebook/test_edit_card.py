@@ -324,3 +324,23 @@ async def test_what_a_hook_adds_is_redacted_on_the_card_and_in_the_saved_record(
         secret not in str(record) and record["calls"][0]["executed_arguments"]["path"] == "data/***"
     )
     assert all(secret not in str(b[0]) for b in run_outputs(view.transcript))
+
+
+async def test_what_an_after_hook_did_is_listed_after_the_call_ran(wire: Wire) -> None:
+    model = ScriptedModel([Turn(Call("write_file", {"path": "data/a"}, id="c1")), "done"])
+    rules = RuleSet([parse_rule("allow write_file")])
+
+    async def act(view: RunView, event: Any) -> None:
+        return None
+
+    view, _ = await run_with_view(
+        wire, model, act, rules=rules, after_tool=[lambda call, args, result: "short"]
+    )
+    notes = view.cards["c1"].notes
+    assert notes is not None and "Before it ran" not in notes.value
+    assert "After it ran:" in notes.value
+    assert "after-tool hook &lt;lambda&gt; rewrote" in notes.value
+    html = run_outputs(view.transcript)[0][0]["text/html"]
+    after = html.index("After it ran")
+    assert "Before it ran" not in html and html.index("after-tool hook") > after
+    assert html.index("Result") < after  # below the tool's own result
