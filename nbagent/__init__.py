@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         Run,
     )
     from .approval import (
+        ApprovalBinding,
         ApprovalRequest,
         Approver,
         AutoApprove,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
         Decision,
         DenyAll,
         InteractiveApprover,
-        RuleApprover,
         ScriptedApprover,
         approval_policy,
         approve,
@@ -77,6 +77,10 @@ if TYPE_CHECKING:
         StreamEvent,
         generate,
     )
+    from .hooks import (
+        Veto,
+        veto,
+    )
     from .limits import (
         Budget,
         Limits,
@@ -98,6 +102,11 @@ if TYPE_CHECKING:
         FunctionModel,
         OfflineModel,
         ScriptedModel,
+    )
+    from .rules import (
+        ApprovalRule,
+        RuleApprover,
+        RuleSet,
     )
     from .schema import (
         CompiledSchema,
@@ -126,7 +135,9 @@ _LAZY = {
     "Agent": "agent",
     "AgentEvent": "events",
     "Answer": "generation",
+    "ApprovalBinding": "approval",
     "ApprovalRequest": "approval",
+    "ApprovalRule": "rules",
     "Approver": "approval",
     "AssistantMessage": "messages",
     "AutoApprove": "approval",
@@ -149,7 +160,8 @@ _LAZY = {
     "OfflineModel": "models",
     "Options": "generation",
     "Request": "generation",
-    "RuleApprover": "approval",
+    "RuleApprover": "rules",
+    "RuleSet": "rules",
     "Run": "agent",
     "RunResult": "events",
     "ScriptedApprover": "approval",
@@ -163,6 +175,7 @@ _LAZY = {
     "ToolResult": "content",
     "ToolResultPart": "messages",
     "UserMessage": "messages",
+    "Veto": "hooks",
     "approval_policy": "approval",
     "approve": "approval",
     "compile_schema": "schema",
@@ -181,6 +194,7 @@ _LAZY = {
     "validate_arguments": "tools",
     "validate_result": "content",
     "validate_tools": "tools",
+    "veto": "hooks",
 }
 
 
@@ -205,7 +219,9 @@ __all__ = [
     "AgentEvent",
     "Answer",
     "AnswerIncompleteError",
+    "ApprovalBinding",
     "ApprovalRequest",
+    "ApprovalRule",
     "Approver",
     "ArgumentsError",
     "AssistantMessage",
@@ -236,6 +252,7 @@ __all__ = [
     "ProviderError",
     "Request",
     "RuleApprover",
+    "RuleSet",
     "Run",
     "RunAbortedError",
     "RunFailedError",
@@ -254,6 +271,8 @@ __all__ = [
     "ToolResult",
     "ToolResultPart",
     "UserMessage",
+    "Veto",
+    "allow",
     "approval_policy",
     "approve",
     "compile_schema",
@@ -261,6 +280,7 @@ __all__ = [
     "decode_arguments",
     "deny",
     "error_result",
+    "forbid",
     "generate",
     "image_part",
     "image_result",
@@ -276,6 +296,7 @@ __all__ = [
     "validate_arguments",
     "validate_result",
     "validate_tools",
+    "veto",
 ]
 
 
@@ -305,3 +326,20 @@ def register(*tools: Any, **kwargs: Any) -> Any:
     from .notebook import register as notebook_register
 
     return notebook_register(*tools, **kwargs)
+
+
+def allow(tool: Any, *, when: Any = None, **where: Any) -> int:
+    """Allow calls to ``tool`` in this notebook without asking, all of them or those whose
+    arguments match (``allow("write_file", path="data/*")``; see :mod:`nbagent.rules`). The
+    rule is checked against the registered tool now; returns its number (``%agent rules``)."""
+    from .notebook import current_session as session
+
+    return int(session().allow(tool, when=when, **where))
+
+
+def forbid(tool: Any, *, when: Any = None, **where: Any) -> int:
+    """Deny calls to ``tool`` in this notebook, all of them or those whose arguments match: the
+    Python twin of ``%agent deny`` (``nbagent.deny`` makes a Decision). Returns its number."""
+    from .notebook import current_session as session
+
+    return int(session().deny(tool, when=when, **where))

@@ -2,22 +2,37 @@
 
 Whatever the rule or the approver does (raise, return something that is not a Decision, never
 answer), the outcome is a decision about this one call: a failure or a timeout denies it with a
-reason the model reads, and the run goes on.
+reason the model reads, and the run goes on. While a person is asked, the tool's preview runs
+beside the question (it never holds up the decision). An approval with edited arguments is
+checked against the tool's schema (refused edits deny the call, saying why), and the decision
+is bound to the run, the call id and the hash of the arguments that will run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._execution import ToolRaised, contained, copy_json
-from .approval import ApprovalRequest, Approver, Decision
-from .events import AgentEvent, ApprovalRequested, ApprovalResolved
+from .approval import ApprovalBinding, ApprovalRequest, Approver, Decision, arguments_hash
+from .errors import ArgumentsError
+from .events import AgentEvent, ApprovalRequested, ApprovalResolved, ToolArgumentsChanged
 from .tools import Tool, ToolCall
 
-__all__ = ["decide_call"]
+__all__ = ["Decided", "decide_call"]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The decision about one call, and the arguments it is about (edited ones, if approved
+    with an edit that passed the schema)."""
+
+    decision: Decision
+    arguments: Any
+    edited: bool = False
 
 
 async def decide_call(
@@ -27,20 +42,37 @@ async def decide_call(
     approver: Approver,
     timeout: float | None,
     emit: Callable[[AgentEvent], None],
-) -> Decision | None:
+    *,
+    run_id: str = "",
+    checker: Callable[[Any], Any] | None = None,
+    preview: Callable[[], Awaitable[None]] | None = None,
+    schema: Mapping[str, Any] | None = None,
+) -> Decided | None:
     """None when the call needs no approval; else the decision for exactly this call.
 
-    The rule and the approver each get their own copy of the input.
+    The rule and the approver each get their own copy of the input. ``checker`` turns edited
+    arguments into the ones that run (raising ArgumentsError to refuse them); ``preview``, when
+    the tool has one, is started once a person is asked and cancelled once they answer.
     """
     try:
         needed = await found.approval_needed(copy_json(input_value))
     except (asyncio.CancelledError, GeneratorExit):
         raise
     except BaseException as exc:  # a broken rule must not let the call through, nor stop the run
-        return Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
+        decision = Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
+        return _bound(decision, input_value, call, run_id, emit)
     if not needed:
         return None
-    request = ApprovalRequest.for_call(call, copy_json(input_value), found.title)
+    request = ApprovalRequest.for_call(
+        call,
+        copy_json(input_value),
+        found.title,
+        run_id=run_id,
+        timeout=timeout,
+        preview=found.preview is not None and preview is not None,
+        checker=checker,
+        schema=schema,
+    )
     known = getattr(approver, "known_decision", None)
     if known is not None:
         try:
@@ -50,12 +82,52 @@ async def decide_call(
         except BaseException as exc:  # even KeyboardInterrupt: it denies this call only
             decision = _failed(exc)
         if decision is not None:  # e.g. "always allow": nobody needs to be asked
-            decision = _as_decision(decision)
-            emit(ApprovalResolved(call.id, decision))
-            return decision
-    decision = await _ask(approver, request, timeout, emit)
-    emit(ApprovalResolved(call.id, decision))
-    return decision
+            return _settle(_as_decision(decision), input_value, call, run_id, checker, emit)
+    decision = await _ask(approver, request, timeout, emit, preview)
+    return _settle(decision, input_value, call, run_id, checker, emit)
+
+
+def _settle(
+    decision: Decision,
+    proposed: Any,
+    call: ToolCall,
+    run_id: str,
+    checker: Callable[[Any], Any] | None,
+    emit: Callable[[AgentEvent], None],
+) -> Decided:
+    """Check an edit, bind the decision to what will run, and say so in events."""
+    if not decision.approved or decision.arguments is None:
+        return _bound(replace(decision, arguments=None), proposed, call, run_id, emit)
+    try:
+        edited = checker(decision.arguments) if checker is not None else decision.arguments
+    except ArgumentsError as exc:
+        refused = Decision(
+            False,
+            f"the edited arguments were refused, so the call was not run: {exc}",
+            by="error",
+        )
+        return _bound(refused, proposed, call, run_id, emit)
+    if arguments_hash(edited) == arguments_hash(proposed):
+        return _bound(replace(decision, arguments=None), proposed, call, run_id, emit)
+    emit(ToolArgumentsChanged(call.id, "person", copy_json(edited), copy_json(proposed)))
+    decided = _bound(replace(decision, arguments=copy_json(edited)), edited, call, run_id, emit)
+    return Decided(decided.decision, edited, edited=True)
+
+
+def _bound(
+    decision: Decision,
+    arguments: Any,
+    call: ToolCall,
+    run_id: str,
+    emit: Callable[[AgentEvent], None],
+) -> Decided:
+    try:
+        digest = arguments_hash(arguments)
+    except (TypeError, ValueError):
+        digest = arguments_hash(call.arguments)
+    bound = replace(decision, binding=ApprovalBinding(run_id, call.id, digest))
+    emit(ApprovalResolved(call.id, bound))
+    return Decided(bound, arguments)
 
 
 async def _ask(
@@ -63,11 +135,13 @@ async def _ask(
     request: ApprovalRequest,
     timeout: float | None,
     emit: Callable[[AgentEvent], None],
+    preview: Callable[[], Awaitable[None]] | None = None,
 ) -> Decision:
     """``approver.decide(request)`` on its own task, so that its failures stay its own.
 
     ApprovalRequested is emitted once ``decide`` has begun (an interactive approver has then
-    registered the request), so a reader may answer it as soon as it sees the event.
+    registered the request), so a reader may answer it as soon as it sees the event. The
+    preview runs beside the question and is cancelled when it is answered.
     """
     try:
         pending: Any = approver.decide(request)
@@ -85,14 +159,20 @@ async def _ask(
         return stopping
 
     asked = asyncio.ensure_future(contained(pending, cancel_requested=cancel_requested))
+    previewing: asyncio.Future[None] | None = None
     try:
         await asyncio.sleep(0)  # let decide() run up to its first wait
         emit(ApprovalRequested(request))
+        if preview is not None and request.preview and not asked.done():
+            previewing = asyncio.ensure_future(preview())
         done, _ = await asyncio.wait({asked}, timeout=timeout)
     except asyncio.CancelledError:
         stopping = True
         asked.cancel()
         raise
+    finally:
+        if previewing is not None and not previewing.done():
+            previewing.cancel()
     if not done:
         stopping = True
         asked.cancel()

@@ -88,13 +88,15 @@ def copy_json(value: Any) -> Any:
 @dataclass(frozen=True)
 class Outcome:
     """How one execution ended. ``raised`` is set when the tool raised a BaseException that
-    must stop the run; ``abandoned`` when its function was still running when answered."""
+    must stop the run; ``abandoned`` when its function was still running when answered;
+    ``original`` is the tool's own result when the model reads another ``result``."""
 
     result: ToolResult
     status: CallStatus
     trace: str | None = None
     abandoned: AbandonedCall | None = None
     raised: BaseException | None = None
+    original: ToolResult | None = None
 
 
 class _Progress:

@@ -20,6 +20,7 @@ from .content import Part
 from .errors import AgentError, NbagentError, RunFailedError, RunInProgressError
 from .events import AgentEvent, RunResult
 from .generation import Generator, Options
+from .hooks import AfterToolHook, BeforeToolHook
 from .limits import Budget, Limits
 from .messages import Message, UserMessage
 from .run import Run, _as_user_message
@@ -38,6 +39,13 @@ class Agent:
     decision within ``approval_timeout`` seconds (None: wait forever) is denied, and the run
     goes on. ``limits`` bounds what a model may send and what a tool result may give back
     (:class:`~nbagent.limits.Limits`). Images in ``messages`` are decode-checked.
+
+    ``before_tool`` / ``after_tool`` hooks (see :mod:`nbagent.hooks`; add more later with the
+    decorators :meth:`before_tool` and :meth:`after_tool`) may veto a call, rewrite its
+    arguments, or rewrite the result the model reads; each gets ``hook_timeout`` seconds. A
+    tool's preview gets ``preview_timeout`` seconds. When the model's provider has rules for
+    tool schemas (OpenAI, Anthropic), a tool it would reject is reported at once as a
+    :class:`~nbagent.providers.ToolSchemaWarning`, not at the first request.
     """
 
     def __init__(
@@ -55,6 +63,10 @@ class Agent:
         limits: Limits | None = None,
         approval_timeout: float | None = None,
         budget: Budget | None = None,
+        before_tool: Iterable[BeforeToolHook] = (),
+        after_tool: Iterable[AfterToolHook] = (),
+        hook_timeout: float | None = 30.0,
+        preview_timeout: float | None = 10.0,
     ) -> None:
         if isinstance(model, str) or model is None:
             from .providers import resolve_generator
@@ -80,6 +92,13 @@ class Agent:
         if approval_timeout is not None and not approval_timeout > 0:
             raise ValueError("approval_timeout must be a positive number of seconds, or None")
         self.approval_timeout = approval_timeout
+        for name, value in (("hook_timeout", hook_timeout), ("preview_timeout", preview_timeout)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, or None")
+        self.hook_timeout = hook_timeout
+        self.preview_timeout = preview_timeout
+        self.before_tool_hooks: list[BeforeToolHook] = [_hook(h) for h in before_tool]
+        self.after_tool_hooks: list[AfterToolHook] = [_hook(h) for h in after_tool]
         self.limits = limits or Limits()
         self.budget = budget
         self.messages: list[Message] = checked_history(list(messages))
@@ -87,6 +106,19 @@ class Agent:
         #: that raises is logged and never breaks the run. See :meth:`observe`.
         self.observers: list[Callable[[str, AgentEvent], Any]] = []
         self._running = False
+        _warn_rejected(self.generator, tool_list)
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    def before_tool(self, hook: BeforeToolHook) -> BeforeToolHook:
+        """Add a before-tool hook (usable as a decorator); see :mod:`nbagent.hooks`."""
+        self.before_tool_hooks.append(_hook(hook))
+        return hook
+
+    def after_tool(self, hook: AfterToolHook) -> AfterToolHook:
+        """Add an after-tool hook (usable as a decorator); see :mod:`nbagent.hooks`."""
+        self.after_tool_hooks.append(_hook(hook))
+        return hook
 
     # --- conversation -----------------------------------------------------------------------
 
@@ -102,6 +134,8 @@ class Agent:
         twin.tools = dict(self.tools)
         twin.messages = list(self.messages)
         twin.observers = list(self.observers)
+        twin.before_tool_hooks = list(self.before_tool_hooks)
+        twin.after_tool_hooks = list(self.after_tool_hooks)
         twin._running = False
         return twin
 
@@ -118,6 +152,7 @@ class Agent:
         tools[new.name] = new
         schemas.update(compiled)
         self.tools, self._schemas = tools, schemas
+        _warn_rejected(self.generator, [new])
 
     def observe(self, observer: Callable[[str, AgentEvent], Any]) -> Callable[[], None]:
         """Call ``observer(run_id, event)`` for every event of every later run, as it happens
@@ -287,3 +322,23 @@ class Agent:
             return run_on_worker_loop(batch.result, on_interrupt=stop)
         except KeyboardInterrupt:
             raise BatchInterrupted("the batch was interrupted", batch.table()) from None
+
+
+def _hook(fn: Any) -> Any:
+    if not callable(fn):
+        raise TypeError(f"a hook must be a function, not {type(fn).__name__}")
+    return fn
+
+
+def _warn_rejected(generator: Generator, tools: Sequence[Tool]) -> None:
+    """Warn now about tools the model's provider would reject (see ``tool_rules``)."""
+    rules = getattr(generator, "tool_rules", None)
+    if not isinstance(rules, str) or not tools:
+        return
+    import warnings
+
+    from .providers import ToolSchemaWarning, preflight
+
+    for item in tools:
+        for problem in preflight(item, rules):
+            warnings.warn(ToolSchemaWarning(problem.message), stacklevel=3)

@@ -3,24 +3,35 @@
 The loop asks ``await approver.decide(request)`` once per call that needs approval and runs the
 call only on an explicit approve decision for that exact call. Policies: :class:`AutoApprove`,
 :class:`DenyAll`, :class:`CallbackApprover` (ask a function, e.g. a terminal prompt),
-:class:`RuleApprover` (per-tool rules, "always allow"), :class:`ScriptedApprover` (tests,
-headless notebooks) and :class:`InteractiveApprover` (futures resolved by buttons).
+:class:`RuleApprover` (allow or deny by tool and by the arguments, see :mod:`nbagent.rules`),
+:class:`ScriptedApprover` (tests, headless notebooks) and :class:`InteractiveApprover` (futures
+resolved by buttons).
+
+An approval may carry edited arguments (``approve(arguments={...})``): the loop checks them
+against the tool's schema, runs the call with exactly those, and tells the model so. Every
+decision the loop acts on is bound (:class:`ApprovalBinding`) to the run, the call id and a hash
+of the arguments it was about.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
+from .errors import ArgumentsError
 from .tools import ToolCall
 
 if TYPE_CHECKING:
     import asyncio
 
+    from .rules import RuleApprover as RuleApprover
+
 __all__ = [
+    "ApprovalBinding",
     "ApprovalRequest",
     "Approver",
     "AutoApprove",
@@ -28,51 +39,119 @@ __all__ = [
     "Decision",
     "DenyAll",
     "InteractiveApprover",
-    "RuleApprover",
     "ScriptedApprover",
     "approval_policy",
     "approve",
+    "arguments_hash",
     "deny",
 ]
 
 
-def _fingerprint(call: ToolCall) -> str:
-    digest = hashlib.sha256(f"{call.id}\0{call.name}\0{call.arguments}".encode()).hexdigest()
-    return digest[:16]
+def arguments_hash(value: Any) -> str:
+    """The SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces): the same arguments
+    always hash the same, whatever order their keys arrived in."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _fingerprint(call: ToolCall, input: Any, run_id: str) -> str:
+    try:
+        shown = arguments_hash(input)
+    except (TypeError, ValueError):
+        shown = call.arguments
+    text = f"{run_id}\0{call.id}\0{call.name}\0{shown}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    """One call waiting for a decision; ``fingerprint`` binds a decision to id and arguments."""
+    """One call waiting for a decision.
+
+    ``input`` is what will run unless the person edits it (a before-tool hook may already have
+    changed what the model sent). ``fingerprint`` binds a decision to the run, the call id and
+    those arguments: a click from a stale card (another run, other arguments) is refused.
+    ``timeout``: seconds until the call is answered "approval timed out" (None: no limit).
+    ``preview``: the tool declared a preview, which front ends show while the call waits.
+    ``schema``: the tool's input schema (read-only), for front ends that offer an edit form;
+    :meth:`check_arguments` says whether edited arguments would be accepted.
+    """
 
     call: ToolCall
     input: Any
     title: str | None = None
     fingerprint: str = ""
+    run_id: str = ""
+    timeout: float | None = None
+    preview: bool = False
+    checker: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def for_call(cls, call: ToolCall, input: Any, title: str | None = None) -> ApprovalRequest:
-        return cls(call, input, title, _fingerprint(call))
+    def for_call(
+        cls,
+        call: ToolCall,
+        input: Any,
+        title: str | None = None,
+        *,
+        run_id: str = "",
+        timeout: float | None = None,
+        preview: bool = False,
+        checker: Callable[[Any], Any] | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> ApprovalRequest:
+        fingerprint = _fingerprint(call, input, run_id)
+        return cls(call, input, title, fingerprint, run_id, timeout, preview, checker, schema)
 
     @property
     def tool_name(self) -> str:
         return self.call.name
 
+    def check_arguments(self, arguments: Any) -> Any:
+        """Edited arguments as the call would run with them (a fresh JSON copy).
+
+        Raises :class:`~nbagent.errors.ArgumentsError` saying why they would be refused: not a
+        JSON object, too large or deep, or not matching the tool's schema. Without a checker
+        (a request made by hand) only the JSON checks apply.
+        """
+        if self.checker is not None:
+            return self.checker(arguments)
+        from ._edits import checked_arguments
+
+        return checked_arguments(arguments, self.tool_name)
+
+
+@dataclass(frozen=True)
+class ApprovalBinding:
+    """What a decision was about: the run, the call id, and the SHA-256 of the exact arguments
+    (:func:`arguments_hash`) that ran, or would have run."""
+
+    run_id: str
+    call_id: str
+    arguments_hash: str
+
 
 @dataclass(frozen=True)
 class Decision:
-    """Approve or deny one call. ``reason`` reaches the model on a denial; ``always`` asks the
-    approver to allow this tool without asking for the rest of the session."""
+    """Approve or deny one call.
+
+    ``reason`` reaches the model on a denial (and names the rule that decided, ``by="rule"``).
+    ``always`` asks the approver to allow this tool without asking for the rest of the session.
+    ``arguments``: an approval with edited arguments (None: as proposed); the call runs with
+    exactly these once they pass the tool's schema, and the model is told. ``binding`` is set
+    by the loop when it acts on the decision.
+    """
 
     approved: bool
     reason: str | None = None
     always: bool = False
     by: str = ""
+    arguments: Any = field(default=None, compare=False)
+    binding: ApprovalBinding | None = field(default=None, compare=False)
 
 
-def approve(reason: str | None = None, *, always: bool = False) -> Decision:
-    """An approve decision."""
-    return Decision(True, reason, always)
+def approve(reason: str | None = None, *, always: bool = False, arguments: Any = None) -> Decision:
+    """An approve decision; ``arguments`` runs the call with edited arguments instead."""
+    return Decision(True, reason, always, arguments=arguments)
 
 
 def deny(reason: str | None = None) -> Decision:
@@ -148,41 +227,6 @@ class CallbackApprover:
         return _as_decision(value, "callback")
 
 
-Rule = Literal["allow", "deny", "ask"]
-
-
-class RuleApprover:
-    """Per-tool rules ("allow", "deny", "ask"); "ask" and unlisted tools go to ``fallback``.
-
-    A decision with ``always=True`` from the fallback turns into an "allow" rule for that tool.
-    """
-
-    def __init__(self, rules: Mapping[str, Rule] | None = None, fallback: Approver | None = None):
-        self.rules: dict[str, Rule] = dict(rules or {})
-        self.fallback: Approver = fallback or DenyAll()
-
-    def allow_always(self, tool_name: str) -> None:
-        self.rules[tool_name] = "allow"
-
-    def known_decision(self, request: ApprovalRequest) -> Decision | None:
-        rule = self.rules.get(request.tool_name, "ask")
-        if rule == "allow":
-            return Decision(True, "allowed by rule", by="rule")
-        if rule == "deny":
-            return Decision(False, f"calls to {request.tool_name} are denied by rule", by="rule")
-        known = getattr(self.fallback, "known_decision", None)
-        return known(request) if known is not None else None
-
-    async def decide(self, request: ApprovalRequest) -> Decision:
-        known = self.known_decision(request)
-        if known is not None:
-            return known
-        decision = await self.fallback.decide(request)
-        if decision.approved and decision.always:
-            self.allow_always(request.tool_name)
-        return decision
-
-
 class ScriptedApprover:
     """Decisions given in advance: a sequence (in request order) or a mapping by tool name.
 
@@ -220,13 +264,17 @@ class InteractiveApprover:
 
     ``resolve`` is thread-safe (widget callbacks may arrive on another thread) and idempotent:
     only the first decision for a call counts, a decision whose fingerprint does not match the
-    pending call is refused, and a decision after the run ended does nothing. Tools allowed
-    "always" are approved without asking for the rest of the session.
+    pending call (another run, other arguments) is refused, an approval with edited arguments
+    that the tool's schema refuses is refused, and a decision after the run ended does nothing.
+    Tools allowed "always" are approved without asking for the rest of the session, unless
+    ``remember_always`` is False (a :class:`~nbagent.rules.RuleApprover` in front keeps them as
+    rules instead, which can be removed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, remember_always: bool = True) -> None:
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
+        self.remember_always = remember_always
         self.always_allowed: set[str] = set()
         self.decided: dict[str, Decision] = {}
 
@@ -259,15 +307,21 @@ class InteractiveApprover:
 
     def resolve(self, call_id: str, decision: Decision, *, fingerprint: str | None = None) -> bool:
         """Settle the pending request for ``call_id``; False if there is none (or it was settled,
-        or ``fingerprint`` does not match the call the person saw)."""
+        or ``fingerprint`` does not match the call the person saw, or the edited arguments do not
+        fit the tool: :meth:`ApprovalRequest.check_arguments` says why)."""
         with self._lock:
             pending = self._pending.get(call_id)
             if pending is None or pending.done:
                 return False
             if fingerprint is not None and fingerprint != pending.request.fingerprint:
                 return False
+            if decision.approved and decision.arguments is not None:
+                try:
+                    pending.request.check_arguments(decision.arguments)
+                except ArgumentsError:
+                    return False
             pending.done = True
-            if decision.approved and decision.always:
+            if decision.approved and decision.always and self.remember_always:
                 self.always_allowed.add(pending.request.tool_name)
             self.decided[call_id] = decision
 
@@ -280,6 +334,14 @@ class InteractiveApprover:
         except RuntimeError:  # the loop is closed: the run is over
             return False
         return True
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RuleApprover":  # lives with the rules it applies (and imports this module)
+        from .rules import RuleApprover
+
+        return RuleApprover
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def approval_policy(name: str) -> Approver:

@@ -39,10 +39,13 @@ __all__ = [
     "StepRetried",
     "StepStarted",
     "StopReason",
+    "ToolArgumentsChanged",
     "ToolArgumentsDelta",
     "ToolCallReady",
     "ToolCallStarted",
     "ToolFinished",
+    "ToolHookApplied",
+    "ToolPreviewed",
     "ToolProgress",
     "ToolStarted",
 ]
@@ -193,21 +196,64 @@ class ToolCallReady:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolArgumentsChanged:
+    """A call's arguments changed before it ran: ``by`` "person" (edited on approval) or
+    "hook" (a before-tool hook, named in ``hook``). It runs with ``arguments`` (checked against
+    the tool's schema); ``previous`` is what it had before. The model reads a note saying so."""
+
+    call_id: str
+    by: str
+    arguments: Any
+    previous: Any
+    hook: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHookApplied:
+    """A hook acted on a call: a before hook "vetoed" it, an after hook "rewrote the result"
+    the model reads, or a hook "failed" (raised or hung; the call was refused, or its result
+    withheld from the model). ``detail`` says why or what, for people. (A before hook that
+    rewrote the arguments is a :class:`ToolArgumentsChanged`.)"""
+
+    call_id: str
+    stage: Literal["before", "after"]
+    hook: str
+    action: Literal["vetoed", "rewrote the result", "failed"]
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalRequested:
     request: ApprovalRequest
 
 
 @dataclass(frozen=True, slots=True)
+class ToolPreviewed:
+    """What a call waiting for approval would do, from its tool's preview: ``status`` "done"
+    (``result`` is the preview), "error" (it raised) or "timeout"; then ``result`` says why.
+    For the person only: a preview never enters the conversation."""
+
+    call_id: str
+    result: ToolResult
+    status: Literal["done", "error", "timeout"]
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalResolved:
+    """The decision for a call; ``decision.binding`` ties it to the run, the call id and the
+    hash of the arguments it was about (those that run, when approved)."""
+
     call_id: str
     decision: Decision
 
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
-    """The call is running now."""
+    """The call is running now, with ``input`` (after any edit or hook; None when unknown)."""
 
     call: ToolCall
+    input: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +326,8 @@ class ToolFinished:
     ``abandoned`` is set when the call was answered while its function was still running (it
     ignored cancellation after a timeout, a cancelled run, or a sibling that stopped the run):
     see :class:`AbandonedCall`. None when the function had ended (or never started).
+    ``original`` is what the tool itself returned when the model reads something else (an
+    after-tool hook rewrote it, or a note says the arguments were changed): show it to people.
     """
 
     call: ToolCall
@@ -288,6 +336,7 @@ class ToolFinished:
     elapsed: float = 0.0
     traceback: str | None = None
     abandoned: AbandonedCall | None = None
+    original: ToolResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +376,10 @@ AgentEvent = Union[
     ToolCallStarted,
     ToolArgumentsDelta,
     ToolCallReady,
+    ToolArgumentsChanged,
+    ToolHookApplied,
     ApprovalRequested,
+    ToolPreviewed,
     ApprovalResolved,
     ToolStarted,
     ToolProgress,

@@ -15,12 +15,11 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from ._decide import decide_call
+from ._calls import run_valid_call
 from ._eventqueue import EventQueue
-from ._execution import CANCEL_GRACE, Outcome, copy_json, execute_tool
+from ._execution import CANCEL_GRACE, Outcome, copy_json
 from ._history import CheckedCall, check_calls, clean_text, history_message, result_for_model
 from ._textbuf import TextBuffer
 from .approval import Approver
@@ -45,7 +44,6 @@ from .events import (
     ToolCallStarted,
     ToolFinished,
     ToolProgress,
-    ToolStarted,
 )
 from .generation import (
     Answer,
@@ -71,8 +69,6 @@ __all__ = ["CANCEL_GRACE", "Run"]
 
 log = logging.getLogger("nbagent")
 _run_ids = itertools.count(1)
-#: Decisions made by a rule rather than a person (see Decision.by).
-_POLICIES = frozenset({"auto", "deny", "rule", "script", "error", "always", "timeout"})
 
 
 class Run:
@@ -483,69 +479,20 @@ class Run:
                 )
         self.emit(ToolCallReady(step, call, copy_json(input_value)))
         if outcome is None:
-            outcome = await self._run_valid(found, call, input_value, semaphore, sequential)
+            outcome = await run_valid_call(self, found, call, input_value, semaphore, sequential)
         result = result_for_model(outcome.result, self.limits)
         part = ToolResultPart(call.id, call.name, result.content, result.is_error)
         self._finished[call.id] = part
         elapsed = time.monotonic() - started
+        original = outcome.original
         self.emit(
-            ToolFinished(call, result, outcome.status, elapsed, outcome.trace, outcome.abandoned)
+            ToolFinished(
+                call, result, outcome.status, elapsed, outcome.trace, outcome.abandoned, original
+            )
         )
         if outcome.raised is not None:
             raise _aborted(call.name, outcome.raised) from outcome.raised
         return part, result
-
-    async def _run_valid(
-        self,
-        found: Tool | None,
-        call: ToolCall,
-        input_value: Any,
-        semaphore: asyncio.Semaphore | None,
-        sequential: dict[str, asyncio.Lock],
-    ) -> Outcome:
-        """A call whose arguments fit: unknown tool, provider's tool, denied, or run."""
-        if found is None:
-            available = ", ".join(sorted(self.tools)) or "none"
-            text = f"Unknown tool {call.name!r}. Available tools: {available}."
-            return Outcome(error_result(text), "invalid")
-        if found.execute is None:
-            text = f"Tool {call.name!r} is run by the provider, not by this agent."
-            return Outcome(error_result(text), "invalid")
-        timeout = self.agent.approval_timeout
-        decision = await decide_call(found, call, input_value, self.approver, timeout, self.emit)
-        if decision is not None and not decision.approved:
-            reason = decision.reason or "no reason given"
-            if decision.by in _POLICIES:
-                text = f"This call to {call.name} was not run: {reason}"
-            else:
-                text = f"The person denied this call to {call.name}: {reason}"
-            return Outcome(error_result(text), "denied")
-        return await self._execute(found, call, input_value, semaphore, sequential)
-
-    async def _execute(
-        self,
-        found: Tool,
-        call: ToolCall,
-        input_value: Any,
-        semaphore: asyncio.Semaphore | None,
-        sequential: dict[str, asyncio.Lock],
-    ) -> Outcome:
-        lock = (
-            sequential.setdefault(call.name, asyncio.Lock())
-            if found.execution_mode == "sequential"
-            else None
-        )
-        timeout = found.timeout if found.timeout is not None else self.agent.tool_timeout
-        async with semaphore or nullcontext(), lock or nullcontext():
-            self.emit(ToolStarted(call))
-            return await execute_tool(
-                found,
-                call,
-                copy_json(input_value),
-                timeout,
-                self._progress(call.id),
-                self._abandon,
-            )
 
     def _progress(self, call_id: str) -> Callable[[ToolResult, float], None]:
         def deliver(update: ToolResult, elapsed: float) -> None:

@@ -202,7 +202,10 @@ class Tool(Definition):
     :func:`nbagent.content.to_tool_result` understands. ``needs_approval`` is a bool or a
     function of the input (sync or async). ``to_model_output`` turns the returned value into
     what the model reads. ``execution_mode="sequential"`` keeps calls of this tool from
-    overlapping. ``timeout`` (seconds) bounds one call.
+    overlapping. ``timeout`` (seconds) bounds one call. ``preview`` is a function of the
+    (validated) input, sync or async, that returns what the call *would* do without doing it
+    (the rows a delete would remove, a diff, a plot): front ends show it while the call waits
+    for approval. It is for the person only, bounded by ``Agent.preview_timeout``.
     """
 
     execute: Execute | None = None
@@ -213,6 +216,7 @@ class Tool(Definition):
     on_input_available: InputCallback | None = None
     execution_mode: ExecutionMode = "concurrent"
     timeout: float | None = None
+    preview: Callable[[Mapping[str, Any]], Any] | None = None
     function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -262,6 +266,7 @@ def tool(
     strict: bool | None = None,
     execution_mode: ExecutionMode = "concurrent",
     timeout: float | None = None,
+    preview: Callable[[Mapping[str, Any]], Any] | None = None,
     on_input_start: InputCallback | None = None,
     on_input_delta: InputCallback | None = None,
     on_input_available: InputCallback | None = None,
@@ -435,6 +440,8 @@ def validate_tools(tools: Sequence[Tool | Definition]) -> dict[str, CompiledSche
                 raise ToolDefinitionError(f"{label}: needs_approval must be a bool or a function")
             if item.timeout is not None and not item.timeout > 0:
                 raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds")
+            if item.preview is not None and not callable(item.preview):
+                raise ToolDefinitionError(f"{label}: preview must be a function of the input")
         try:
             compiled[item.name] = compile_schema(item.input_schema)
         except SchemaError as exc:

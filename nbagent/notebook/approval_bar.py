@@ -1,12 +1,16 @@
-"""ApprovalBar: Approve, Deny (with a reason the model reads) and Always allow, for one call.
+"""ApprovalBar: Approve, Deny (with a reason the model reads), Always allow and Edit, for one call.
 
 A click hands one :class:`~nbagent.approval.Decision` to ``decide`` (the approver's thread-safe
-``resolve``). The first click wins: the bar disables itself, and later clicks — a double click,
-a click that arrives after the run ended — do nothing.
+``resolve``). With the edit form open, Approve and Always allow carry the edited arguments —
+after checking them against the tool's schema: an edit that does not fit says why inline and
+nothing is decided, so the person can fix it. The first decision that counts wins: the bar
+disables itself, and later clicks — a double click, a click after Stop, a click that arrives
+after the run ended — do nothing but say so.
 """
 
 from __future__ import annotations
 
+import html
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +18,15 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..approval import ApprovalRequest, Decision
+from ..errors import ArgumentsError
+from .edit_form import EditForm, FormError
 
 __all__ = ["ApprovalBar"]
+
+
+def _auto() -> widgets.Layout:
+    # one Layout per button: the run view closes each widget's layout with it
+    return widgets.Layout(width="auto", min_width="fit-content")
 
 
 class ApprovalBar:
@@ -27,17 +38,18 @@ class ApprovalBar:
         self._lock = threading.Lock()
         self.decision: Decision | None = None
         self.closed = False
+        self.form: EditForm | None = None
         name = request.call.name
         self.approve = widgets.Button(
             description="Approve",
-            layout=widgets.Layout(width="auto", min_width="fit-content"),
+            layout=_auto(),
             button_style="success",
             icon="check",
             tooltip=f"Run this call to {name}",
         )
         self.deny = widgets.Button(
             description="Deny",
-            layout=widgets.Layout(width="auto", min_width="fit-content"),
+            layout=_auto(),
             button_style="danger",
             icon="times",
             tooltip="Do not run it; the model reads the reason",
@@ -50,48 +62,129 @@ class ApprovalBar:
         )
         self.always = widgets.Button(
             description="Always allow",
-            layout=widgets.Layout(width="auto", min_width="fit-content"),
+            layout=_auto(),
             icon="check-double",
-            tooltip=f"Approve, and run {name} without asking for the rest of this session",
+            tooltip=f"Approve, and run {name} without asking for the rest of this session "
+            "(a rule you can remove: %agent rules)",
         )
+        self.edit = widgets.Button(
+            description="Edit",
+            layout=_auto(),
+            icon="pencil",
+            tooltip="Change the arguments before approving",
+        )
+        self.notice = widgets.HTML(value="", layout=widgets.Layout(display="none"))
         self.approve.on_click(self._on_approve)
         self.deny.on_click(self._on_deny)
         self.always.on_click(self._on_always)
-        self.widget = widgets.HBox(
-            [self.approve, self.deny, self.reason, self.always],
+        self.edit.on_click(self._on_edit)
+        self.buttons = widgets.HBox(
+            [self.approve, self.deny, self.reason, self.always, self.edit],
             layout=widgets.Layout(flex_flow="row wrap", gap="4px"),
         )
+        self.widget = widgets.VBox([self.buttons, self.notice])
+        self.widget.add_class("nbagent-approval")
+
+    # --- clicks -----------------------------------------------------------------------------
 
     def _on_approve(self, _button: Any) -> None:
-        self.click(Decision(True, None, by="person"))
+        self._approve(always=False)
+
+    def _on_always(self, _button: Any) -> None:
+        self._approve(always=True)
 
     def _on_deny(self, _button: Any) -> None:
         reason = self.reason.value.strip() or None
         self.click(Decision(False, reason, by="person"))
 
-    def _on_always(self, _button: Any) -> None:
-        self.click(Decision(True, None, always=True, by="person"))
+    def _on_edit(self, _button: Any) -> None:
+        if self.closed:
+            return
+        if self.form is None:
+            self.form = EditForm(self.request.schema, self.request.input)
+            self.widget.children = (self.buttons, self.form.widget, self.notice)
+            self.edit.description = "Cancel edit"
+            self.edit.icon = "undo"
+            return
+        shown = self.form.widget.layout.display != "none"
+        self.form.widget.layout.display = "none" if shown else None
+        self.edit.description = "Edit" if shown else "Cancel edit"
+        self.edit.icon = "pencil" if shown else "undo"
+
+    def _editing(self) -> bool:
+        return self.form is not None and self.form.widget.layout.display != "none"
+
+    def _approve(self, *, always: bool) -> None:
+        arguments = None
+        if self._editing():
+            assert self.form is not None
+            try:
+                arguments = self.request.check_arguments(self.form.value())
+            except FormError as exc:
+                self.form.show_error([str(exc)])
+                return
+            except ArgumentsError as exc:
+                lines = [f"{where or '/'}: {what}" for where, what in exc.violations]
+                self.form.show_error(lines or [str(exc)])
+                return
+            self.form.show_error([])
+        self.click(Decision(True, None, always=always, by="person", arguments=arguments))
 
     def click(self, decision: Decision) -> bool:
         """Give ``decision`` unless one was given already or the bar is closed."""
         with self._lock:
             if self.closed or self.decision is not None:
+                late = self.closed and self.decision is None
+                if late:
+                    self._say(
+                        "This call was already answered (the run stopped or ended): "
+                        "nothing was run for this click."
+                    )
                 return False
             self.decision = decision
         accepted = self._decide(decision)
+        if not accepted:
+            self._say(
+                "Too late: this call was already answered (the run stopped or ended), "
+                "so nothing was run for this click."
+            )
+            self.close()
+            return False
         self.close(hide=True)
-        return accepted
+        return True
+
+    def _say(self, text: str) -> None:
+        self.notice.value = (
+            f'<span style="color:#ad1457;font-size:0.9em">{html.escape(text)}</span>'
+        )
+        self.notice.layout.display = None
+
+    # --- the end ----------------------------------------------------------------------------
 
     def all_widgets(self) -> list[widgets.Widget]:
         """Every widget of the bar."""
-        return [self.widget, self.approve, self.deny, self.reason, self.always]
+        made = [
+            self.widget,
+            self.buttons,
+            self.notice,
+            self.approve,
+            self.deny,
+            self.reason,
+            self.always,
+            self.edit,
+        ]
+        if self.form is not None:
+            made += self.form.all_widgets()
+        return made
 
     def close(self, *, hide: bool = False) -> None:
         """Disable every control (after a decision, or when the run ended); ``hide`` folds the
         bar away once the card's header says what was decided."""
         with self._lock:
             self.closed = True
-        for control in (self.approve, self.deny, self.reason, self.always):
+        for control in (self.approve, self.deny, self.reason, self.always, self.edit):
             control.disabled = True
+        if self.form is not None:
+            self.form.disable()
         if hide:
             self.widget.layout.display = "none"

@@ -19,6 +19,7 @@ from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
 from .render import STATUS_COLORS, pretty_arguments, result_outputs
+from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
 from .transcript import CallRecord, call_line
 
@@ -52,6 +53,10 @@ class ToolCard:
         self.result: widgets.Output | None = None
         self.result_label: widgets.HTML | None = None
         self.traceback: widgets.Accordion | None = None
+        self.notes: widgets.HTML | None = None
+        self.preview_label: widgets.HTML | None = None
+        self.preview: widgets.Output | None = None
+        self.model_read: widgets.Accordion | None = None
         self.widget = widgets.VBox(
             [self.header, self.arguments],
             layout=widgets.Layout(
@@ -99,10 +104,56 @@ class ToolCard:
         self.arguments.finish()
 
     def ask(self, request: ApprovalRequest, decide: Callable[[Decision], bool]) -> ApprovalBar:
-        """Show Approve / Deny / Always allow for this call."""
+        """Show Approve / Deny / Always allow / Edit for this call (and where its preview goes)."""
+        if request.preview:
+            self.show_preview()
         self.approval = ApprovalBar(request, decide)
         self._add(self.approval.widget)
         return self.approval
+
+    def show_preview(self) -> None:
+        """The tool's preview: "computing…" until it arrives, then rendered like a result."""
+        if self.preview_label is None:
+            self.preview_label = widgets.HTML(
+                layout=self.shared.layout, style=self.shared.html_style
+            )
+            self.preview = widgets.Output(layout=self.shared.layout)
+            self._add(self.preview_label)
+            self._add(self.preview)
+        assert self.preview is not None
+        record = self.record
+        if record.preview is None:
+            text = "Preview: computing what this call would do… (you can decide meanwhile)"
+        else:
+            text = preview_label(record)
+            if record.open and record.preview_status == "done":
+                text = "Preview: what this call would do (nothing has run yet)"
+            self.preview.outputs = tuple(result_outputs(record.preview))
+        self.preview_label.value = (
+            f'<span style="font-size:0.85em;opacity:0.7">{html.escape(text)}</span>'
+        )
+
+    def show_notes(self) -> None:
+        """What changed the call before it ran (hooks, an edit) and what after-tool hooks did
+        to its result, one line each."""
+        before = [redact_secrets(line) for line in change_notes(self.record)]
+        after = [redact_secrets(line) for line in after_notes(self.record)]
+        if not before and not after:
+            return
+        if self.notes is None:
+            self.notes = widgets.HTML(layout=self.shared.layout, style=self.shared.html_style)
+            children = list(self.widget.children)
+            children.insert(children.index(self.arguments) + 1, self.notes)
+            self.widget.children = tuple(children)
+        sections = []
+        for title, lines in (("Before it ran:", before), ("After it ran:", after)):
+            if lines:
+                items = "".join(f"<li><code>{html.escape(line)}</code></li>" for line in lines)
+                sections.append(
+                    f'<span style="opacity:0.7">{title}</span>'
+                    f'<ul style="margin:0 0 2px 0">{items}</ul>'
+                )
+        self.notes.value = f'<div style="font-size:0.85em">{"".join(sections)}</div>'
 
     def close_approval(self, *, hide: bool = False) -> None:
         if self.approval is not None:
@@ -111,9 +162,20 @@ class ToolCard:
     def all_widgets(self) -> list[widgets.Widget]:
         """Every widget this card made (to close them all when the run becomes static)."""
         made: list[widgets.Widget] = [self.widget, self.header, self.arguments]
-        for part in (self.progress, self.progress_text, self.result, self.result_label):
+        parts = (
+            self.progress,
+            self.progress_text,
+            self.result,
+            self.result_label,
+            self.notes,
+            self.preview_label,
+            self.preview,
+        )
+        for part in parts:
             if part is not None:
                 made.append(part)
+        if self.model_read is not None:
+            made += [self.model_read, *self.model_read.children]
         if self.approval is not None:
             made += self.approval.all_widgets()
         if self.traceback is not None:
@@ -159,6 +221,14 @@ class ToolCard:
         if self.progress_text is not None:
             self.progress_text.layout.display = "none"
         self.show_result(result, final=True)
+        model_result = self.record.model_result
+        if model_result is not None:
+            out = widgets.Output()
+            text = redact_secrets(model_result.text)
+            out.outputs = ({"output_type": "stream", "name": "stdout", "text": text},)
+            self.model_read = widgets.Accordion(children=[out], selected_index=None)
+            self.model_read.set_title(0, "What the model read instead")
+            self._add(self.model_read)
         if traceback:
             out = widgets.Output()
             text = redact_secrets(traceback)

@@ -3,10 +3,15 @@
 A line is a subcommand only when it is exactly one (``%agent history`` is; ``%agent history of
 Rome`` is a prompt). Each subcommand says which word counts it accepts after its name and what
 it does; :data:`COMMANDS` is the table the magic consults, so a new subcommand is one entry.
+``%agent allow TOOL [ARG=PATTERN ...]`` and ``%agent deny ...`` read their words as a shell
+would (quotes group), and are rules only when every word after the tool is ``ARG=PATTERN``
+(``%agent allow me to ask`` stays a prompt).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,13 +31,14 @@ __all__ = ["COMMANDS", "Command", "find"]
 class Command:
     """One subcommand: ``accepts(words after the name)`` and ``run(session, shell, words)``.
 
-    ``split`` cuts the line into words (``%agent mcp add`` quotes like a shell).
+    ``split`` cuts the whole line into words (``%agent mcp add`` and rule lines quote like a
+    shell).
     """
 
     accepts: Callable[[list[str]], bool]
     run: Callable[[Session, Any, list[str]], None]
     scan: bool = True  # pick up the notebook's tools first
-    split: Callable[[str], list[str]] = str.split
+    split: Callable[[str], list[str]] = str.split  # the words of the whole line
 
 
 def _alone(words: list[str]) -> bool:
@@ -55,25 +61,89 @@ def _rules_words(words: list[str]) -> bool:
 
 
 def _rules(session: Session, _shell: Any, words: list[str]) -> None:
-    allowed = session.approver.always_allowed
+    rules = session.rules
     if not words:
         report.rules(session)
     elif words == ["clear"]:
-        count = len(allowed)
-        allowed.clear()
+        count = rules.clear()
         print(f"removed {count} rule(s): every call that needs approval asks again")
-    elif words[1] in allowed:
-        allowed.discard(words[1])
-        print(f"removed: calls to {words[1]} ask for approval again")
     else:
-        known = ", ".join(sorted(allowed)) or "none"
-        raise UsageError(f"no rule for {words[1]!r}; rules in force: {known}")
+        which: int | str = int(words[1]) if words[1].isdigit() else words[1]
+        gone = rules.remove(which)
+        if not gone:
+            known = ", ".join(f"{n}: {r.text}" for n, r in rules.numbered()) or "none"
+            raise UsageError(f"no rule {words[1]!r}; rules in force: {known}")
+        for rule in gone:
+            print(f"removed: {rule.text}")
+
+
+_TOOL_WORD = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _rule_words(line: str) -> list[str]:
+    try:
+        return shlex.split(line)
+    except ValueError:  # an unbalanced quote: a prompt ("allow me, don't ...")
+        return ["\0"]
+
+
+def _is_rule(words: list[str]) -> bool:
+    """``TOOL`` then only ``ARG=PATTERN`` words."""
+    return (
+        bool(words)
+        and bool(_TOOL_WORD.fullmatch(words[0]))
+        and all("=" in w and not w.startswith("=") for w in words[1:])
+    )
+
+
+def _add_rule(effect: str) -> Callable[[Session, Any, list[str]], None]:
+    def run(session: Session, _shell: Any, words: list[str]) -> None:
+        from ..rules import RuleError, parse_rule
+
+        try:
+            number = session.rules.add(parse_rule([effect, *words]))
+        except RuleError as exc:
+            raise UsageError(
+                f"{exc} (to ask the model instead, write `%agent -- {effect} {' '.join(words)}`)"
+            ) from None
+        rule = dict(session.rules.numbered())[number]
+        print(f"rule {number}: {rule.text}  (remove with %agent rules remove {number})")
+
+    return run
+
+
+def _timeout_words(words: list[str]) -> bool:
+    return len(words) <= 1 and (not words or words[0] in ("off", "none") or _seconds(words[0]))
+
+
+def _seconds(word: str) -> bool:
+    try:
+        return float(word.rstrip("s")) > 0
+    except ValueError:
+        return False
+
+
+def _timeout(session: Session, _shell: Any, words: list[str]) -> None:
+    if words:
+        value = None if words[0] in ("off", "none") else float(words[0].rstrip("s"))
+        session.set_approval_timeout(value)
+    seconds = session.approval_timeout
+    if seconds is None:
+        print("approval timeout: off (a call that needs approval waits until someone answers)")
+    else:
+        print(
+            f"approval timeout: {seconds:g} s (a call nobody answers by then is answered "
+            "'approval timed out', and the run goes on)"
+        )
 
 
 COMMANDS: dict[str, Command] = {
     "help": Command(_alone, _help, scan=False),
     "stop": Command(_alone, _stop, scan=False),
     "rules": Command(_rules_words, _rules, scan=False),
+    "allow": Command(_is_rule, _add_rule("allow"), split=_rule_words),
+    "deny": Command(_is_rule, _add_rule("deny"), split=_rule_words),
+    "approval-timeout": Command(_timeout_words, _timeout, scan=False),
     "recording": Command(_alone, lambda s, _sh, _w: report.recordings(s), scan=False),
     "tools": Command(_alone, lambda s, _sh, _w: report.tools_table(s)),
     "history": Command(_alone, lambda s, _sh, _w: report.history(s)),
@@ -85,13 +155,13 @@ COMMANDS: dict[str, Command] = {
 
 def find(line: str) -> tuple[Command, list[str]] | None:
     """The subcommand a magic line is, with the words after its name; None for a prompt."""
-    words = line.split()
+    words = line.split(None, 1)
     if not words:
         return None
     command = COMMANDS.get(words[0])
     if command is None:
         return None
-    words = command.split(line)
-    if not command.accepts(words[1:]):
+    rest = command.split(line)[1:]
+    if not command.accepts(rest):
         return None
-    return command, words[1:]
+    return command, rest

@@ -21,6 +21,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..limits import Budget
+from ..rules import RuleApprover
 from . import commands, mapmagic, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
 from .recordings import RecordMode, choose, model_configured
@@ -56,6 +57,7 @@ Ask the agent; the answer streams into the cell.
   x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
   %%agent [options]              the cell body is the prompt
   %agent tools | history | config | rules | recording | usage | stop | help
+  %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
 {map_help}
 Options
@@ -90,8 +92,11 @@ the recordings.
 MCP servers: %agent mcp add NAME -- COMMAND ARGS starts a server (--url URL connects to one;
 --env VAR passes the kernel's VAR to it); its tools become NAME__tool and ask for approval.
 
-Approval rules: "Always allow" on a card allows that tool for the rest of the session;
-%agent rules lists the rules in force, %agent rules remove NAME or %agent rules clear revokes.
+Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
+named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow
+rules, then the run's policy. "Always allow" on a card adds "allow TOOL". %agent rules lists
+them, %agent rules remove N|TOOL or %agent rules clear removes them. On a card, Edit changes a
+call's arguments before approving (checked against the tool's schema; the model is told).
 """
 
 
@@ -318,8 +323,9 @@ class AgentMagics(Magics):
             policy, source = choose_policy(plan.approve, frontend)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        approver = approver_for(policy, source, frontend, session.approver)
-        needs_clicks = isinstance(approver, InteractiveApprover)
+        asked = approver_for(policy, source, frontend, session.approver)
+        needs_clicks = isinstance(asked, InteractiveApprover)
+        approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
         mode, why = self._mode(awaited, needs_clicks)
         use_widgets = frontend.interactive and _widgets_available()
 
@@ -330,7 +336,7 @@ class AgentMagics(Magics):
 
             view = RunView(
                 plan.prompt,
-                approver=approver if needs_clicks else None,  # type: ignore[arg-type]
+                approver=asked if needs_clicks else None,  # type: ignore[arg-type]
                 on_stop=lambda: holder[0].cancel() if holder else None,
             )
         else:

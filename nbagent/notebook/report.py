@@ -16,6 +16,7 @@ from .transcript import decision_words
 
 if TYPE_CHECKING:
     from ..approval import Decision
+    from ..rules import RuleSet
     from .frontend import Frontend
     from .session import Session
 
@@ -79,16 +80,34 @@ def schema_summary(schema: Any) -> str:
     )
 
 
-def approval_rule(item: Tool, always: set[str]) -> str:
-    """How a tool's calls are approved, in words."""
-    rule = item.needs_approval
-    if item.name in always:
-        return "always allowed (this session)"
-    if rule is True:
-        return "asks every call"
-    if rule is False:
-        return "no"
-    return f"asks when {getattr(rule, '__name__', 'a rule')}(input) is true"
+def approval_rule(item: Tool, rules: RuleSet) -> str:
+    """How a tool's calls are approved, in words (with the rules about it, by number)."""
+    need = item.needs_approval
+    if need is True:
+        words = "asks every call"
+    elif need is False:
+        words = "no"
+    else:
+        words = f"asks when {getattr(need, '__name__', 'a rule')}(input) is true"
+    mine = [f"#{n} {r.text}" for n, r in rules.numbered() if r.tool == item.name]
+    if mine and need is not False:
+        words += "; rules: " + "; ".join(mine)
+    if item.preview is not None:
+        words += "; shows a preview"
+    return words
+
+
+def provider_status(item: Tool, provider: str) -> str:
+    """``ok``, or what the provider would reject (the first problem, and how many more)."""
+    from ..providers import preflight
+
+    problems = preflight(item, provider)
+    if not problems:
+        return "ok"
+    first = problems[0]
+    where = f" at {first.pointer}" if first.pointer else ""
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"rejects: {first.reason}{where}{more}"
 
 
 def _cell(text: str) -> str:
@@ -126,15 +145,31 @@ def tools_table(session: Session) -> None:
             "No tools yet: define one with @nbagent.tool, or call nbagent.register(...).",
         )
         return
-    always = session.approver.always_allowed
+    from ..providers._preflight import PROVIDERS, provider_label
+
     titled = any(t.title for t in tools)
-    header: tuple[str, ...] = ("tool", "description", "approval", "parameters (* required)")
+    providers: list[str] = list(PROVIDERS)
+    header: tuple[str, ...] = (
+        "tool",
+        "description",
+        "approval",
+        "parameters (* required)",
+        *(provider_label(p) for p in providers),
+    )
     rows: list[tuple[str, ...]] = []
     for t in tools:
         description = _first_line(t.description)
         if titled and t.title:
             description = f"{t.title}: {description}" if description else t.title
-        rows.append((t.name, description, approval_rule(t, always), schema_summary(t.input_schema)))
+        rows.append(
+            (
+                t.name,
+                description,
+                approval_rule(t, session.rules),
+                schema_summary(t.input_schema),
+                *(provider_status(t, p) for p in providers),
+            )
+        )
     _table(header, rows)
 
 
@@ -245,31 +280,57 @@ def config(session: Session, frontend: Frontend) -> None:
             else ("ask" if frontend.interactive else "deny (nobody can click)"),
         )
     )
-    always = sorted(session.approver.always_allowed)
+    numbered = session.rules.numbered()
     rows.append(
         (
             "rules",
-            ", ".join(f"always allow {n}" for n in always) + " (revoke: %agent rules remove NAME)"
-            if always
-            else "none",
+            "; ".join(f"#{n} {r.text}" for n, r in numbered)
+            + " (before the policy; remove: %agent rules remove N)"
+            if numbered
+            else "none (%agent allow / %agent deny add some)",
         )
     )
+    timeout = session.approval_timeout
+    rows.append(
+        (
+            "approval timeout",
+            f"{timeout:g} s (then the call is answered 'approval timed out')"
+            if timeout is not None
+            else "off (calls wait until someone answers; %agent approval-timeout SECONDS)",
+        )
+    )
+    if session.timeout_problem:
+        rows.append(("problem", session.timeout_problem))
+    agent = session._agent
+    hooks = []
+    if agent is not None:
+        hooks += [f"before: {_hook_name(h)}" for h in agent.before_tool_hooks]
+        hooks += [f"after: {_hook_name(h)}" for h in agent.after_tool_hooks]
+    rows.append(("hooks", ", ".join(hooks) or "none"))
     rows.append(("tools", ", ".join(sorted(session.tools)) or "none"))
     _table(("setting", "value"), rows, code_first=False)
 
 
+def _hook_name(hook: Any) -> str:
+    from .._usercode import describe
+
+    return describe(hook)
+
+
 def rules(session: Session) -> None:
-    """The approval rules in force this session, and how to revoke them."""
-    always = sorted(session.approver.always_allowed)
-    if not always:
+    """The approval rules in force this session, and how to remove them."""
+    numbered = session.rules.numbered()
+    if not numbered:
         _show(
-            "*No approval rules: every call that needs approval asks.*",
+            "*No approval rules: every call that needs approval asks. Add one with "
+            "`%agent allow TOOL [ARG=PATTERN ...]` or `%agent deny ...`.*",
             "No approval rules: every call that needs approval asks.",
         )
         return
     _table(
-        ("tool", "rule", "revoke with"),
-        [(name, "always allowed (this session)", f"%agent rules remove {name}") for name in always],
+        ("#", "rule", "remove with"),
+        [(str(n), r.text, f"%agent rules remove {n}") for n, r in numbered],
+        code_first=False,
     )
 
 

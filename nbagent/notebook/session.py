@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
+from ..rules import Predicate, RuleSet, make_rule
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
 from .recordings import RecordingStore
 from .runner import kernel_loop
@@ -66,6 +67,24 @@ def as_tool(item: Any, function: Callable[..., Any] | None = None) -> Tool:
     )
 
 
+def _timeout_from_env() -> tuple[float | None, str | None]:
+    """``NBAGENT_APPROVAL_TIMEOUT`` in seconds (unset, empty, "0" or "off": no timeout), and
+    what was wrong with it (shown by ``%agent config``)."""
+    import math
+    import os
+
+    text = os.environ.get("NBAGENT_APPROVAL_TIMEOUT", "").strip().lower()
+    if text in ("", "0", "off", "none"):
+        return None, None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        return None, f"NBAGENT_APPROVAL_TIMEOUT={text[:40]!r} is not a number of seconds: ignored"
+    return value, None
+
+
 def _defined_in_notebook(value: Tool) -> bool:
     if getattr(value, "__module__", None) == "__main__":
         return True
@@ -86,7 +105,10 @@ class Session:
         self._seen: dict[str, Tool] = {}
         self.model_spec: str | Generator | None = None
         self._agent: Agent | None = None
-        self.approver = InteractiveApprover()
+        # "Always allow" becomes a rule in self.rules (removable), not a set of its own
+        self.approver = InteractiveApprover(remember_always=False)
+        self.rules = RuleSet(tools=lambda: self.tools)
+        self.approval_timeout, self.timeout_problem = _timeout_from_env()
         self.jobs: list[Job] = []
         self.active: Job | None = None
         self.queue: deque[Job] = deque()
@@ -122,17 +144,80 @@ class Session:
             else:
                 generator = spec
             self._agent.generator = generator
+        before = self._model_providers()
         self.model_spec = spec
+        if self._model_providers() != before:  # a new provider: check the tools against it
+            from . import report
+
+            report.problems(self.provider_problems(self.tools.values(), model_only=True))
+
+    def _model_providers(self) -> list[str]:
+        from ..providers import configured_providers
+
+        try:
+            return configured_providers(self.model_spec, {})
+        except Exception:  # a model setting that does not resolve is reported elsewhere
+            return []
 
     def sync_agent(self) -> Agent:
-        """Give the agent exactly the registered tools (at the start of a run, never during)."""
+        """Give the agent exactly the registered tools and the session's approval timeout (at
+        the start of a run, never during)."""
+        import warnings
+
+        from ..providers import ToolSchemaWarning
+
         agent = self.agent
-        for name, item in self.tools.items():
-            if agent.tools.get(name) is not item:
-                agent.add_tool(item)
+        agent.approval_timeout = self.approval_timeout
+        with warnings.catch_warnings():  # said when the tool was registered
+            warnings.simplefilter("ignore", ToolSchemaWarning)
+            for name, item in self.tools.items():
+                if agent.tools.get(name) is not item:
+                    agent.add_tool(item)
         for name in [n for n in agent.tools if n not in self.tools]:
             agent.remove_tool(name)
         return agent
+
+    # --- approval rules and hooks --------------------------------------------------------------
+
+    def allow(self, tool: str | Tool, *, when: Predicate | None = None, **where: Any) -> int:
+        """Allow calls to a registered tool without asking (those whose arguments match
+        ``where`` globs and ``when``); checked against the tool now. Returns its number."""
+        return self.rules.add(make_rule("allow", tool, when, where))
+
+    def deny(self, tool: str | Tool, *, when: Predicate | None = None, **where: Any) -> int:
+        """Deny calls to a registered tool (or those whose arguments match). Its number."""
+        return self.rules.add(make_rule("deny", tool, when, where))
+
+    def set_approval_timeout(self, seconds: float | None) -> None:
+        """Answer a call nobody decides within ``seconds`` "approval timed out" (None: wait)."""
+        if seconds is not None and not (seconds > 0 and seconds != float("inf")):
+            raise ValueError("the approval timeout must be a positive number of seconds, or None")
+        self.approval_timeout = seconds
+        self.timeout_problem = None
+
+    def before_tool(self, hook: Any) -> Any:
+        """Add a before-tool hook to the session's agent (see :mod:`nbagent.hooks`)."""
+        return self.agent.before_tool(hook)
+
+    def after_tool(self, hook: Any) -> Any:
+        """Add an after-tool hook to the session's agent (see :mod:`nbagent.hooks`)."""
+        return self.agent.after_tool(hook)
+
+    def provider_problems(self, tools: Iterable[Tool], *, model_only: bool = False) -> list[str]:
+        """Warnings for tools a configured provider would reject (see ``%agent tools``);
+        ``model_only``: only the session model's provider."""
+        from ..providers import configured_providers, preflight
+
+        try:
+            providers = configured_providers(self.model_spec, {} if model_only else None)
+        except Exception:  # a model setting that does not resolve is reported elsewhere
+            return []
+        return [
+            f"warning: {problem.message}"
+            for item in tools
+            for provider in providers
+            for problem in preflight(item, provider)
+        ]
 
     # --- tools --------------------------------------------------------------------------------
 
@@ -147,6 +232,9 @@ class Session:
                 self.tools[item.name] = item
                 self._explicit.add(item.name)
                 self._from_namespace.discard(item.name)
+        from . import report
+
+        report.problems(self.provider_problems(made))
         return made
 
     def unregister(self, name: str) -> bool:
@@ -192,6 +280,7 @@ class Session:
                 self.tools[name] = chosen
                 self._from_namespace.add(name)
                 self._explicit.discard(name)
+                problems += self.provider_problems([chosen])
             self._seen = {var: v for found in candidates.values() for var, v in found}
             for name in list(self._from_namespace):
                 if name not in candidates:

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
-from .render import STATUS_COLORS, fenced, result_outputs, safe_markdown, shorten
+from .render import (
+    STATUS_COLORS,
+    code_span,
+    fenced,
+    pretty_arguments,
+    result_outputs,
+    safe_markdown,
+    shorten,
+)
 from .transcript import (
     Block,
     CallRecord,
@@ -35,6 +43,7 @@ from .transcript import (
     ReasoningRecord,
     TextRecord,
     Transcript,
+    change_lines,
 )
 
 if TYPE_CHECKING:
@@ -42,12 +51,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bundle",
+    "after_notes",
+    "change_notes",
     "block_html",
     "block_markdown",
     "block_outputs",
     "block_plain",
     "head_outputs",
     "markdown_html",
+    "preview_label",
     "run_markdown",
     "run_outputs",
     "run_plain",
@@ -186,7 +198,17 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
     ]
     args = transcript.call_arguments(record)
     if args:
+        if record.changes:
+            html_parts.append(f'<div style="{_LABEL_STYLE}">Proposed by the model</div>')
         html_parts.append(_pre(args))
+    html_parts.extend(_changes_html(record))
+    if record.preview is not None:
+        html_parts.append(
+            f'<details><summary style="{_LABEL_STYLE}">{_esc(preview_label(record))}</summary>'
+            f"{_result_html(record.preview)}"
+            + "".join(_image_tag(p) for p in record.preview.images)
+            + "</details>"
+        )
     images: list[ImagePart] = []
     result = record.result
     if result is not None:
@@ -196,6 +218,13 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         images = list(result.images)
         if inline_images:
             html_parts.extend(_image_tag(p) for p in images)
+    if after_notes(record):
+        html_parts.append(_list_html("After it ran", after_notes(record)))
+    if record.model_result is not None:
+        html_parts.append(
+            f'<details><summary style="{_LABEL_STYLE}">What the model read instead</summary>'
+            f"{_pre(record.model_result.text)}</details>"
+        )
     if record.traceback:
         html_parts.append(
             f'<details><summary style="{_LABEL_STYLE}">Traceback</summary>'
@@ -208,6 +237,41 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         redact_secrets(block_plain(record, transcript)),
         [] if inline_images else images,
     )
+
+
+def preview_label(record: CallRecord) -> str:
+    """The heading of a call's preview, saying how it ended."""
+    return {
+        "error": "Preview (it failed)",
+        "timeout": "Preview (it did not finish in time)",
+    }.get(record.preview_status, "Preview (what the call would do, shown before it was approved)")
+
+
+def change_notes(record: CallRecord) -> list[str]:
+    """Lines about what changed a call before it ran: hooks, and each changed value."""
+    before = [n for n in record.hook_notes if not n.startswith("after-tool")]
+    return [*before, *change_lines(record)]
+
+
+def after_notes(record: CallRecord) -> list[str]:
+    """Lines about what after-tool hooks did to the result the model reads."""
+    return [n for n in record.hook_notes if n.startswith("after-tool")]
+
+
+def _list_html(title: str, lines: list[str]) -> str:
+    items = "".join(f"<li><code>{_esc(line)}</code></li>" for line in lines)
+    return f'<div style="{_LABEL_STYLE}">{title}</div><ul style="margin:2px 0">{items}</ul>'
+
+
+def _changes_html(record: CallRecord) -> list[str]:
+    notes = change_notes(record)
+    if not notes:
+        return []
+    parts = [_list_html("Before it ran", notes)]
+    if record.changes and record.executed is not None:
+        parts.append(f'<div style="{_LABEL_STYLE}">Ran with</div>')
+        parts.append(_pre(pretty_arguments(record.executed, "")))
+    return parts
 
 
 def block_html(block: Block, transcript: Transcript, *, inline_images: bool = True) -> str:
@@ -259,11 +323,27 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
     args = transcript.call_arguments(block)
     if args:
         lines += ["", fenced(shorten(args, CALL_FALLBACK), "json")]
+    notes = change_notes(block)
+    if notes:
+        lines += ["", "Before it ran:", ""] + [f"- {code_span(line)}" for line in notes]
+    if block.preview is not None and block.preview.text:
+        lines += [
+            "",
+            f"{preview_label(block)}:",
+            "",
+            fenced(shorten(block.preview.text, CALL_FALLBACK)),
+        ]
     if block.result is not None:
         label = "Error" if block.is_error else "Result"
         if block.result_text:
             lines += ["", f"{label}:", "", fenced(shorten(block.result_text, CALL_FALLBACK))]
         lines += [f"\n*{_image_label(p)}*" for p in block.result.images]
+    later = after_notes(block)
+    if later:
+        lines += ["", "After it ran:", ""] + [f"- {code_span(line)}" for line in later]
+    if block.model_result is not None:
+        read = shorten(block.model_result.text, PREVIEW)
+        lines += ["", "What the model read instead:", "", fenced(read)]
     return "\n".join(lines)
 
 
@@ -277,9 +357,20 @@ def block_plain(block: Block, transcript: Transcript) -> str:
         return f"({block.text})"
     lines = [f"[tool] {block.name} {shorten(block.arguments, CALL_FALLBACK)}"]
     lines.append(f"  {transcript.call_line(block)}")
+    lines += [
+        f"  changed {line}" if line.startswith("by ") else f"  {line}"
+        for line in change_notes(block)
+    ]
+    if block.preview is not None and block.preview.text:
+        shown = shorten(block.preview.text, PREVIEW).replace("\n", "\n    ")
+        lines.append(f"  preview: {shown}")
     if block.result_text:
         prefix = "  error: " if block.is_error else "  → "
         lines.append(prefix + shorten(block.result_text, CALL_FALLBACK).replace("\n", "\n    "))
+    lines += [f"  {line}" for line in after_notes(block)]
+    if block.model_result is not None:
+        read = shorten(block.model_result.text, CALL_FALLBACK).replace("\n", "\n    ")
+        lines.append(f"  the model read instead: {read}")
     if block.result is not None:
         lines += [f"  {_image_label(p)}" for p in block.result.images]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ decisions, machine-readable). It holds no settings and no key: only what the run
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Union
@@ -27,10 +28,13 @@ from ..events import (
     StepFinished,
     StepRetried,
     StepStarted,
+    ToolArgumentsChanged,
     ToolArgumentsDelta,
     ToolCallReady,
     ToolCallStarted,
     ToolFinished,
+    ToolHookApplied,
+    ToolPreviewed,
     ToolProgress,
     ToolStarted,
 )
@@ -43,11 +47,13 @@ _RECORD_TEXT = 1_000
 
 __all__ = [
     "CallRecord",
+    "Change",
     "NoteRecord",
     "ReasoningRecord",
     "TextRecord",
     "Transcript",
     "call_line",
+    "change_lines",
     "decision_words",
     "seconds",
 ]
@@ -77,6 +83,20 @@ class NoteRecord:
     text: str
 
 
+@dataclass(frozen=True)
+class Change:
+    """Who changed a call's arguments before it ran ("person" or "hook"), and from what to what."""
+
+    by: str
+    previous: Any
+    arguments: Any
+    hook: str | None = None
+
+    @property
+    def who(self) -> str:
+        return f"hook {self.hook}" if self.by == "hook" else "you"
+
+
 @dataclass
 class CallRecord:
     """One tool call as the person saw it.
@@ -84,6 +104,9 @@ class CallRecord:
     ``waited`` is the time the call spent waiting for a decision, ``ran`` the time its function
     ran: the two are never added up. ``abandoned`` is set when the run stopped but the function
     could not be stopped (a thread); ``ended_late`` says when it finally returned.
+    ``input`` is what the model proposed; ``executed`` what ran (after edits and hooks, see
+    ``changes``); ``result`` is the tool's own result and ``model_result`` what the model read
+    instead, when that differs (a note about changed arguments, an after-tool hook).
     """
 
     call_id: str
@@ -105,6 +128,14 @@ class CallRecord:
     traceback: str | None = None
     abandoned: bool = False
     ended_late: float | None = None
+    executed: Any = None
+    changes: list[Change] = field(default_factory=list)
+    hook_notes: list[str] = field(default_factory=list)
+    preview: ToolResult | None = field(default=None, repr=False)
+    preview_status: str = ""
+    has_preview: bool = False
+    timeout: float | None = None
+    model_result: ToolResult | None = field(default=None, repr=False)
 
     @property
     def open(self) -> bool:
@@ -127,6 +158,58 @@ class CallRecord:
 
 
 Block = Union[TextRecord, ReasoningRecord, NoteRecord, CallRecord]
+
+#: Longest argument value the run's saved record keeps as JSON (larger ones as a note).
+_RECORD_ARGUMENTS = 10_000
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    from .._edits import MISSING
+
+    if value is MISSING:
+        return "(absent)"
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def change_lines(record: CallRecord, limit: int = 20) -> list[str]:
+    """What changed the call's arguments before it ran, one line per changed value:
+    ``by you: /path "a.txt" → "data/a.txt"``."""
+    from .._edits import json_diff
+
+    lines: list[str] = []
+    for change in record.changes:
+        for pointer, old, new in json_diff(change.previous, change.arguments, limit):
+            lines.append(f"by {change.who}: {pointer} {_shown(old)} → {_shown(new)}")
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… and {len(lines) - limit} more changes"]
+    return lines
+
+
+def _bounded(value: Any) -> Any:
+    try:
+        size = len(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return None
+    return value if size <= _RECORD_ARGUMENTS else f"({size:,} characters of JSON, not kept here)"
+
+
+def _redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` with credential-shaped text in every string (keys too) shown as ``***``."""
+    from ..redact import redact_secrets
+
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if depth > 64:
+        return None
+    if isinstance(value, dict):
+        return {redact_secrets(str(k)): _redacted(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v, depth + 1) for v in value]
+    return value
 
 
 def seconds(value: float) -> str:
@@ -152,10 +235,14 @@ def decision_words(decision: Decision) -> str:
         "error": "",
     }.get(decision.by, f"by {decision.by}" if decision.by else "")
     verb = "approved" if decision.approved else "denied"
+    if decision.by == "rule":
+        verb = "allowed" if decision.approved else "denied"
     words = f"{verb} {who}".strip()
     if decision.always and decision.by == "person":
         words += " (always allow this tool)"
-    if not decision.approved and decision.reason:
+    if decision.approved and decision.arguments is not None and decision.by == "person":
+        words += " with your edit"
+    if (not decision.approved or decision.by == "rule") and decision.reason:
         words += f": {decision.reason}"
     return words
 
@@ -178,7 +265,10 @@ def call_line(record: CallRecord, now: float | None = None) -> str:
             decided += f" after {seconds(record.waited)}"
         words.append(decided)
     elif record.approval_asked and record.open and record.asked_at is not None:
-        words.append(f"waiting for approval · {seconds(clock - record.asked_at)}")
+        waiting = f"waiting for approval · {seconds(clock - record.asked_at)}"
+        if record.timeout is not None:
+            waiting += f" (answered “approval timed out” after {seconds(record.timeout)})"
+        words.append(waiting)
     status = _STATUS_WORDS.get(record.status, record.status)
     if record.status == "waiting" and record.decision is None and record.approval_asked:
         status = ""  # said above, with the time waited
@@ -272,6 +362,29 @@ class Transcript:
             record.approval_asked = True
             record.asked_at = self.clock()
             record.status = "waiting"
+            record.timeout = event.request.timeout
+            record.has_preview = event.request.preview
+        elif isinstance(event, ToolArgumentsChanged):
+            found = self.calls.get(event.call_id)
+            if found is not None:
+                found.changes.append(Change(event.by, event.previous, event.arguments, event.hook))
+                found.executed = event.arguments
+        elif isinstance(event, ToolHookApplied):
+            found = self.calls.get(event.call_id)
+            if found is not None:
+                detail = (
+                    f": {event.detail}"
+                    if event.detail and event.action != "rewrote the result"
+                    else ""
+                )
+                found.hook_notes.append(
+                    f"{event.stage}-tool hook {event.hook} {event.action}{detail}"
+                )
+        elif isinstance(event, ToolPreviewed):
+            found = self.calls.get(event.call_id)
+            if found is not None:
+                found.preview = event.result
+                found.preview_status = event.status
         elif isinstance(event, ApprovalResolved):
             found = self.calls.get(event.call_id)
             if found is not None:
@@ -284,6 +397,8 @@ class Transcript:
             record = self._call(event.call.id, event.call.name)
             record.status = "running"
             record.started = self.clock()
+            if event.input is not None:
+                record.executed = event.input
         elif isinstance(event, ToolProgress):
             found = self.calls.get(event.call_id)
             if found is not None and event.update.text:
@@ -291,8 +406,10 @@ class Transcript:
         elif isinstance(event, ToolFinished):
             record = self._call(event.call.id, event.call.name)
             record.status = event.status
-            record.result = event.result
-            record.is_error = event.result.is_error
+            original = getattr(event, "original", None)
+            record.result = original if original is not None else event.result
+            record.model_result = event.result if original is not None else None
+            record.is_error = record.result.is_error
             if record.started is not None:
                 record.ran = self.clock() - record.started
             record.traceback = event.traceback
@@ -393,15 +510,37 @@ class Transcript:
         return run_plain(self)
 
     def to_metadata(self) -> dict[str, Any]:
-        """JSON-ready record: prompt, model, each call with its approval decision, totals."""
+        """JSON-ready record: prompt, model, each call with its approval decision, totals.
+
+        Saved with the notebook, so credential-shaped text anywhere in it is shown as ``***``
+        (a hook may put a token into the arguments that run).
+        """
+        return dict(_redacted(self._metadata()))
+
+    def _metadata(self) -> dict[str, Any]:
         calls = []
         for record in self.calls.values():
             decision = record.decision
+            binding = decision.binding if decision is not None else None
             calls.append(
                 {
                     "id": record.call_id,
                     "name": record.name,
                     "arguments": record.arguments,
+                    "proposed_arguments": _bounded(record.input),
+                    "executed_arguments": _bounded(record.executed),
+                    "changes": [
+                        {"by": c.by, "hook": c.hook, "arguments": _bounded(c.arguments)}
+                        for c in record.changes
+                    ],
+                    "hooks": list(record.hook_notes),
+                    "binding": None
+                    if binding is None
+                    else {
+                        "run_id": binding.run_id,
+                        "call_id": binding.call_id,
+                        "arguments_sha256": binding.arguments_hash,
+                    },
                     "status": record.status,
                     "is_error": record.is_error,
                     "ran": round(record.ran, 3),

@@ -30,10 +30,13 @@ from ..events import (
     StepFinished,
     StepRetried,
     StepStarted,
+    ToolArgumentsChanged,
     ToolArgumentsDelta,
     ToolCallReady,
     ToolCallStarted,
     ToolFinished,
+    ToolHookApplied,
+    ToolPreviewed,
     ToolProgress,
     ToolStarted,
 )
@@ -240,6 +243,12 @@ class RunView:
             card = self._card(event.call_id)
             card.close_approval(hide=True)
             card.refresh()
+        elif isinstance(event, (ToolArgumentsChanged, ToolHookApplied)):
+            card = self._card(event.call_id)
+            card.show_notes()
+            card.refresh()
+        elif isinstance(event, ToolPreviewed):
+            self._card(event.call_id).show_preview()
         elif isinstance(event, ToolStarted):
             self._card(event.call.id).refresh()
         elif isinstance(event, ToolProgress):
@@ -247,7 +256,7 @@ class RunView:
             card.show_progress(event.update)
         elif isinstance(event, ToolFinished):
             card = self._card(event.call.id)
-            card.finished(event.result, event.traceback)
+            card.finished(card.record.result or event.result, event.traceback)
             card.refresh()
             abandoned = getattr(event, "abandoned", None)
             if abandoned is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._config import describe_config, resolve_generator
 
 if TYPE_CHECKING:
+    from ._preflight import SchemaProblem, ToolSchemaWarning, configured_providers, preflight
     from ._strict import strict_schema
     from .anthropic import AnthropicMessages
     from .openai import OpenAIChat
@@ -22,7 +23,11 @@ __all__ = [
     "AnthropicMessages",
     "OpenAIChat",
     "OpenAIResponses",
+    "SchemaProblem",
+    "ToolSchemaWarning",
+    "configured_providers",
     "describe_config",
+    "preflight",
     "resolve_generator",
     "strict_schema",
 ]
@@ -32,6 +37,10 @@ _LAZY = {
     "OpenAIResponses": ".responses",
     "AnthropicMessages": ".anthropic",
     "strict_schema": "._strict",
+    "SchemaProblem": "._preflight",
+    "ToolSchemaWarning": "._preflight",
+    "configured_providers": "._preflight",
+    "preflight": "._preflight",
 }
 
 

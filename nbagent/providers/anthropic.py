@@ -124,6 +124,8 @@ class AnthropicMessages(HTTPGenerator):
 
     provider = "Anthropic"
     key_env = "ANTHROPIC_API_KEY"
+    #: Which provider preflight rules apply to tools sent here (see ``_preflight``).
+    tool_rules: ClassVar[str] = "anthropic"
     vendor: ClassVar[str] = "anthropic"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
 

@@ -87,6 +87,8 @@ class OpenAIChat(HTTPGenerator):
 
     provider = "OpenAI"
     key_env = "OPENAI_API_KEY"
+    #: Which provider preflight rules apply to tools sent here (see ``_preflight``).
+    tool_rules: ClassVar[str] = "openai"
     vendor: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
 

@@ -32,9 +32,12 @@ from ..events import (
     StepFinished,
     StepRetried,
     StepStarted,
+    ToolArgumentsChanged,
     ToolCallReady,
     ToolCallStarted,
     ToolFinished,
+    ToolHookApplied,
+    ToolPreviewed,
     ToolProgress,
 )
 from ..tools import ToolCall
@@ -249,11 +252,46 @@ class TerminalView:
             note = f" ({reason})" if reason and decision.by != "terminal" else ""
             if decision.always and decision.by == "terminal":
                 note = " (and from now on, without asking)"
-            c.line(f"  {c.symbol('ok')} {self._about(event.call_id)}approved{note}", "green")
+            verb = "allowed by rule:" if decision.by == "rule" else "approved"
+            if decision.by == "rule":
+                note = f" {reason}"
+            c.line(f"  {c.symbol('ok')} {self._about(event.call_id)}{verb}{note}", "green")
         else:
             self._shown_denials.add(event.call_id)
             about = self._about(event.call_id)
             c.line(f"  {c.symbol('fail')} {about}denied: {reason or 'no reason given'}", "red")
+
+    def _on_ToolArgumentsChanged(self, event: ToolArgumentsChanged) -> None:
+        """Say who changed a call's arguments and what they became (the call runs with them)."""
+        c = self.console
+        who = f"the hook {clean_strict(event.hook or '')}" if event.by == "hook" else "you"
+        text = self.call_text(
+            ToolCall(event.call_id, self._names.get(event.call_id, "")), event.arguments
+        )
+        c.line(
+            f"  {c.symbol('more')} {self._about(event.call_id)}changed by {who}: now {text}",
+            "yellow",
+        )
+
+    def _on_ToolHookApplied(self, event: ToolHookApplied) -> None:
+        c = self.console
+        detail = one_line(clean(event.detail), self.limits.max_error_chars)
+        if event.action == "rewrote the result":
+            detail = "the model reads its version; the result below is the tool's own"
+        what = f"{event.stage}-tool hook {clean_strict(event.hook)} {event.action}"
+        color = "yellow" if event.action == "rewrote the result" else "red"
+        c.line(f"  ! {self._about(event.call_id)}{what}" + (f": {detail}" if detail else ""), color)
+
+    def _on_ToolPreviewed(self, event: ToolPreviewed) -> None:
+        c = self.console
+        text = clip(
+            clean(event.result.text), self.limits.max_result_chars, self.limits.max_result_lines
+        )
+        c.line(
+            f"  {c.symbol('more')} {self._about(event.call_id)}preview: "
+            + text.replace("\n", "\n    "),
+            "dim",
+        )
 
     def _on_ToolProgress(self, event: ToolProgress) -> None:
         now = self.clock()
@@ -285,7 +323,8 @@ class TerminalView:
     def _show_finished(self, event: ToolFinished) -> None:
         c = self.console
         limits = self.limits
-        result = event.result
+        original = getattr(event, "original", None)
+        result = original if original is not None else event.result  # the tool's own
         if event.status == "done":
             text = clip(clean(result.text), limits.max_result_chars, limits.max_result_lines)
             pieces = [text] if text else []

@@ -36,7 +36,12 @@ EXPECTED = {
         "Watering the plants in the kitchen.",
     ],
     "02_defining_tools": ["age set to 42", "Customer C-200 is on the Silver plan."],
-    "03_approvals": ["deleted old.log", "approved by you"],
+    "03_approvals": [
+        "deleted old.log",
+        "approved by you",
+        "preview: would delete 2 orders: A-2, A-3",
+        "It ran with these arguments, not the ones you sent",
+    ],
     "04_rich_results": ["6 cities; warmest is Pune at 31 °C.", "⚙ sketch", "⚙ temperatures"],
     "05_streaming_and_control": [
         "412 birds counted on the north coast",
@@ -135,7 +140,7 @@ def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
         missing_texts = [t for t in EXPECTED[path.stem] if t not in shown]
         assert not missing_texts, f"not shown: {missing_texts}"
         if path.stem == "03_approvals":
-            assert approved == 1  # the one %agent call that asks
+            assert approved == 2  # the two %agent calls that ask
         if path.stem == "04_rich_results":
             assert page.locator(".jp-OutputArea-output img").count() >= 2
         # a finished run keeps no widget in the notebook

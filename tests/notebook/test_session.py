@@ -205,3 +205,84 @@ def test_loading_the_extension_imports_no_widgets() -> None:
     found = [line for line in out.stdout.splitlines() if line.startswith("HEAVY=")]
     assert out.returncode == 0 and found, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     assert found[-1] == "HEAVY=[]"
+
+
+def test_provider_warnings_come_once_when_a_tool_or_a_new_provider_arrives(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("NBAGENT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    session = Session()
+    either = Tool(
+        name="either",
+        input_schema={"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        execute=lambda ctx: None,
+    )
+    session.register(either)  # the offline model takes anything: nothing to say
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789abcdef")
+    session.set_model("anthropic:claude-sonnet-4-5")
+    warned = capsys.readouterr().err
+    assert "Anthropic would reject tool 'either': `anyOf` is not allowed at the root" in warned
+    session.set_model("anthropic:claude-opus-4-1")  # the same provider: nothing new to say
+    assert capsys.readouterr().err == ""
+    session.register(either)  # registered again while Anthropic is configured: said again
+    assert "Anthropic would reject tool 'either'" in capsys.readouterr().err
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        session.sync_agent()  # the agent does not warn a second time at the run's start
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("allow write_file", ["write_file"]),
+        ("allow write_file path=data/*", ["write_file", "path=data/*"]),
+        (
+            'deny write_file path="my data/*" overwrite=true',
+            ["write_file", "path=my data/*", "overwrite=true"],
+        ),
+        ("approval-timeout 30", ["30"]),
+        ("approval-timeout off", ["off"]),
+        ("rules remove 3", ["remove", "3"]),
+        ("allow me to ask something", None),  # a prompt that starts like a rule
+        ("allow me, don't worry", None),  # an unbalanced quote: a prompt
+        ("deny =x", None),
+        ("approval-timeout for this call?", None),
+        ("approval-timeout -5", None),
+    ],
+)
+def test_rule_subcommands_and_prompts_that_look_like_them(
+    line: str, words: list[str] | None
+) -> None:
+    from nbagent.notebook.commands import find
+
+    found = find(line)
+    assert (found[1] if found else None) == words
+
+
+def test_rule_subcommands_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from nbagent.notebook.commands import find
+
+    session = Session()
+    session.register(cell_tool("weather"))
+
+    def run(line: str) -> str:
+        found = find(line)
+        assert found is not None, line
+        command, words = found
+        command.run(session, None, words)
+        return capsys.readouterr().out
+
+    assert "rule 1: allow weather city=Paris" in run("allow weather city=Paris")
+    with pytest.raises(UsageError, match=r"no tool named 'rain'.*%agent -- allow rain"):
+        run("allow rain")
+    with pytest.raises(UsageError, match="has no argument 'town'"):
+        run("deny weather town=x")
+    assert "120 s" in run("approval-timeout 120") and session.approval_timeout == 120
+    assert "off" in run("approval-timeout off") and session.approval_timeout is None
+    assert "removed: allow weather city=Paris" in run("rules remove 1")
+    with pytest.raises(UsageError, match="no rule '1'"):
+        run("rules remove 1")

@@ -396,3 +396,38 @@ def test_public_names_resolve_and_importing_stays_cheap() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "", done.stdout
+
+
+async def test_hooks_and_rules_show_what_they_changed() -> None:
+    from nbagent import RuleApprover
+    from nbagent.hooks import veto
+
+    @tool(needs_approval=True)
+    def save(path: str) -> str:
+        """Save."""
+        return f"saved {path} for alice@example.com"
+
+    def into_data(call, arguments):  # type: ignore[no-untyped-def]
+        if arguments["path"] == "/etc":
+            return veto("not there")
+        return {"path": "data/" + arguments["path"]}
+
+    approver = RuleApprover(fallback=AutoApprove())
+    approver.allow("save", path="data/*")
+    agent = Agent(
+        ScriptedModel([Turn(Call("save", {"path": "a"}), Call("save", {"path": "/etc"})), "ok"]),
+        [save],
+        approver=approver,
+        before_tool=[into_data],
+        after_tool=[lambda call, args, result: result.text.replace("alice@example.com", "[email]")],
+    )
+    out = io.StringIO()
+    view = TerminalView(Console(out))
+    async for event in agent.stream("go"):
+        view.show(event)
+    text = out.getvalue()
+    assert 'changed by the hook into_data: now save(path="data/a")' in text
+    assert "allowed by rule: allow save path=data/*" in text
+    assert "before-tool hook into_data vetoed: not there" in text
+    assert "after-tool hook <lambda> rewrote the result" in text
+    assert "← saved data/a for alice@example.com" in text  # the person sees the tool's own

@@ -1,0 +1,221 @@
+"""Approval rules: the text people write, what it matches (never more), and how a RuleApprover
+applies them before asking anyone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nbagent import Agent, ScriptedApprover, tool
+from nbagent.approval import ApprovalRequest, AutoApprove, Decision
+from nbagent.events import ApprovalResolved
+from nbagent.models import Call, ScriptedModel, Turn
+from nbagent.rules import ApprovalRule, RuleApprover, RuleError, RuleSet, parse_rule
+from nbagent.tools import ToolCall
+
+
+@tool(needs_approval=True)
+def write_file(path: str, content: str = "", overwrite: bool = False, size: int = 0) -> str:
+    """Write a file."""
+    return f"wrote {path}"
+
+
+@tool(needs_approval=True)
+def tag(labels: list[str]) -> str:
+    """Tag something."""
+    return "tagged"
+
+
+def request(arguments: dict[str, Any], name: str = "write_file") -> ApprovalRequest:
+    return ApprovalRequest.for_call(ToolCall("c1", name, "{}"), arguments)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "hit"),
+    [
+        ("data/*", "data/a.csv", True),
+        ("data/*", "data/sub/a.csv", False),  # * stays in one folder
+        ("data/**", "data/sub/a.csv", True),
+        ("data/*", "data/../secrets.txt", False),  # never walks out of data/
+        ("data/**", "data/../../etc/passwd", False),
+        ("data/**", "data/x/../../etc", False),
+        ("data/*", "data\\..\\secrets", False),  # nor with Windows separators
+        ("data/*", "other/data/a.csv", False),  # the whole value must match
+        ("data/*", "data/a\nb", False),  # wildcards never match control characters
+        ("*.csv", "a.csv", True),
+        ("*.csv", "dir/a.csv", False),
+        ("report-?.txt", "report-1.txt", True),
+        ("report-?.txt", "report-12.txt", False),
+        ("[abc]", "a", False),  # brackets are literal: a rule is never broader than written
+        ("[abc]", "[abc]", True),
+        ("data/..", "data/..", True),  # a pattern that spells ".." out may match it
+    ],
+)
+def test_glob_on_a_string_argument(pattern: str, value: str, hit: bool) -> None:
+    rule = ApprovalRule("allow", "write_file", (("path", pattern),))
+    assert rule.matches("write_file", {"path": value}) is hit
+
+
+def test_deny_patterns_also_match_the_normalized_path() -> None:
+    rule = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert rule.matches("write_file", {"path": "secrets/key"})
+    assert rule.matches("write_file", {"path": "data/../secrets/key"})
+    assert rule.matches("write_file", {"path": "./secrets/key"})
+    assert not rule.matches("write_file", {"path": "data/secrets.txt"})
+
+
+def test_literals_for_numbers_and_booleans_are_typed() -> None:
+    rule = parse_rule("allow write_file overwrite=false size=3")
+    assert rule.matches("write_file", {"path": "x", "overwrite": False, "size": 3})
+    assert rule.matches("write_file", {"path": "x", "overwrite": False, "size": 3.0})
+    assert not rule.matches("write_file", {"overwrite": 0, "size": 3})  # 0 is not false
+    assert not rule.matches("write_file", {"overwrite": False, "size": True})  # true is not 1
+    assert not rule.matches("write_file", {"overwrite": False})  # every named argument needed
+    assert not rule.matches("other_tool", {"overwrite": False, "size": 3})
+
+
+def test_parse_and_text_round_trip() -> None:
+    rule = parse_rule('allow write_file path="my data/*" overwrite=true')
+    assert rule.where == (("path", "my data/*"), ("overwrite", "true"))
+    assert parse_rule(rule.text) == rule
+    assert parse_rule("deny write_file").text == "deny write_file"
+    for bad in (
+        "",
+        "allow",
+        "permit write_file",
+        "allow write_file path",
+        "allow a/b",
+        "allow x =",
+    ):
+        with pytest.raises(RuleError):
+            parse_rule(bad)
+    with pytest.raises(RuleError, match="twice"):
+        parse_rule("allow write_file path=a path=b")
+
+
+def test_rules_are_checked_against_the_tool_schema() -> None:
+    parse_rule("allow write_file path=data/* overwrite=false").check(write_file)
+    with pytest.raises(RuleError, match="has no argument 'pth'"):
+        parse_rule("allow write_file pth=data/*").check(write_file)
+    with pytest.raises(RuleError, match="only string, number, boolean"):
+        parse_rule("allow tag labels=x").check(tag)
+    with pytest.raises(RuleError, match="not a string"):
+        parse_rule("allow write_file size=big").check(write_file)
+    with pytest.raises(RuleError, match="can never be"):
+        parse_rule("allow write_file size=true").check(write_file)
+    with pytest.raises(RuleError, match="no tool named"):
+        RuleSet(tools=lambda: {"write_file": write_file}).add(parse_rule("allow rm"))
+
+
+def test_deny_wins_and_no_rule_means_no_decision() -> None:
+    rules = RuleSet(
+        [
+            parse_rule("allow write_file path=data/**"),
+            parse_rule("deny write_file path=data/private/**"),
+        ]
+    )
+    assert rules.decide("write_file", {"path": "data/a"}) == Decision(
+        True, "allow write_file path=data/**", by="rule"
+    )
+    denied = rules.decide("write_file", {"path": "data/private/k"})
+    assert denied is not None and not denied.approved
+    assert denied.reason == "deny write_file path=data/private/**"
+    assert rules.decide("write_file", {"path": "elsewhere"}) is None
+    assert rules.decide("tag", {"labels": []}) is None
+
+
+def test_a_predicate_that_raises_denies_saying_why() -> None:
+    def is_small(arguments: Any) -> bool:
+        raise ValueError("no size given")
+
+    approver = RuleApprover(fallback=AutoApprove())
+    approver.allow("write_file", when=is_small)
+    decision = approver.known_decision(request({"path": "a"}))
+    assert decision is not None and not decision.approved
+    assert "is_small" in (decision.reason or "") and "no size given" in (decision.reason or "")
+
+
+def test_numbering_removal_and_duplicates() -> None:
+    rules = RuleSet()
+    first = rules.add(parse_rule("allow write_file path=a"))
+    assert rules.add(parse_rule("allow write_file path=a")) == first  # kept once
+    second = rules.add(parse_rule("deny tag"))
+    assert [n for n, _ in rules.numbered()] == [first, second]
+    assert [r.text for r in rules.remove(first)] == ["allow write_file path=a"]
+    assert rules.remove("tag") and len(rules) == 0
+    small = RuleSet(limit=1)
+    small.add(parse_rule("deny tag"))
+    with pytest.raises(RuleError, match="at most 1"):
+        small.add(parse_rule("deny write_file"))
+
+
+def test_rule_approver_from_python_checks_tools_and_values() -> None:
+    approver = RuleApprover(tools=[write_file])
+    approver.allow(write_file, path="data/*", overwrite=False)
+    assert approver.rules.numbered()[0][1].text == "allow write_file path=data/* overwrite=false"
+    with pytest.raises(RuleError):
+        approver.allow("write_file", nope="x")
+    with pytest.raises(RuleError, match="glob string"):
+        approver.deny("write_file", path=["a"])
+    legacy = RuleApprover({"write_file": "allow", "tag": "ask"})
+    assert [r.text for r in legacy.rules] == ["allow write_file"]
+
+
+async def test_the_loop_applies_rules_before_asking() -> None:
+    model = ScriptedModel(
+        [
+            Turn(
+                Call("write_file", {"path": "data/a.csv"}, id="c1"),
+                Call("write_file", {"path": "data/../x"}, id="c2"),
+                Call("write_file", {"path": "etc/passwd"}, id="c3"),
+            ),
+            "done",
+        ]
+    )
+    asked = ScriptedApprover([Decision(False, "no", by="person")] * 2)
+    approver = RuleApprover(fallback=asked)
+    approver.allow("write_file", path="data/*")
+    approver.deny("write_file", path="etc/**")
+    agent = Agent(model, [write_file], approver=approver)
+    events = [e async for e in agent.stream("go")]
+    decisions = {e.call_id: e.decision for e in events if isinstance(e, ApprovalResolved)}
+    assert decisions["c1"].approved and decisions["c1"].by == "rule"
+    assert decisions["c1"].reason == "allow write_file path=data/*"
+    assert [r.call.id for r in asked.requests] == ["c2"]  # only the call no rule is about
+    assert not decisions["c3"].approved and decisions["c3"].reason == "deny write_file path=etc/**"
+    results = {r.call_id: r.text for r in agent.messages[-2].results}  # type: ignore[union-attr]
+    assert results["c1"] == "wrote data/a.csv"
+    assert "deny write_file path=etc/**" in results["c3"]
+
+
+async def test_always_allow_from_the_fallback_becomes_a_removable_rule() -> None:
+    model = ScriptedModel(
+        [
+            Turn(Call("write_file", {"path": "a"})),
+            "one",
+            Turn(Call("write_file", {"path": "b"})),
+            "two",
+        ]
+    )
+    asked = ScriptedApprover([Decision(True, always=True, by="person")])
+    approver = RuleApprover(fallback=asked)
+    agent = Agent(model, [write_file], approver=approver)
+    await agent.run("first")
+    await agent.run("second")
+    assert len(asked.requests) == 1
+    assert [r.text for r in approver.rules] == ["allow write_file"]
+    assert approver.rules.remove("write_file")
+    assert approver.known_decision(request({"path": "c"})) is None
+
+
+async def test_an_always_allow_that_cannot_become_a_rule_still_approves(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    full = RuleSet(limit=1)
+    full.add(parse_rule("deny tag"))
+    approver = RuleApprover(full, fallback=ScriptedApprover([Decision(True, always=True)]))
+    decision = await approver.decide(request({"path": "a"}))
+    assert decision.approved
+    assert [r.text for r in full] == ["deny tag"]
+    assert "could not keep 'allow write_file' as a rule: at most 1 rules" in caplog.text
