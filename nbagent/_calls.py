@@ -124,7 +124,9 @@ async def run_valid_call(
         decision = decided.decision
         if not decision.approved:
             reason = decision.reason or "no reason given"
-            if decision.by in POLICIES:
+            if decision.by == "rule" and decision.reason and decision.reason.startswith("deny "):
+                text = f"This call to {call.name} was not run: the rule `{reason}` denies it"
+            elif decision.by in POLICIES:
                 text = f"This call to {call.name} was not run: {reason}"
             else:
                 text = f"The person denied this call to {call.name}: {reason}"

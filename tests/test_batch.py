@@ -203,7 +203,7 @@ def test_an_approver_that_asks_a_person_is_refused(approver: Any) -> None:
         (AutoApprove(), "deleted a.txt"),
         ("deny", "not run"),
         (DenyAll("no deleting in batches"), "no deleting in batches"),
-        (RuleApprover({"delete": "deny"}), "denied by rule"),
+        (RuleApprover({"delete": "deny"}), "the rule `deny delete` denies it"),
     ],
 )
 async def test_non_interactive_approvers_decide_every_call(approver: Any, expected: str) -> None:

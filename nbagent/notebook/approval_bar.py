@@ -80,7 +80,7 @@ class ApprovalBar:
         self.edit.on_click(self._on_edit)
         self.buttons = widgets.HBox(
             [self.approve, self.deny, self.reason, self.always, self.edit],
-            layout=widgets.Layout(flex_flow="row wrap", gap="4px"),
+            layout=widgets.Layout(flex_flow="row wrap"),  # buttons keep their margins
         )
         self.widget = widgets.VBox([self.buttons, self.notice])
         self.widget.add_class("nbagent-approval")
