@@ -38,7 +38,6 @@ class Shared:
 PRETTY_LIMIT = 2_000
 
 
-
 class ToolCard:
     """The widgets of one call; the run view feeds it the call's events."""
 
