@@ -337,6 +337,7 @@ class StructuredParser:
         "_args",
         "_args_done",
         "_call_id",
+        "_delta_at",
         "_inner",
         "_key",
         "_name",
@@ -363,6 +364,7 @@ class StructuredParser:
         self._args_done = False
         self._call_id = ""
         self._reply_started = False
+        self._delta_at: int | None = None  # where this piece's argument delta is in out
 
     # --- StreamParser --------------------------------------------------------------------------
 
@@ -402,8 +404,10 @@ class StructuredParser:
             self.out.append(TextDelta(text))
             return
         self._raw.append(text)
+        self._delta_at = None
         for char in text:
             self._char(char)
+        self._delta_at = None
         if self._state == "text":  # not an object: everything so far was plain text
             self.out.append(TextDelta("".join(self._raw)))
             self._raw.clear()
@@ -470,12 +474,14 @@ class StructuredParser:
 
     def _argument(self, char: str) -> None:
         self._args.append(char)
-        if self._call_id:
-            if self.out and isinstance(self.out[-1], ToolInputDelta):
-                last = self.out[-1]
-                if last.call_id == self._call_id:
-                    self.out[-1] = ToolInputDelta(self._call_id, last.delta + char)
-                    return
+        if not self._call_id:
+            return  # arguments before the name: sent on when the call starts
+        if self._delta_at is not None:  # one delta per streamed piece, as a native call has
+            last = self.out[self._delta_at]
+            assert isinstance(last, ToolInputDelta)
+            self.out[self._delta_at] = ToolInputDelta(self._call_id, last.delta + char)
+        else:
+            self._delta_at = len(self.out)
             self.out.append(ToolInputDelta(self._call_id, char))
 
     def _start_call(self) -> None:
