@@ -166,31 +166,43 @@ async def test_a_named_tool_choice_gets_that_tool(model: LocalChat) -> None:
     assert [c.name for c in answer.tool_calls()] == ["add"]
 
 
+def long_note_tool(ran: list[str]) -> Tool:
+    """A tool whose arguments cannot fit in a few tokens: the grammar demands 200 characters."""
+    schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "minLength": 200}},
+        "required": ["text"],
+    }
+
+    @tool(schema=schema)
+    def save_note(text: str) -> str:
+        """Save a note."""
+        ran.append(text)
+        return "saved"
+
+    return save_note
+
+
 async def test_max_tokens_in_the_middle_of_a_constrained_call_runs_nothing(
     model: LocalChat,
 ) -> None:
     ran: list[str] = []
-    agent = Agent(
-        model,
-        weather_tools(ran),
-        options=Options(tool_choice=NamedToolChoice("weather"), max_tokens=22),
-    )
-    result = await agent.run("What is the weather in Paris?", raise_on_error=False)
+    note = long_note_tool(ran)
+    options = Options(tool_choice=NamedToolChoice("save_note"), max_tokens=24)
+    agent = Agent(model, [note], options=options)
+    result = await agent.run("Save a note about dragons.", raise_on_error=False)
     assert result.stop_reason == "length"
     assert ran == []
     received = [m for m in agent.messages if isinstance(m, AssistantMessage) and m.tool_calls]
     assert received == []  # the cut call never entered the history
-    events = await collect(
-        model,
-        Request(
-            [user("What is the weather in Paris?")],
-            tools=[t.definition for t in weather_tools([])],
-            options=Options(tool_choice=NamedToolChoice("weather"), max_tokens=22),
-        ),
+    request = Request(
+        [user("Save a note about dragons.")], tools=[note.definition], options=options
     )
+    events = await collect(model, request)
     assert any(isinstance(e, ToolInputStart) for e in events)  # a call had begun
     (call,) = [e.call for e in events if isinstance(e, ToolCallReceived)]
     assert call.arguments.startswith(INCOMPLETE_CALL)
+    assert isinstance(events[-1], Finish) and events[-1].reason == "length"
 
 
 async def test_a_run_with_tools_leaves_a_valid_history(model: LocalChat) -> None:
