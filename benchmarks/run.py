@@ -35,6 +35,7 @@ BENCHMARKS = [
     ("concurrency", "bench_concurrency.py"),
     ("recording", "bench_recording.py"),
     ("event_path", "bench_event_path.py"),
+    ("local", "bench_local.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
 QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}
@@ -50,6 +51,7 @@ PACKAGES = [
     "ipywidgets",
     "ipykernel",
     "ipython",
+    "xllamacpp",
 ]
 
 
