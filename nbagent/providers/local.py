@@ -30,8 +30,9 @@ Settings (argument, then environment variable, then default):
                                              keep a core (on 2 busy cores, 2 threads ran
                                              ~10x slower than 1)
 ``context``       ``NBAGENT_LOCAL_CONTEXT``  tokens of context: 4096
-``max_tokens``    (argument only)            tokens one answer may have when the request
-                                             sets none: 1024
+``max_tokens``    ``NBAGENT_LOCAL_MAX_TOKENS``  tokens one answer may have when the request
+                                             sets none: 512 (a tiny model that repeats
+                                             itself stops there)
 ``max_model_bytes`` (argument only)          the largest file loaded: the memory available
                                              now less 512 MiB
 ================  =========================  ==============================================
@@ -68,7 +69,7 @@ __all__ = [
 
 INSTALL_EXTRA = "pip install 'nbagent[local]'"
 DEFAULT_CONTEXT = 4096
-DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_TOKENS = 512
 #: Memory left for everything else when deciding whether a model file fits.
 MEMORY_RESERVE = 512 * 1024 * 1024
 _CONTEXT_RANGE = (256, 1_048_576)
@@ -318,7 +319,7 @@ class LocalChat(OpenAIChat):
         model_file: str | os.PathLike[str] | None = None,
         threads: int | None = None,
         context: int | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int | None = None,
         max_model_bytes: int | None = None,
         tool_calls: ToolCallMode = "structured",
         environ: Mapping[str, str] | None = None,
@@ -330,8 +331,10 @@ class LocalChat(OpenAIChat):
                     f"a local model takes no {name}: it is served in this process"
                 )
             settings.pop(name, None)
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigurationError("max_tokens must be a positive whole number")
+        env = os.environ if environ is None else environ
+        max_tokens = _int_setting(
+            max_tokens, "NBAGENT_LOCAL_MAX_TOKENS", env, DEFAULT_MAX_TOKENS, 1, 1_048_576
+        )
         self.settings = local_settings(
             model, model_file=model_file, threads=threads, context=context, environ=environ
         )

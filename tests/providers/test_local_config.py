@@ -181,3 +181,19 @@ def test_a_local_generator_shows_no_secret(tmp_path: Path) -> None:
         pytest.skip("xllamacpp is not installed")
     generator = resolve_generator(f"local:{gguf(tmp_path / 'm.gguf')}", environ={})
     assert "m.gguf" in repr(generator) and "key" not in repr(generator)
+
+
+@needs_llama
+def test_every_answer_is_bounded(tmp_path: Path) -> None:
+    from nbagent.generation import Options, Request
+    from nbagent.messages import user
+
+    spec = f"local:{gguf(tmp_path / 'm.gguf')}"
+    default = resolve_generator(spec, environ={})
+    assert default.build_body(Request([user("x")]))["max_tokens"] == 512  # type: ignore[attr-defined]
+    chosen = resolve_generator(spec, environ={"NBAGENT_LOCAL_MAX_TOKENS": "100"})
+    assert chosen.build_body(Request([user("x")]))["max_tokens"] == 100  # type: ignore[attr-defined]
+    asked = Request([user("x")], options=Options(max_tokens=7))
+    assert chosen.build_body(asked)["max_tokens"] == 7  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="NBAGENT_LOCAL_MAX_TOKENS"):
+        resolve_generator(spec, environ={"NBAGENT_LOCAL_MAX_TOKENS": "lots"})
