@@ -50,6 +50,13 @@ EXPECTED = {
         "diverged at step 2",
         "failed | ReplayDivergedError",
     ],
+    "10_a_real_tiny_model": [
+        "replay of LocalChat:smollm2",
+        "50 is greater than the maximum of 30",
+        "calls that need approval are denied in this run",
+        "Sint Maarten: no data for this city",
+        "run stopped: max_steps after 3 model turns",
+    ],
 }
 
 
