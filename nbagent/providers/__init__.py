@@ -1,7 +1,9 @@
-"""Model providers: OpenAI Chat Completions (and compatible servers) and Anthropic Messages.
+"""Model providers: OpenAI Chat Completions (and compatible servers), Anthropic Messages, and
+``local:`` models run in this process by llama.cpp.
 
 Importing this package is cheap: the adapters (and httpx2) load on first use, through
-:func:`resolve_generator` or by touching ``OpenAIChat`` / ``AnthropicMessages`` here.
+:func:`resolve_generator` or by touching ``OpenAIChat`` / ``AnthropicMessages`` /
+``LocalChat`` here.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from ._config import describe_config, resolve_generator
 if TYPE_CHECKING:
     from ._strict import strict_schema
     from .anthropic import AnthropicMessages
+    from .local import LocalChat
     from .openai import OpenAIChat
 
 __all__ = [
     "AnthropicMessages",
+    "LocalChat",
     "OpenAIChat",
     "describe_config",
     "resolve_generator",
@@ -26,6 +30,7 @@ __all__ = [
 _LAZY = {
     "OpenAIChat": ".openai",
     "AnthropicMessages": ".anthropic",
+    "LocalChat": ".local",
     "strict_schema": "._strict",
 }
 

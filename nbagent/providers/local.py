@@ -21,21 +21,17 @@ Tool calls go through structured output by default (``tool_calls="structured"``;
 :mod:`nbagent.providers._structured`): small models' chat templates have no tools, and the
 server would drop them silently.
 
-Settings (argument, then environment variable, then default):
+Settings (the argument, then the environment variable, then the default):
 
-================  =========================  ==============================================
-``model_file``    ``NBAGENT_LOCAL_MODEL_FILE``  the GGUF file (default: the named model's)
-``threads``       ``NBAGENT_LOCAL_THREADS``  CPU threads: one fewer than the cores (at least
-                                             1, at most 8), so the kernel and the browser
-                                             keep a core (on 2 busy cores, 2 threads ran
-                                             ~10x slower than 1)
-``context``       ``NBAGENT_LOCAL_CONTEXT``  tokens of context: 4096
-``max_tokens``    ``NBAGENT_LOCAL_MAX_TOKENS``  tokens one answer may have when the request
-                                             sets none: 512 (a tiny model that repeats
-                                             itself stops there)
-``max_model_bytes`` (argument only)          the largest file loaded: the memory available
-                                             now less 512 MiB
-================  =========================  ==============================================
+* ``model_file`` / ``NBAGENT_LOCAL_MODEL_FILE``: the GGUF file (default: the named model's).
+* ``threads`` / ``NBAGENT_LOCAL_THREADS``: CPU threads, by default one fewer than the cores (at
+  least 1, at most 8) so the kernel and the browser keep a core: llama.cpp's threads wait for
+  each other, and on 2 busy cores 2 threads generated ~10x slower than 1.
+* ``context`` / ``NBAGENT_LOCAL_CONTEXT``: tokens of context, 4096.
+* ``max_tokens`` / ``NBAGENT_LOCAL_MAX_TOKENS``: tokens one answer may have when the request
+  sets none, 512 (a tiny model that repeats itself stops there).
+* ``max_model_bytes``: the largest file loaded; by default the memory available now less 512
+  MiB.
 """
 
 from __future__ import annotations
