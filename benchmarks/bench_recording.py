@@ -25,7 +25,37 @@ from _common import Section, compare, main, median_ratio
 
 TOKENS = 20_000
 STEPS = 100
-_WORDS = ["the", "model", "writes", "a", "long", "answer", "about", "rivers", "and", "mountains", "with", "numbers", "like", "42", "and", "3.5", "and", "some", "punctuation,", "quotes", '"like', 'this"', "and", "a", "line", "break", "now", "and", "then"]
+_WORDS = [
+    "the",
+    "model",
+    "writes",
+    "a",
+    "long",
+    "answer",
+    "about",
+    "rivers",
+    "and",
+    "mountains",
+    "with",
+    "numbers",
+    "like",
+    "42",
+    "and",
+    "3.5",
+    "and",
+    "some",
+    "punctuation,",
+    "quotes",
+    '"like',
+    'this"',
+    "and",
+    "a",
+    "line",
+    "break",
+    "now",
+    "and",
+    "then",
+]
 
 
 def _prose(tokens: int, seed: int = 7) -> list[str]:
