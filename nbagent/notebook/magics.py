@@ -300,9 +300,16 @@ class AgentMagics(Magics):
                 session.set_model(plan.model)
             _load_model(session.agent.generator)  # resolved now: a bad setting fails here
         except NbagentError as exc:
+            problem = str(exc)
+        else:
+            problem = ""
+        if problem:
             if plan.model:
-                session.set_model(previous)  # a model that cannot load does not stay set
-            raise UsageError(str(exc)) from None
+                try:
+                    session.set_model(previous)  # a model that cannot load does not stay set
+                except NbagentError:
+                    pass  # the previous setting fails too: the message below still holds
+            raise UsageError(problem)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
             if unknown:
