@@ -287,7 +287,7 @@ def build(quick: bool) -> Section:
     runs = 200 if quick else RUNS
     rounds = 1 if quick else 3
     section = Section(
-        "batch", f"8. Many runs: {runs} runs x 2 steps, {CONCURRENCY} at a time (loopback)"
+        "batch", f"11. Many runs: {runs} runs x 2 steps, {CONCURRENCY} at a time (loopback)"
     )
     server = Loopback()
     try:

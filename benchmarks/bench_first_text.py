@@ -343,7 +343,7 @@ def _import_profile(names: list[str], runs: int = 5, top: int = 8) -> str:
 def build(quick: bool) -> Section:
     from _browser import unavailable
 
-    section = Section("first-text", "7. First text of a run in JupyterLab (Shift-Enter to words)")
+    section = Section("first-text", "8. First text of a run in JupyterLab (Shift-Enter to words)")
     reason = unavailable()
     if reason is not None:
         _not_measured(section, reason)

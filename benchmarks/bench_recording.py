@@ -138,7 +138,7 @@ def _replay_setup(kind: str) -> Callable[[], Callable[[], float]]:
 
 
 def build(quick: bool) -> Section:
-    section = Section("recording", "9. Record and replay: file size and replay cost")
+    section = Section("recording", "10. Record and replay: file size and replay cost")
     ratio = _size(section, 2_000 if quick else TOKENS)
     section.goal(
         f"a {TOKENS:,}-token run's recording at most 1.5x its text and arguments",

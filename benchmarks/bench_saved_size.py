@@ -335,7 +335,7 @@ def build(quick: bool) -> Section:
         if name.startswith(("NBAGENT_", "OPENAI_", "ANTHROPIC_")):
             del os.environ[name]
     tokens = 2_000 if quick else 20_000
-    section = Section("saved-size", f"8. Saved size of a {tokens:,}-token run vs its text")
+    section = Section("saved-size", f"9. Saved size of a {tokens:,}-token run vs its text")
     with tempfile.TemporaryDirectory(prefix="nbagent-bench-saved-") as home:
         measure(quick, section, cases(tokens), Path(home))
     return section

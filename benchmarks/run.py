@@ -38,6 +38,7 @@ BENCHMARKS = [
     ("saved-size", "bench_saved_size.py"),
     ("recording", "bench_recording.py"),
     ("batch", "bench_batch.py"),
+    ("local", "bench_local.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
 QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}
@@ -57,6 +58,7 @@ PACKAGES = [
     "nbclient",
     "jupyterlab",
     "playwright",
+    "xllamacpp",
 ]
 
 

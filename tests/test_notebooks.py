@@ -82,7 +82,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 10)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 11)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -132,6 +132,14 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         shown = json.dumps([o.get("data", {}) for o in outputs])
         assert "nbagent map (finished): quiz" in shown
         assert "application/vnd.jupyter.widget-view+json" not in shown
+    elif path.stem == "10_a_real_tiny_model":  # the real model's recorded mistakes, replayed
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        shown = json.dumps([o.get("data", {}).get("text/plain", "") for o in outputs])
+        assert "replay of LocalChat:smollm2" in shown
+        assert "50 is greater than the maximum of 30" in shown  # validation
+        assert printed.count("refused: This call to delete_file was not run") >= 3  # denial
+        assert "Sint Maarten: no data for this city" in printed
+        assert printed.count("run stopped: max_steps after 3 model turns") >= 3  # the step limit
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

@@ -62,7 +62,8 @@ Ask the agent; the answer streams into the cell.
 {map_help}
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
-                       anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL
+                       anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL, local:smollm2
+                       (in this kernel)
   -o, --output NAME    keep the run's result in the variable NAME
   --new, --reset       start a new conversation (approval rules stay: see %agent rules)
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
@@ -190,6 +191,17 @@ def _widgets_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))
 
 
+def _load_model(generator: object) -> None:
+    """Load a model that loads once per kernel (``local:``) now, saying so in the cell."""
+    load = getattr(generator, "load", None)
+    if not callable(load) or getattr(generator, "loaded", True):
+        return
+    note = getattr(generator, "loading_note", None)
+    if callable(note):
+        outputs.note(str(note()))
+    outputs.note(str(load()))
+
+
 @dataclass
 class _Plan:
     """One parsed request: the prompt and its options."""
@@ -307,12 +319,22 @@ class AgentMagics(Magics):
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
         report.problems(session.scan())
+        previous = session.model_spec
         try:
             if plan.model:
                 session.set_model(plan.model)
-            session.agent  # noqa: B018 - resolve the model now: a bad setting fails in this cell
+            _load_model(session.agent.generator)  # resolved now: a bad setting fails here
         except NbagentError as exc:
-            raise UsageError(str(exc)) from None
+            problem = str(exc)
+        else:
+            problem = ""
+        if problem:
+            if plan.model:
+                try:
+                    session.set_model(previous)  # a model that cannot load does not stay set
+                except NbagentError:
+                    pass  # the previous setting fails too: the message below still holds
+            raise UsageError(problem)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
             if unknown:

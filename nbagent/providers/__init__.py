@@ -1,9 +1,9 @@
-"""Model providers: OpenAI Chat Completions (and compatible servers), OpenAI Responses and
-Anthropic Messages.
+"""Model providers: OpenAI Chat Completions (and compatible servers), OpenAI Responses,
+Anthropic Messages, and ``local:`` models run in this process by llama.cpp.
 
 Importing this package is cheap: the adapters (and httpx2) load on first use, through
 :func:`resolve_generator` or by touching ``OpenAIChat`` / ``OpenAIResponses`` /
-``AnthropicMessages`` here.
+``AnthropicMessages`` / ``LocalChat`` here.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ if TYPE_CHECKING:
     from ._preflight import SchemaProblem, ToolSchemaWarning, configured_providers, preflight
     from ._strict import strict_schema
     from .anthropic import AnthropicMessages
+    from .local import LocalChat
     from .openai import OpenAIChat
     from .responses import OpenAIResponses
 
 __all__ = [
     "AnthropicMessages",
+    "LocalChat",
     "OpenAIChat",
     "OpenAIResponses",
     "SchemaProblem",
@@ -36,6 +38,7 @@ _LAZY = {
     "OpenAIChat": ".openai",
     "OpenAIResponses": ".responses",
     "AnthropicMessages": ".anthropic",
+    "LocalChat": ".local",
     "strict_schema": "._strict",
     "SchemaProblem": "._preflight",
     "ToolSchemaWarning": "._preflight",

@@ -21,12 +21,20 @@ Spec strings:
 ``anthropic:MODEL``          Anthropic Messages (key needed)
 ``ollama:MODEL``             Ollama's OpenAI-compatible API at http://localhost:11434/v1 (no key)
 ``openai-compatible:MODEL``  any Chat Completions server; needs a base URL, key optional
+``local:smollm2``            SmolLM2-135M run in this process by llama.cpp (no key, no
+                             network; ``local:/path/model.gguf`` for any GGUF file: see
+                             :mod:`nbagent.providers.local`)
 ``offline``                  the offline model (no key, no network)
 
 A bare model name whose vendor is obvious (``gpt-…``, ``o3…``, ``claude-…``) is accepted too.
 For ``openai-compatible``, ``OPENAI_API_KEY`` is only sent when the base URL also came from
 ``OPENAI_BASE_URL``, so a key is never sent to a server it was not set up for. ``ollama`` and
 ``openai-compatible`` take ``NBAGENT_API_KEY`` (or the argument) when the server wants a key.
+
+``NBAGENT_TOOL_CALLS`` (``native`` or ``structured``) sets how the Chat Completions adapters ask
+for tool calls when the ``tool_calls`` argument does not: ``structured`` is for models whose
+server drops ``tools`` (see :mod:`nbagent.providers._structured`); ``local:`` models use it
+by default.
 """
 
 from __future__ import annotations
@@ -43,7 +51,15 @@ from ._keys import check_key_destination, clean_api_key
 
 __all__ = ["describe_config", "resolve_generator"]
 
-PROVIDERS = ("openai", "openai-responses", "anthropic", "ollama", "openai-compatible", "offline")
+PROVIDERS = (
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "ollama",
+    "openai-compatible",
+    "local",
+    "offline",
+)
 _ALIASES = {
     "compatible": "openai-compatible",
     "openai_compatible": "openai-compatible",
@@ -103,8 +119,8 @@ def _parse(spec: str) -> tuple[str, str]:
     raise ConfigurationError(
         f"cannot tell which provider the model {spec!r} belongs to: write it as "
         "'provider:model' with provider one of openai, openai-responses, anthropic, ollama, "
-        "openai-compatible (e.g. 'openai:gpt-4.1-mini', 'openai-responses:gpt-5-mini', "
-        "'anthropic:claude-sonnet-4-5', 'ollama:qwen2.5'), or use 'offline'"
+        "openai-compatible, local (e.g. 'openai:gpt-4.1-mini', 'openai-responses:gpt-5-mini', "
+        "'anthropic:claude-sonnet-4-5', 'ollama:qwen2.5', 'local:smollm2'), or use 'offline'"
     )
 
 
@@ -125,6 +141,8 @@ def _resolve(
             f"the model spec {text!r} names no model: write '{provider}:MODEL', e.g. "
             "'openai:gpt-4.1-mini'"
         )
+    if provider == "local":  # served in this process: no address, no key
+        return _Resolved("local", model, None, None, None, None)
     # base URL: argument, NBAGENT_BASE_URL, the vendor's variable, the default
     url_source: str | None = "argument" if base_url else None
     if not base_url:
@@ -192,6 +210,17 @@ def resolve_generator(
         return OfflineModel()  # adapter settings (timeout …) mean nothing to it
     if resolved.key_problem:
         raise ConfigurationError(resolved.key_problem)
+    mode = _env(env, "NBAGENT_TOOL_CALLS")
+    if mode and provider != "anthropic" and "tool_calls" not in overrides:
+        overrides["tool_calls"] = mode.lower()
+    if provider == "local":
+        if api_key or base_url:
+            raise ConfigurationError(
+                f"local:{resolved.model} is served in this process: it takes no api_key or base_url"
+            )
+        from .local import LocalChat
+
+        return LocalChat(resolved.model, environ=env, **overrides)
     if provider in _VENDOR_KEY and not resolved.api_key:
         raise ConfigurationError(
             f"no API key for {provider}:{resolved.model}: set {_VENDOR_KEY[provider]} (or "
@@ -265,7 +294,11 @@ def describe_config(
             "problem": str(exc),
         }
     problem = resolved.key_problem
-    if problem is None and resolved.provider in _VENDOR_KEY and not resolved.api_key:
+    if resolved.provider == "local":
+        from .local import local_problem
+
+        problem = local_problem(resolved.model, env)
+    elif problem is None and resolved.provider in _VENDOR_KEY and not resolved.api_key:
         problem = f"no API key: set {_VENDOR_KEY[resolved.provider]} (or NBAGENT_API_KEY)"
     elif problem is None and resolved.provider == "openai-compatible" and not resolved.base_url:
         problem = "no base URL: set NBAGENT_BASE_URL"

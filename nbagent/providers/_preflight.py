@@ -237,7 +237,12 @@ PROVIDERS: dict[str, Callable[[Definition], list[tuple[str, str]]]] = {
     "openai": _openai,
     "anthropic": _anthropic,
 }
-_ALIASES = {"ollama": "openai", "openai-compatible": "openai", "openai-chat": "openai"}
+_ALIASES = {
+    "ollama": "openai",
+    "openai-compatible": "openai",
+    "openai-chat": "openai",
+    "openai-responses": "openai",
+}
 
 
 def preflight(tool: Definition, provider: str) -> list[SchemaProblem]:

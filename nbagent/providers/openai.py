@@ -25,6 +25,9 @@ How nbagent's conversation maps onto the API:
   ``provider_options["openai"]`` is merged into the function object; a provider-executed tool
   sends ``provider_options["tool"]`` verbatim.
 * ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or ``{"type": "function", ...}``.
+* ``tool_calls="structured"`` (for models without native tool calling): no ``tools`` are sent;
+  the calls go through ``response_format`` JSON Schema output instead, and the history is sent
+  without tool roles (see :mod:`nbagent.providers._structured`).
 
 Streaming: ``stream_options.include_usage`` asks for the usage chunk. Tool calls are assembled by
 ``index`` and, when a server reuses an index for another call, by ``id``. Quirks tolerated: SSE
@@ -65,11 +68,12 @@ from ..messages import AssistantMessage, Message, ReasoningPart, ToolMessage, Us
 from ..schema import normalize_schema
 from ..tools import Definition
 from ._chat_stream import ChunkParser
-from ._http import HTTPGenerator
+from ._http import HTTPGenerator, StreamParser
 from ._keys import host_of
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES
 from ._strict import strict_schema
+from ._structured import TOOL_CALL_MODES, StructuredParser, ToolCallMode, structured_body
 
 __all__ = ["OpenAIChat", "strict_schema"]
 
@@ -82,7 +86,8 @@ class OpenAIChat(HTTPGenerator):
     ``"max_tokens"`` for servers that only know the older name. ``reasoning_content`` says
     whether reasoning is sent back in that field (None: decide as the module docs say). See
     :class:`HTTPGenerator` for timeouts, retries, limits, ``client``/``transport`` injection
-    and ``aclose()``.
+    and ``aclose()``. ``tool_calls``: ``"native"`` (the API's ``tools``) or ``"structured"``
+    (JSON-Schema-constrained output, for models whose server drops ``tools``).
     """
 
     provider = "OpenAI"
@@ -103,6 +108,7 @@ class OpenAIChat(HTTPGenerator):
         provider_name: str | None = None,
         key_env: str | None = None,
         reasoning_content: bool | None = None,
+        tool_calls: ToolCallMode = "native",
         client: httpx2.AsyncClient | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
         timeout: float = 600.0,
@@ -138,6 +144,11 @@ class OpenAIChat(HTTPGenerator):
                 "reasoning_content=True would send a field api.openai.com rejects: leave it "
                 "unset for OpenAI"
             )
+        if tool_calls not in TOOL_CALL_MODES:
+            raise ConfigurationError(
+                f"tool_calls must be 'native' or 'structured', not {tool_calls!r}"
+            )
+        self.tool_calls: ToolCallMode = tool_calls
         self.max_tokens_field = max_tokens_field
         self.include_usage = include_usage
         self.reasoning_content = reasoning_content
@@ -162,7 +173,7 @@ class OpenAIChat(HTTPGenerator):
         headers.update(self.extra_headers)
         return headers
 
-    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], Callable[[], ChunkParser]]:
+    def _prepare(self, request: Request) -> tuple[str, dict[str, Any], Callable[[], StreamParser]]:
         body = self.build_body(request)
         strict = {
             d.name: d.input_schema for d in request.tools if d.strict and not d.provider_executed
@@ -171,6 +182,8 @@ class OpenAIChat(HTTPGenerator):
         def parser() -> ChunkParser:
             return ChunkParser(self.provider, strict, self._learn_reasoning_content)
 
+        if self.tool_calls == "structured":
+            return "/chat/completions", body, lambda: StructuredParser(parser())
         return "/chat/completions", body, parser
 
     def build_body(self, request: Request) -> dict[str, Any]:
@@ -205,6 +218,8 @@ class OpenAIChat(HTTPGenerator):
         if options.stop:
             body["stop"] = list(options.stop)
         body.update(options.extra)
+        if self.tool_calls == "structured":
+            return structured_body(body, request)
         return body
 
 

@@ -117,6 +117,7 @@ class OpenAIResponses(HTTPGenerator):
     """
 
     provider = "OpenAI"
+    tool_rules: ClassVar[str] = "openai"  # function tools follow Chat Completions' rules
     key_env = "OPENAI_API_KEY"
     vendor: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"

@@ -63,6 +63,13 @@ EXPECTED = {
         "6 points out of 10",
         "the second batch ran only: ['Oslo | Oslo']",
     ],
+    "10_a_real_tiny_model": [
+        "replay of LocalChat:smollm2",
+        "50 is greater than the maximum of 30",
+        "calls that need approval are denied in this run",
+        "Sint Maarten: no data for this city",
+        "run stopped: max_steps after 3 model turns",
+    ],
 }
 
 

