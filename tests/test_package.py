@@ -31,3 +31,52 @@ def test_import_does_not_pull_in_front_ends_or_http() -> None:
 
 def test_typed_marker_ships() -> None:
     assert (Path(nbagent.__file__).parent / "py.typed").exists()
+
+
+#: Packages that load on first use, outside the core (the layering rule of DESIGN.md).
+FRONT_ENDS_AND_CLIENTS = (
+    "IPython",
+    "ipywidgets",
+    "ipykernel",
+    "httpx2",
+    "httpx",
+    "mcp",
+    "opentelemetry",
+    "pandas",
+    "dask",
+    "distributed",
+    "xllamacpp",
+)
+#: Modules outside the core: front ends, providers, protocols, exporters.
+NOT_CORE = ("notebook", "providers", "terminal", "mcp", "telemetry", "__main__")
+
+
+def _core_modules() -> list[str]:
+    root = Path(nbagent.__file__).parent
+    names = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[0] in NOT_CORE or parts[0].removesuffix(".py") in NOT_CORE:
+            continue
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.append(".".join(("nbagent", *parts)))
+    return names
+
+
+def test_no_core_module_imports_a_front_end_or_client() -> None:
+    """Every core module, imported alone, leaves the front ends and HTTP clients unloaded."""
+    modules = _core_modules()
+    assert {"nbagent.agent", "nbagent.run", "nbagent.batch", "nbagent.recording"} <= set(modules)
+    code = (
+        "import importlib, sys\n"
+        f"bad = {FRONT_ENDS_AND_CLIENTS!r}\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    loaded = [m for m in bad if m in sys.modules]\n"
+        "    if loaded:\n"
+        "        print(name, loaded)\n"
+        "        break\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout
