@@ -160,6 +160,30 @@ def running_lab(
         log.close()
 
 
+def serve_notebook(
+    tmp_path_factory: Any, name: str, notebook: str, cells: list[str]
+) -> Iterator[Lab]:
+    """For a module fixture: skip (saying why) where the browser tests cannot run, else write a
+    notebook of ``cells`` (code) as ``notebook`` and serve it from a fresh JupyterLab."""
+    import pytest
+
+    reason = missing()
+    if reason:
+        print(f"browser test skipped: {reason}")
+        pytest.skip(reason)
+    import nbformat
+
+    home = tmp_path_factory.mktemp(name)
+    work = home / "work"
+    work.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    nb.metadata["kernelspec"] = KERNELSPEC
+    nbformat.write(nb, work / notebook)
+    with running_lab(work, home) as server:
+        yield server
+
+
 # --- driving a notebook page --------------------------------------------------------------------
 
 IDLE = "Python 3 (ipykernel) | Idle"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .lab import BUTTONS, CHROMIUM, KERNELSPEC, Lab, missing, open_notebook, running_lab
+from .lab import BUTTONS, CHROMIUM, Lab, open_notebook, serve_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "edit.ipynb"
@@ -43,31 +43,18 @@ nbagent.notebook.current_session().set_model(ScriptedModel([
 '''
 
 
-def _write_notebook(path: Path) -> None:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell(textwrap.dedent(SETUP).strip()),
-        nbformat.v4.new_code_cell("%agent Clean the log"),
-        nbformat.v4.new_code_cell("print('ran:', ran)"),
-    ]
-    nb.metadata["kernelspec"] = KERNELSPEC
-    nbformat.write(nb, path)
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    reason = missing()
-    if reason:
-        print(f"browser test skipped: {reason}")
-        pytest.skip(reason)
-    home = tmp_path_factory.mktemp("lab-edit")
-    work = home / "work"
-    work.mkdir()
-    _write_notebook(work / NOTEBOOK)
-    with running_lab(work, home) as server:
-        yield server
+    yield from serve_notebook(
+        tmp_path_factory,
+        "lab-edit",
+        NOTEBOOK,
+        [
+            textwrap.dedent(SETUP).strip(),
+            "%agent Clean the log",
+            "print('ran:', ran)",
+        ],
+    )
 
 
 def test_edit_an_argument_and_approve_in_jupyterlab(lab: Lab) -> None:
