@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..batch import BatchProgress
 from ..redact import redact_secrets
-from .render import STATUS_COLORS, shorten
+from .render import STATUS_COLORS, close_widgets, shorten
 
 if TYPE_CHECKING:
     from ..batch import Batch
@@ -168,16 +168,7 @@ class MapView:
 
     def _close(self) -> None:
         """Close every widget of the view, with its layout and style (each is a comm)."""
-        seen: set[int] = set()
-        for widget in (self._box, self._html, self._stop):
-            for part in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
-                if part is None or id(part) in seen:
-                    continue
-                seen.add(id(part))
-                try:
-                    part.close()
-                except Exception:  # a widget that is already gone
-                    continue
+        close_widgets(w for w in (self._box, self._html, self._stop) if w is not None)
 
     def show(self) -> None:
         """Display the live view (widgets) in the current cell."""

@@ -13,12 +13,14 @@ import base64
 import html
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
 
 __all__ = [
+    "close_widgets",
     "MAX_TEXT",
     "STATUS_COLORS",
     "code_span",
@@ -225,3 +227,18 @@ def pretty_arguments(value: Any, raw: str) -> str:
         return json.dumps(value, indent=2, ensure_ascii=False)
     except (TypeError, ValueError):
         return raw
+
+
+def close_widgets(made: Iterable[Any]) -> None:
+    """Close each widget with its layout and style (each is a comm of its own), once each; a
+    widget that is already gone is skipped. Closed widgets leave no state in a saved notebook."""
+    seen: set[int] = set()
+    for widget in made:
+        for part in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
+            if part is None or id(part) in seen:
+                continue
+            seen.add(id(part))
+            try:
+                part.close()
+            except Exception:  # a widget that is already gone
+                continue

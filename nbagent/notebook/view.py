@@ -42,6 +42,7 @@ from ..events import (
 )
 from ..redact import redact_secrets
 from .card import Shared, ToolCard
+from .render import close_widgets
 from .stream import PlainStream, TextStream
 from .transcript import Transcript
 
@@ -355,16 +356,7 @@ class RunView:
             made.append(self.errors)
         for card in self.cards.values():
             made += card.all_widgets()
-        seen: set[int] = set()
-        for widget in made:
-            for part in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
-                if part is None or id(part) in seen:
-                    continue
-                seen.add(id(part))
-                try:
-                    part.close()
-                except Exception:  # a widget that is already gone
-                    continue
+        close_widgets(made)
         for shared in (self.shared.layout, self.shared.html_style):
             shared.close()
 
