@@ -32,9 +32,15 @@ def _auto() -> widgets.Layout:
 class ApprovalBar:
     """Buttons for one approval request; ``decide`` returns True when the decision counted."""
 
-    def __init__(self, request: ApprovalRequest, decide: Callable[[Decision], bool]) -> None:
+    def __init__(
+        self,
+        request: ApprovalRequest,
+        decide: Callable[[Decision], bool],
+        on_edit: Callable[[], None] | None = None,
+    ) -> None:
         self.request = request
         self._decide = decide
+        self._on_edit_shown = on_edit  # told when the edit form opens or closes
         self._lock = threading.Lock()
         self.decision: Decision | None = None
         self.closed = False
@@ -105,11 +111,17 @@ class ApprovalBar:
             self.widget.children = (self.buttons, self.form.widget, self.notice)
             self.edit.description = "Cancel edit"
             self.edit.icon = "undo"
-            return
-        shown = self.form.widget.layout.display != "none"
-        self.form.widget.layout.display = "none" if shown else None
-        self.edit.description = "Edit" if shown else "Cancel edit"
-        self.edit.icon = "pencil" if shown else "undo"
+        else:
+            shown = self.form.widget.layout.display != "none"
+            self.form.widget.layout.display = "none" if shown else None
+            self.edit.description = "Edit" if shown else "Cancel edit"
+            self.edit.icon = "pencil" if shown else "undo"
+        if self._on_edit_shown is not None:
+            self._on_edit_shown()
+
+    def editing(self) -> bool:
+        """Whether the edit form is open (Approve then carries its arguments)."""
+        return self._editing()
 
     def _editing(self) -> bool:
         return self.form is not None and self.form.widget.layout.display != "none"

@@ -107,7 +107,9 @@ class ToolCard:
         """Show Approve / Deny / Always allow / Edit for this call (and where its preview goes)."""
         if request.preview:
             self.show_preview()
-        self.approval = ApprovalBar(request, decide)
+        self.approval = ApprovalBar(
+            request, decide, on_edit=self.show_preview if request.preview else None
+        )
         self._add(self.approval.widget)
         return self.approval
 
@@ -128,6 +130,8 @@ class ToolCard:
             text = preview_label(record)
             if record.open and record.preview_status == "done":
                 text = "Preview: what this call would do (nothing has run yet)"
+                if self.approval is not None and self.approval.editing():
+                    text = "Preview: what the model's arguments would do, not your edit"
             self.preview.outputs = tuple(result_outputs(record.preview))
         self.preview_label.value = (
             f'<span style="font-size:0.85em;opacity:0.7">{html.escape(text)}</span>'

@@ -170,6 +170,13 @@ async def test_edit_then_approve_in_the_card(wire: Wire) -> None:
             assert "would overwrite a.txt" in str(card.preview.outputs)
             bar = card.approval
             assert bar is not None
+            assert card.preview_label is not None
+            assert "nothing has run yet" in card.preview_label.value
+            click(wire, bar.edit)
+            # the preview was computed for the model's arguments: with the form open it says so
+            assert "the model&#x27;s arguments would do, not your edit" in card.preview_label.value
+            click(wire, bar.edit)  # Cancel edit
+            assert "nothing has run yet" in card.preview_label.value
             click(wire, bar.edit)
             path = find(wire, since, "TextModel", value="a.txt")
             count = find(wire, since, "TextModel", value="1")
