@@ -63,6 +63,8 @@ for path in sys.argv[1:]:
     print(f"{path.rsplit('/', 1)[-1]:36} {len(outputs):3} outputs, {len(errors)} errors")
     if not outputs or errors:
         sys.exit(f"{path} did not run cleanly")
+    if path.endswith("10_a_real_tiny_model.ipynb") and "Loaded SmolLM2" not in str(outputs):
+        sys.exit(f"{path}: the local model did not run live (postBuild installs it)")
 PY
 }
 
