@@ -143,6 +143,8 @@ class ResponseEventParser:
         "_calls",
         "_function_calls",
         "_handlers",
+        "_id_keys",
+        "_index_keys",
         "_items",
         "_lossy",
         "_model",
@@ -165,8 +167,10 @@ class ResponseEventParser:
         self._provider = provider
         self._strict = strict
         self._model = model
-        self._calls: dict[str, _Call] = {}  # by item key (id, or "#<output_index>")
+        self._calls: dict[str, _Call] = {}  # by item key (see _item_key)
         self._items: dict[str, bool] = {}  # item key -> done
+        self._index_keys: dict[int, str] = {}  # output_index -> item key
+        self._id_keys: dict[str, str] = {}  # item id -> item key
         self._reasoning: _Reasoning | None = None  # the latest reasoning item, until followed
         self._texted: set[str] = set()  # keys of the messages whose text streamed
         self._text_item: Any = _NO_ITEM  # the item of the latest text delta
@@ -216,9 +220,9 @@ class ResponseEventParser:
             delta = text_of(delta, f"the delta of {payload['type']}")
         if delta:
             item_id = payload.get("item_id")
-            if item_id != self._text_item or self._reasoning is not None:
-                self._text_item = item_id
-                key = _key({"id": item_id}, payload.get("output_index"))
+            key = self._item_key(item_id, payload.get("output_index"))
+            if key != self._text_item or self._reasoning is not None:
+                self._text_item = key
                 self._texted.add(key)
                 if self._reasoning is not None:  # the message's added event never came
                     self._follow({"type": "message", "id": item_id})
@@ -249,7 +253,7 @@ class ResponseEventParser:
 
     def _reasoning_text(self, payload: dict[str, Any]) -> bool:
         delta = text_of(payload.get("delta"), f"the delta of {payload['type']}")
-        key = _key({"id": payload.get("item_id")}, payload.get("output_index"))
+        key = self._item_key(payload.get("item_id"), payload.get("output_index"))
         reasoning = self._reasoning
         if reasoning is None or reasoning.key != key:  # its added event never came
             self._follow({"type": "reasoning", "id": payload.get("item_id")})
@@ -270,14 +274,14 @@ class ResponseEventParser:
         item = payload["item"]
         if not isinstance(item, Mapping):
             raise TypeError(f"an output item should be an object, not {type(item).__name__}")
-        self._add(item, _key(item, payload.get("output_index")))
+        self._add(item, self._item_key(item.get("id"), payload.get("output_index"), item=True))
         return False
 
     def _done(self, payload: dict[str, Any]) -> bool:
         item = payload["item"]
         if not isinstance(item, Mapping):
             raise TypeError(f"an output item should be an object, not {type(item).__name__}")
-        key = _key(item, payload.get("output_index"))
+        key = self._item_key(item.get("id"), payload.get("output_index"), item=True)
         if key not in self._items:
             self._add(item, key)  # its added event never came
         self._finish(item, key)
@@ -295,7 +299,9 @@ class ResponseEventParser:
         elif kind == "function_call":
             call = self._calls.get(key)
             if call is None:
-                call = self._calls[key] = _Call(key, "", "")
+                item_id = item.get("id")
+                real_id = item_id if isinstance(item_id, str) and item_id else key
+                call = self._calls[key] = _Call(real_id, "", "")
             call.name = call.name or text_of(item.get("name"), "a function call's name")
             call.call_id = call.call_id or text_of(item.get("call_id"), "a function call's call_id")
             initial = text_of(item.get("arguments"), "a function call's arguments")
@@ -393,14 +399,40 @@ class ResponseEventParser:
         signature = reasoning_signature(self._model, reasoning.item, described)
         self.out.append(ReasoningDelta(signature=signature))
 
+    # --- which item an event is about -------------------------------------------------------
+
+    def _item_key(self, item_id: Any, index: Any, *, item: bool = False) -> str:
+        """The key of the output item an event is about: by a known id, else by ``output_index``.
+
+        Some servers give every event of one item a fresh id (GitHub Copilot's Responses
+        endpoint): ``output_index`` then ties the events together. A known id comes first
+        because the final response's ``output`` may leave items out, so its positions are not
+        always output indexes. Ids are remembered from item events (``item``) and for new items
+        only, so deltas with rotating ids cost no memory.
+        """
+        has_index = isinstance(index, int) and not isinstance(index, bool)
+        has_id = isinstance(item_id, str) and bool(item_id)
+        key = self._id_keys.get(item_id) if has_id else None
+        if key is None and has_index:
+            key = self._index_keys.get(index)
+        new = key is None
+        if key is None:
+            key = f"#{index}" if has_index or not has_id else item_id
+        if has_index:
+            self._index_keys.setdefault(index, key)
+        if has_id and (new or item):
+            self._id_keys.setdefault(item_id, key)
+        return key
+
     # --- function calls --------------------------------------------------------------------
 
     def _call_for(self, payload: Mapping[str, Any]) -> _Call:
         item_id = payload.get("item_id")
-        key = item_id if isinstance(item_id, str) and item_id else f"#{payload.get('output_index')}"
+        key = self._item_key(item_id, payload.get("output_index"))
         call = self._calls.get(key)
         if call is None:  # arguments before the call's added event: it is named at its done
-            call = self._calls[key] = _Call(key, "", "")
+            real_id = item_id if isinstance(item_id, str) and item_id else key
+            call = self._calls[key] = _Call(real_id, "", "")
             self._items[key] = False
         return call
 
@@ -452,7 +484,7 @@ class ResponseEventParser:
             raise TypeError(f"a response's output should be a list, not {type(output).__name__}")
         for index, item in enumerate(output):  # items whose events a server left out
             if isinstance(item, Mapping):
-                key = _key(item, index)
+                key = self._item_key(item.get("id"), index, item=True)
                 if not self._items.get(key):
                     if key not in self._items:
                         self._add(item, key)
@@ -506,14 +538,6 @@ class ResponseEventParser:
         else:
             raw = self._reason or "incomplete"
             self.out.append(Finish(_INCOMPLETE.get(raw, "other"), self._usage, raw))
-
-
-def _key(item: Mapping[str, Any], index: Any) -> str:
-    """Which output item this is: its id, else its place in the output."""
-    item_id = item.get("id")
-    if isinstance(item_id, str) and item_id:
-        return item_id
-    return f"#{index}"
 
 
 def _executed_name(item: Mapping[str, Any], kind: str) -> str:

@@ -575,3 +575,37 @@ async def test_invalid_utf8_is_replaced_and_damaged_calls_are_marked(server: Ser
             bad.input  # noqa: B018 - not JSON: the loop answers it with an error
         assert good == ToolCall("b", "f", '{"q": "é"}')
     await model.aclose()
+
+
+def with_rotating_ids(turn: ResponsesTurn) -> bytes:
+    """The turn as a proxy that gives every event a fresh item id sends it (GitHub Copilot's
+    Responses endpoint does): only ``output_index`` still ties an item's events together."""
+    fresh = iter(range(1_000_000))
+    events = []
+    for name, data in turn.events:
+        data = json.loads(json.dumps(data))
+        if "item_id" in data:
+            data["item_id"] = f"rot_{next(fresh)}"
+        if isinstance(data.get("item"), dict):
+            data["item"]["id"] = f"rot_{next(fresh)}"
+        for item in (data.get("response") or {}).get("output") or ():
+            item["id"] = f"rot_{next(fresh)}"
+        events.append((name, data))
+    return responses_sse(events)
+
+
+async def test_items_whose_id_changes_from_event_to_event_are_read_once(server: Server) -> None:
+    server.queue(Reply(full_turn().body()), Reply(with_rotating_ids(full_turn())))
+    model = responses(server)
+    expected = answer_of(await collect(model))
+    answer = answer_of(await collect(model))
+    await model.aclose()
+    assert answer.ok and answer.text == expected.text == "héllo 🌍"
+    assert answer.tool_calls() == expected.tool_calls()
+    kinds = [type(p).__name__ for p in answer.message().content]
+    assert kinds == ["ReasoningPart", "TextPart", "ToolCall", "ToolCall"]
+    reasoning = answer.message().content[0]
+    assert isinstance(reasoning, ReasoningPart)
+    assert reasoning.text == "The user wants the weather.\n\nTwo calls."
+    payload = read_reasoning_signature(reasoning.signature)
+    assert payload is not None and payload["item"]["encrypted_content"] == RS_ENCRYPTED
