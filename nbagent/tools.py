@@ -51,7 +51,8 @@ class ToolCall:
     name: str
     arguments: str = "{}"
     provider_executed: bool = False
-    #: A provider-executed call's own block (JSON), sent back verbatim in the history.
+    #: A provider-executed call's own block (JSON), sent back verbatim in the history; for a
+    #: call the loop runs, what its adapter must send back with it (Gemini's extra_content).
     raw: Any = field(default=None, compare=False, repr=False)
 
     @functools.cached_property

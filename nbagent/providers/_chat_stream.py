@@ -42,7 +42,7 @@ _REASONS: dict[str, FinishReason] = {
 
 
 class _Call:
-    __slots__ = ("args", "damaged", "id", "name", "started")
+    __slots__ = ("args", "damaged", "extra", "id", "name", "started")
 
     def __init__(self, call_id: str, name: str) -> None:
         self.id = call_id
@@ -50,6 +50,7 @@ class _Call:
         self.args: list[str] = []
         self.started = False
         self.damaged = False  # some of its bytes were invalid UTF-8
+        self.extra: Mapping[str, Any] | None = None  # extra_content, to be sent back with it
 
 
 class ChunkParser:
@@ -62,6 +63,7 @@ class ChunkParser:
         "_done",
         "_learn",
         "_lossy",
+        "_origin",
         "_provider",
         "_reason",
         "_strict",
@@ -74,9 +76,11 @@ class ChunkParser:
         provider: str,
         strict: dict[str, Mapping[str, Any] | None],
         learn_reasoning_content: Callable[[], None] | None = None,
+        origin: str = "",
     ) -> None:
         self.out: list[StreamEvent] = []
         self._provider = provider
+        self._origin = origin  # the server's host: call metadata goes back only there
         self._strict = strict
         self._learn = learn_reasoning_content
         self._calls: list[_Call] = []
@@ -175,12 +179,17 @@ class ChunkParser:
                     f"a tool call's id should be a string, not {type(call_id).__name__}"
                 )
             function = item.get("function") or {}
+            extra = item.get("extra_content")
             call = self._by_index.get(index)
+            if call is None and not (call_id or function):
+                continue  # nothing to start a call with (a stray metadata-only entry)
             if call is None or (call_id and call_id != call.id):
                 # a new call; a server that puts every call at index 0 is told apart by id
                 call = _Call(call_id or f"call_{uuid.uuid4().hex[:24]}", "")
                 self._by_index[index] = call
                 self._calls.append(call)
+            if isinstance(extra, Mapping) and extra:
+                call.extra = extra  # Gemini's thought signature: the API wants it back
             name = function.get("name")
             if name and not call.name:
                 call.name = text_of(name, "a tool call's name")
@@ -221,8 +230,11 @@ class ChunkParser:
                 arguments = "{}"
             elif call.name in self._strict:
                 arguments = drop_added_nulls(arguments, self._strict[call.name])
+            raw = None
+            if call.extra is not None:
+                raw = {"extra_content": call.extra, "origin": self._origin}
             out.append(ToolInputEnd(call.id))
-            out.append(ToolCallReceived(ToolCall(call.id, call.name, arguments)))
+            out.append(ToolCallReceived(ToolCall(call.id, call.name, arguments, raw=raw)))
 
     def finished(self) -> bool:
         return self._reason is not None

@@ -12,6 +12,9 @@ How nbagent's conversation maps onto the API:
   URL is ``api.deepseek.com`` or once this adapter has received ``reasoning_content`` from its
   server, and never to ``api.openai.com`` (which rejects unknown message fields). When sent,
   every assistant turn with tool calls carries it, ``""`` if it had no reasoning.
+* A call's ``extra_content`` (Gemini's OpenAI-compatible endpoint puts the thought signature
+  there, and answers 400 when a call comes back without it) is kept with the call and sent
+  back with it, only to the host it came from.
 * Tool results → one ``role: "tool"`` message per result, in call order. Chat Completions tool
   messages carry **text only**, so a result's images go in **one ``user`` message right after the
   batch's tool messages**: for each result with images, a text line
@@ -66,7 +69,7 @@ from ..errors import ConfigurationError
 from ..generation import NamedToolChoice, Request
 from ..messages import AssistantMessage, Message, ReasoningPart, ToolMessage, UserMessage
 from ..schema import normalize_schema
-from ..tools import Definition
+from ..tools import Definition, ToolCall
 from ._chat_stream import ChunkParser
 from ._http import HTTPGenerator, StreamParser
 from ._keys import host_of
@@ -179,8 +182,10 @@ class OpenAIChat(HTTPGenerator):
             d.name: d.input_schema for d in request.tools if d.strict and not d.provider_executed
         }
 
+        origin = host_of(self.base_url)
+
         def parser() -> ChunkParser:
-            return ChunkParser(self.provider, strict, self._learn_reasoning_content)
+            return ChunkParser(self.provider, strict, self._learn_reasoning_content, origin)
 
         if self.tool_calls == "structured":
             return "/chat/completions", body, lambda: StructuredParser(parser())
@@ -195,6 +200,7 @@ class OpenAIChat(HTTPGenerator):
                 request.messages,
                 request.instructions,
                 reasoning_content=self.sends_reasoning_content(),
+                origin=host_of(self.base_url),
             ),
             "stream": True,
         }
@@ -252,12 +258,17 @@ def _image_url(part: ImagePart) -> dict[str, Any]:
 
 
 def chat_messages(
-    messages: Sequence[Message], instructions: str | None, *, reasoning_content: bool = False
+    messages: Sequence[Message],
+    instructions: str | None,
+    *,
+    reasoning_content: bool = False,
+    origin: str | None = None,
 ) -> list[dict[str, Any]]:
     """nbagent messages as Chat Completions messages (see the module docs for the mapping).
 
     ``reasoning_content``: send each assistant turn's reasoning back in that field (always on
-    a turn with tool calls, ``""`` when it had none).
+    a turn with tool calls, ``""`` when it had none). ``origin``: the host the request goes to;
+    a call's ``extra_content`` is sent back only to the host it came from.
     """
     out: list[dict[str, Any]] = []
     if instructions:
@@ -280,14 +291,7 @@ def chat_messages(
                 if reasoning or calls:
                     item["reasoning_content"] = reasoning
             if calls:
-                item["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments or "{}"},
-                    }
-                    for c in calls
-                ]
+                item["tool_calls"] = [_call_item(c, origin) for c in calls]
             out.append(item)
         elif isinstance(message, ToolMessage):
             images: list[dict[str, Any]] = []
@@ -310,6 +314,20 @@ def chat_messages(
             if images:
                 out.append({"role": "user", "content": images})
     return out
+
+
+def _call_item(call: ToolCall, origin: str | None) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments or "{}"},
+    }
+    raw = call.raw
+    if isinstance(raw, Mapping) and origin is not None and raw.get("origin") == origin:
+        extra = raw.get("extra_content")
+        if isinstance(extra, Mapping):
+            item["extra_content"] = dict(extra)
+    return item
 
 
 def _user_part(part: Any) -> dict[str, Any]:

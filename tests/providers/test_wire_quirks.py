@@ -7,6 +7,7 @@ connector blocks, ``null`` in optional fields, and a line that never ends.
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from typing import Any
 
@@ -609,3 +610,111 @@ async def test_a_line_without_end_fails_at_the_limit_holding_about_the_limit(
     assert f"{model.provider} sent a line longer than 1,048,576 bytes (max_event_bytes)" in message
     assert peak < 4 * limit, f"peak {peak:,} bytes"
     await server.wait_all_closed()
+
+
+# --- Gemini's OpenAI-compatible endpoint: thought signatures on tool calls -----------------------
+
+
+def gemini_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """A chunk as Gemini's OpenAI-compatible endpoint streams it (calls without ``index``)."""
+    return {
+        "choices": [{"delta": delta, "finish_reason": finish, "index": 0}],
+        "created": 1767225600,
+        "id": "zq1uaPmdBoWgz7IPmOTZ8Ac",
+        "model": "gemini-3-flash-preview",
+        "object": "chat.completion.chunk",
+    }
+
+
+def gemini_call(call_id: str, city: str, signature: str | None) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "function": {"arguments": json.dumps({"city": city}), "name": "get_weather"},
+        "id": call_id,
+        "type": "function",
+    }
+    if signature is not None:
+        call["extra_content"] = {"google": {"thought_signature": signature}}
+    return call
+
+
+#: Two parallel calls, each whole in its own chunk and without ``index``; only the first carries
+#: a thought signature (as Gemini 3 sends them); the stop is "stop", not "tool_calls".
+GEMINI_CALLS = openai_sse(
+    [
+        gemini_chunk(
+            {"role": "assistant", "tool_calls": [gemini_call("g1", "Bern", "CpwCAb4+9vs=")]}
+        ),
+        gemini_chunk({"role": "assistant", "tool_calls": [gemini_call("g2", "Zug", None)]}),
+        gemini_chunk({"role": "assistant", "content": ""}, "stop"),
+    ]
+)
+GEMINI_ANSWER = openai_sse([gemini_chunk({"content": "Sunny in both."}, "stop")])
+
+
+async def test_gemini_thought_signatures_go_back_with_their_calls(server: Server) -> None:
+    server.queue(Reply(GEMINI_CALLS), Reply(GEMINI_ANSWER))
+    model = OpenAIChat("gemini-3-flash-preview", api_key=KEY, base_url=server.url + "/v1")
+    agent = Agent(model=model, tools=[get_weather])
+    result = await agent.run("Weather in Bern and Zug?")
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    assert result.text == "Sunny in both."
+    assistant = server.requests[1].json["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert [c["id"] for c in assistant["tool_calls"]] == ["g1", "g2"]
+    first, second = assistant["tool_calls"]
+    assert first["extra_content"] == {"google": {"thought_signature": "CpwCAb4+9vs="}}
+    assert "extra_content" not in second
+    assert [m["tool_call_id"] for m in server.requests[1].json["messages"][2:4]] == ["g1", "g2"]
+
+
+async def test_a_signature_in_a_later_delta_of_the_call_is_kept(server: Server) -> None:
+    late = {"extra_content": {"google": {"thought_signature": "late=="}}}
+    body = openai_sse(
+        [
+            oa_chunk({"tool_calls": [oa_call(0, "c1", "get_weather", '{"city": "Bern"}')]}),
+            oa_chunk({"tool_calls": [{"index": 0, **late}]}),
+            oa_chunk({}, "tool_calls"),
+        ]
+    )
+    server.queue(Reply(body))
+    model = openai(server)
+    answer = answer_of(await collect(model))
+    await model.aclose()
+    (call,) = answer.tool_calls()
+    assert call.arguments == '{"city": "Bern"}'
+    sent = model.build_body(Request([user("hi"), answer.message()]))["messages"][1]
+    assert sent["tool_calls"][0]["extra_content"] == late["extra_content"]
+
+
+def test_call_metadata_goes_back_only_to_the_server_it_came_from() -> None:
+    call = ToolCall(
+        "g1",
+        "get_weather",
+        "{}",
+        raw={"extra_content": {"google": {"thought_signature": "s"}}, "origin": "gemini.test"},
+    )
+    history = [user("hi"), AssistantMessage((call,))]
+    here = OpenAIChat("m", api_key=KEY, base_url="https://gemini.test/v1beta/openai")
+    other = OpenAIChat("m", api_key=KEY, base_url="https://api.openai.com/v1")
+    (sent,) = here.build_body(Request(history))["messages"][1]["tool_calls"]
+    assert sent["extra_content"] == {"google": {"thought_signature": "s"}}
+    (elsewhere,) = other.build_body(Request(history))["messages"][1]["tool_calls"]
+    assert "extra_content" not in elsewhere
+    saved = messages_from_json(messages_to_json(history))
+    assert here.build_body(Request(saved))["messages"][1]["tool_calls"][0] == sent
+
+
+async def test_a_tool_call_entry_that_carries_nothing_starts_no_call(server: Server) -> None:
+    body = openai_sse(
+        [
+            oa_chunk({"tool_calls": [{"index": 0, "type": "function"}]}),
+            oa_chunk({"tool_calls": [oa_call(0, "c1", "get_weather", '{"city": "Bern"}')]}),
+            oa_chunk({}, "tool_calls"),
+        ]
+    )
+    server.queue(Reply(body))
+    model = openai(server)
+    answer = answer_of(await collect(model))
+    await model.aclose()
+    assert answer.tool_calls() == (ToolCall("c1", "get_weather", '{"city": "Bern"}'),)
