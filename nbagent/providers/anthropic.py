@@ -34,7 +34,10 @@ lines are skipped.
 How a response fails: an ``error`` event mid-stream is a ``StreamError``, retried when its type
 is transient (``overloaded_error``, ``api_error``, ``rate_limit_error``, ``timeout_error``; see
 :mod:`nbagent.providers._http`); a body that ends before ``message_stop`` and the stop reason is
-a cut stream, also retried; ``message_stop`` without a stop reason is a final failure.
+a cut stream, also retried; ``message_stop`` without a stop reason is a final failure. A
+second ``message_start`` after content (a gateway splicing a retried response into the stream)
+is retried too: the two messages are never merged. A repeated one before any content is
+harmless.
 
 Text with invalid UTF-8 keeps going with U+FFFD in place of each bad byte. A ``tool_use`` whose
 own input held invalid bytes is passed on with arguments that are not JSON (prefixed
@@ -102,6 +105,11 @@ API_VERSION = "2023-06-01"
 _RESULT_SUFFIX = "_tool_result"
 #: Blocks of calls the provider runs itself (the loop never does).
 _EXECUTED_CALLS = ("server_tool_use", "mcp_tool_use")
+
+#: Events that carry part of the message (after them, a new message_start is a splice).
+_CONTENT_EVENTS = frozenset(
+    {"content_block_start", "content_block_delta", "content_block_stop", "message_delta"}
+)
 
 _REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -348,7 +356,18 @@ class _Block:
 class _EventParser:
     """Messages stream events → StreamEvents."""
 
-    __slots__ = ("_blocks", "_calls", "_lossy", "_provider", "_reason", "_stopped", "_usage", "out")
+    __slots__ = (
+        "_began",
+        "_blocks",
+        "_calls",
+        "_lossy",
+        "_message",
+        "_provider",
+        "_reason",
+        "_stopped",
+        "_usage",
+        "out",
+    )
 
     def __init__(self, provider: str) -> None:
         self.out: list[StreamEvent] = []
@@ -358,6 +377,8 @@ class _EventParser:
         self._reason: str | None = None
         self._usage: dict[str, int] = {}
         self._stopped = False  # message_stop arrived
+        self._message = False  # message_start arrived
+        self._began = False  # content or a stop reason arrived
         self._lossy = False  # the current event had invalid UTF-8
 
     def event(self, name: bytes, data: bytes) -> bool:
@@ -365,6 +386,8 @@ class _EventParser:
         if not isinstance(payload, dict):
             raise TypeError(f"an event should be a JSON object, not {type(payload).__name__}")
         kind = payload.get("type") or name.decode("utf-8", "replace")
+        if kind in _CONTENT_EVENTS:
+            self._began = True
         if kind == "content_block_delta":
             self._delta(payload["index"], payload["delta"])
         elif kind == "content_block_start":
@@ -377,6 +400,16 @@ class _EventParser:
                 self._reason = text_of(reason, "stop_reason")
             self._add_usage(payload.get("usage"))
         elif kind == "message_start":
+            if self._message and self._began:
+                # A second message in one stream (a gateway that retried upstream and spliced
+                # the new response in): merged, its signed thinking and calls would corrupt
+                # the history. Nothing ran; asking again gets one clean message.
+                raise StreamFailure(
+                    f"{self._provider} sent a second message in the middle of the first; the "
+                    "answer is incomplete",
+                    retryable=True,
+                )
+            self._message = True
             self._add_usage((payload.get("message") or {}).get("usage"))
         elif kind == "message_stop":
             self._stopped = True

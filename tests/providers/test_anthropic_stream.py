@@ -406,3 +406,69 @@ async def test_error_event_after_a_complete_call_still_fails_the_answer(server: 
     with pytest.raises(errors.AnswerIncompleteError):
         answer.tool_calls()
     await model.aclose()
+
+
+# --- a stream that holds more than one message ---------------------------------------------------
+
+
+def thinking_then_call(signature: str, call_id: str, args: list[str]) -> list[tuple[str, dict]]:
+    events: list[tuple[str, dict]] = [
+        an_block_start(0, {"type": "thinking", "thinking": ""}),
+        wire.an_delta(0, {"type": "thinking_delta", "thinking": f"Thinking for {call_id}."}),
+        wire.an_delta(0, {"type": "signature_delta", "signature": signature}),
+        an_block_stop(0),
+        an_block_start(1, {"type": "tool_use", "id": call_id, "name": "f", "input": {}}),
+    ]
+    events += [an_json(1, fragment) for fragment in args]
+    return events
+
+
+async def test_a_second_message_spliced_into_the_stream_is_retried_not_merged(
+    server: Server,
+) -> None:
+    # A gateway that retried upstream mid-response and spliced the new message into the same
+    # stream: the first message's signed thinking and its half call must not join the second.
+    end = [an_block_stop(1), an_message_delta("tool_use", 65), MESSAGE_STOP]
+    spliced = anthropic_sse(
+        [
+            an_message_start(17),
+            *thinking_then_call("sig-first", "toolu_first", ['{"q": "Sp']),
+            an_message_start(17),
+            *thinking_then_call("sig-second", "toolu_2", ['{"q": 1}']),
+            *end,
+        ]
+    )
+    clean = anthropic_sse(
+        [an_message_start(17), *thinking_then_call("sig-clean", "toolu_c", ['{"q": 2}']), *end]
+    )
+    server.queue(Reply(spliced), Reply(clean))
+    model = anthropic(server)
+    events = await collect(model)
+    await model.aclose()
+    assert sum(isinstance(e, StreamRetry) for e in events) == 1
+    assert len(server.requests) == 2
+    answer = answer_of(events)
+    assert answer.ok
+    assert answer.message().content == (
+        ReasoningPart("Thinking for toolu_c.", "sig-clean"),
+        ToolCall("toolu_c", "f", '{"q": 2}'),
+    )
+
+
+async def test_a_repeated_message_start_before_any_content_is_harmless(server: Server) -> None:
+    body = anthropic_sse(
+        [
+            an_message_start(17),
+            an_message_start(17),
+            an_block_start(0, {"type": "text", "text": ""}),
+            an_text(0, "Hello"),
+            an_block_stop(0),
+            an_message_delta("end_turn", 5),
+            MESSAGE_STOP,
+        ]
+    )
+    server.queue(Reply(body))
+    model = anthropic(server)
+    events = await collect(model)
+    await model.aclose()
+    assert events == [TextDelta("Hello"), Finish("stop", Usage(17, 5), "end_turn")]
