@@ -114,6 +114,9 @@ class ChunkParser:
                 self._reason = text_of(reason, "finish_reason")
                 self._close_calls()
         usage = chunk.get("usage")
+        if not usage:
+            vendor = chunk.get("x_groq")  # where Groq put the usage before include_usage
+            usage = vendor.get("usage") if isinstance(vendor, Mapping) else None
         if usage:
             details = usage.get("prompt_tokens_details") or {}
             self._usage = Usage(

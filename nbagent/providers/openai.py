@@ -32,7 +32,8 @@ How nbagent's conversation maps onto the API:
   the calls go through ``response_format`` JSON Schema output instead, and the history is sent
   without tool roles (see :mod:`nbagent.providers._structured`).
 
-Streaming: ``stream_options.include_usage`` asks for the usage chunk. Tool calls are assembled by
+Streaming: ``stream_options.include_usage`` asks for the usage chunk (Groq's older
+``x_groq.usage`` is read when there is no ``usage``). Tool calls are assembled by
 ``index`` and, when a server reuses an index for another call, by ``id``. Quirks tolerated: SSE
 comments, keep-alives and empty ``data:`` lines, CRLF, no usage chunk, no ``[DONE]``,
 empty-string arguments (sent on as ``{}``), ``finish_reason: "stop"`` on a turn with calls

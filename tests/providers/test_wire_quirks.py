@@ -718,3 +718,26 @@ async def test_a_tool_call_entry_that_carries_nothing_starts_no_call(server: Ser
     answer = answer_of(await collect(model))
     await model.aclose()
     assert answer.tool_calls() == (ToolCall("c1", "get_weather", '{"city": "Bern"}'),)
+
+
+async def test_groq_usage_under_x_groq_is_read(server: Server) -> None:
+    # Groq reported usage only under x_groq in the chunk with the finish reason.
+    groq_usage = {
+        "queue_time": 0.0415,
+        "prompt_tokens": 45,
+        "prompt_time": 0.0039,
+        "completion_tokens": 662,
+        "completion_time": 2.65,
+        "total_tokens": 707,
+        "total_time": 2.656,
+    }
+    finish = oa_chunk({}, "stop")
+    finish["x_groq"] = {"id": "req_01kh52ndshfr2azv0xe6tnv4fx", "usage": groq_usage}
+    del finish["usage"]
+    first = oa_chunk({"role": "assistant", "content": "Hi"})
+    first["x_groq"] = {"id": "req_01kh52ndshfr2azv0xe6tnv4fx", "seed": 689520654}
+    server.queue(Reply(openai_sse([first, finish])))
+    model = openai(server)
+    events = await collect(model)
+    await model.aclose()
+    assert events == [TextDelta("Hi"), Finish("stop", Usage(45, 662), "stop")]
