@@ -57,6 +57,7 @@ class ChunkParser:
     """``chat.completion.chunk`` events → StreamEvents (first choice only)."""
 
     __slots__ = (
+        "_by_id",
         "_by_index",
         "_calls",
         "_closed",
@@ -85,6 +86,7 @@ class ChunkParser:
         self._learn = learn_reasoning_content
         self._calls: list[_Call] = []
         self._by_index: dict[int, _Call] = {}
+        self._by_id: dict[str, _Call] = {}  # every id a call was given, also changed ones
         self._reason: str | None = None
         self._usage: Usage | None = None
         self._closed = False
@@ -182,18 +184,13 @@ class ChunkParser:
                     f"a tool call's id should be a string, not {type(call_id).__name__}"
                 )
             function = item.get("function") or {}
-            extra = item.get("extra_content")
-            call = self._by_index.get(index)
-            if call is None and not (call_id or function):
+            name = function.get("name")
+            call = self._call_for(index, call_id, bool(name), bool(function))
+            if call is None:
                 continue  # nothing to start a call with (a stray metadata-only entry)
-            if call is None or (call_id and call_id != call.id):
-                # a new call; a server that puts every call at index 0 is told apart by id
-                call = _Call(call_id or f"call_{uuid.uuid4().hex[:24]}", "")
-                self._by_index[index] = call
-                self._calls.append(call)
+            extra = item.get("extra_content")
             if isinstance(extra, Mapping) and extra:
                 call.extra = extra  # Gemini's thought signature: the API wants it back
-            name = function.get("name")
             if name and not call.name:
                 call.name = text_of(name, "a tool call's name")
                 call.damaged |= damaged(call.name, self._lossy)
@@ -211,6 +208,34 @@ class ChunkParser:
                 call.args.append(args)
             if call.name:
                 self._start(call)
+
+    def _call_for(self, index: int, call_id: str | None, named: bool, body: bool) -> _Call | None:
+        """The call a fragment belongs to (a new one when it starts a call), or None.
+
+        By the spec a call is named by ``id`` and ``name`` in its first fragment and followed by
+        ``index``. Servers differ, so: an id seen before is that call, whatever the index; a new
+        id with a name starts a call even at a used index (servers that put every call at
+        index 0); a new id without a name continues the call at its index (servers that change
+        a call's id after its first fragment); a fragment with neither, at an index never seen,
+        continues the latest call (servers whose tail fragments carry another index).
+        """
+        call = self._by_id.get(call_id) if call_id else None
+        if call is None:
+            current = self._by_index.get(index)
+            if current is not None and call_id and (named or not current.name):
+                current = None  # a new call at an index already used
+            if current is None and not call_id and not named and self._calls:
+                current = self._calls[-1]
+            if current is None and not (call_id or body):
+                return None
+            call = current
+        if call is None:
+            call = _Call(call_id or f"call_{uuid.uuid4().hex[:24]}", "")
+            self._calls.append(call)
+        self._by_index[index] = call
+        if call_id:
+            self._by_id.setdefault(call_id, call)
+        return call
 
     def _start(self, call: _Call) -> None:
         call.started = True

@@ -34,7 +34,9 @@ How nbagent's conversation maps onto the API:
 
 Streaming: ``stream_options.include_usage`` asks for the usage chunk (Groq's older
 ``x_groq.usage`` is read when there is no ``usage``). Tool calls are assembled by
-``index`` and, when a server reuses an index for another call, by ``id``. Quirks tolerated: SSE
+``index`` and ``id``, tolerating servers that reuse an index for another call, change a
+call's id after its first fragment, or send a call's tail at another index (see
+``ChunkParser._call_for``). Quirks tolerated: SSE
 comments, keep-alives and empty ``data:`` lines, CRLF, no usage chunk, no ``[DONE]``,
 empty-string arguments (sent on as ``{}``), ``finish_reason: "stop"`` on a turn with calls
 (reported as ``"tool_calls"``), ``reasoning_content``/``reasoning`` deltas (as reasoning),

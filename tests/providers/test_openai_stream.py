@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -465,3 +466,54 @@ async def test_only_the_first_choice_is_read(server: Server) -> None:
     model = openai(server)
     assert await collect(model) == [TextDelta("first"), Finish("stop", Usage(), "stop")]
     await model.aclose()
+
+
+def calls_of(chunks: list[Any]) -> list[tuple[str, str, str]]:
+    return [
+        (e.call.id, e.call.name, e.call.arguments)
+        for e in chunks
+        if isinstance(e, ToolCallReceived)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "expected"),
+    [
+        pytest.param(
+            # Poolside: the id of the first chunk is replaced by another in every later chunk
+            [
+                oa_call(0, "call_A", "exec", ""),
+                oa_call(0, "call_B", None, '{"cmd":'),
+                oa_call(0, "call_B", None, ' "ls"}'),
+            ],
+            [("call_A", "exec", '{"cmd": "ls"}')],
+            id="id-changes-after-the-first-chunk",
+        ),
+        pytest.param(
+            # a second call's head collides with the first call's index; its tail has its own
+            [
+                oa_call(0, "c1", "f", '{"a": 1}'),
+                oa_call(0, "c2", "g", ""),
+                oa_call(1, None, None, '{"b": 2}'),
+            ],
+            [("c1", "f", '{"a": 1}'), ("c2", "g", '{"b": 2}')],
+            id="tail-at-an-index-never-announced",
+        ),
+        pytest.param(
+            # the same call's fragments at different indexes, each naming its id
+            [oa_call(0, "c1", "f", '{"a"'), oa_call(1, "c1", None, ": 1}")],
+            [("c1", "f", '{"a": 1}')],
+            id="one-id-at-several-indexes",
+        ),
+    ],
+)
+async def test_fragments_reach_their_call_when_index_or_id_is_unreliable(
+    server: Server, chunks: list[dict[str, Any]], expected: list[tuple[str, str, str]]
+) -> None:
+    body = [oa_chunk({"tool_calls": [c]}) for c in chunks] + [oa_chunk({}, "tool_calls")]
+    server.queue(Reply(openai_sse(body)))
+    model = openai(server)
+    events = await collect(model)
+    await model.aclose()
+    assert calls_of(events) == expected
+    assert answer_of(events).ok
