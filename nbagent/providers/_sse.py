@@ -92,6 +92,8 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
         """Decode one chunk; returns the events it completed (often none or one)."""
+        if not chunk:
+            return []  # nothing to decode, and a pending CR still awaits its LF
         if self._cr:
             self._cr = False
             if chunk[:1] == b"\n":

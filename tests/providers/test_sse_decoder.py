@@ -145,3 +145,10 @@ def test_utf8_split_inside_a_character_is_fine() -> None:
     body = "data: 🌍\n\n".encode()
     for at in range(len(body)):
         assert decode([body[:at], body[at:]]) == [("", "🌍")]
+
+
+def test_empty_chunks_change_nothing() -> None:
+    for eol in ("\n", "\r\n", "\r"):
+        body = STREAM.replace("\n", eol).encode()
+        for at in range(len(body) + 1):
+            assert decode([body[:at], b"", body[at:]]) == EXPECTED, (eol, at)
