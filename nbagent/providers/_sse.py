@@ -2,9 +2,10 @@
 
 Bytes may arrive split anywhere (inside a line, a CRLF pair or a multi-byte UTF-8 character):
 lines are assembled as bytes and an event's data is handed on as bytes, to be parsed as JSON by
-:func:`loads`. Lines may end in CR, LF or CRLF; comment lines (``: keep-alive``) are skipped;
-several ``data:`` lines of one event are joined with ``\\n``; ``id`` and ``retry`` are ignored
-(nbagent never reconnects a stream).
+:func:`loads`. A byte order mark that opens the stream is skipped, as the spec says. Lines
+may end in CR, LF or CRLF; comment lines (``: keep-alive``) are skipped; several ``data:``
+lines of one event are joined with ``\\n``; ``id`` and ``retry`` are ignored (nbagent never
+reconnects a stream).
 
 Limit: a line, and the data of one event, may hold at most ``max_event_bytes`` (default
 :data:`DEFAULT_MAX_EVENT_BYTES`, 8 MiB). Beyond it :class:`EventTooLarge` is raised as soon as
@@ -31,6 +32,8 @@ __all__ = ["DEFAULT_MAX_EVENT_BYTES", "EventTooLarge", "SSEDecoder", "loads"]
 
 #: The default cap on one SSE line and on one event's data, in bytes.
 DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+_BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark
 
 
 class EventTooLarge(ValueError):
@@ -72,7 +75,16 @@ class SSEDecoder:
     Raises :class:`EventTooLarge` when a line or an event's data passes ``max_event_bytes``.
     """
 
-    __slots__ = ("_cr", "_data", "_data_size", "_event", "_limit", "_pending", "_pending_size")
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_data_size",
+        "_event",
+        "_head",
+        "_limit",
+        "_pending",
+        "_pending_size",
+    )
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self._limit = max_event_bytes
@@ -82,6 +94,7 @@ class SSEDecoder:
         self._event = b""
         self._data: list[bytes] | None = None
         self._data_size = 0
+        self._head: bytes | None = b""  # the stream's first bytes, until a BOM is ruled out
 
     def _hold(self, piece: bytes) -> None:
         self._pending.append(piece)
@@ -92,6 +105,15 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
         """Decode one chunk; returns the events it completed (often none or one)."""
+        if self._head is not None:
+            # The spec drops one U+FEFF that opens the stream (it may arrive split).
+            chunk = self._head + chunk
+            if len(chunk) < len(_BOM) and _BOM.startswith(chunk):
+                self._head = chunk
+                return []
+            self._head = None
+            if chunk.startswith(_BOM):
+                chunk = chunk[len(_BOM) :]
         if not chunk:
             return []  # nothing to decode, and a pending CR still awaits its LF
         if self._cr:

@@ -147,6 +147,25 @@ def test_utf8_split_inside_a_character_is_fine() -> None:
         assert decode([body[:at], body[at:]]) == [("", "🌍")]
 
 
+def test_a_byte_order_mark_that_opens_the_stream_is_skipped_at_every_split() -> None:
+    # The SSE spec strips one leading U+FEFF; left in, it hides the first line's field name.
+    for eol in ("\n", "\r\n", "\r"):
+        body = (
+            b"\xef\xbb\xbf" + STREAM.replace(": comment", "data: first").replace("\n", eol).encode()
+        )
+        expected = [("a", "first\nhéllo 🌍"), *EXPECTED[1:]]
+        for at in range(len(body) + 1):
+            assert decode([body[:at], body[at:]]) == expected, (eol, at)
+        assert decode([body[i : i + 1] for i in range(len(body))]) == expected
+
+
+def test_a_byte_order_mark_later_in_the_stream_is_data() -> None:
+    assert decode([b"data: a\n\n\xef\xbb\xbfdata: b\n\ndata: \xef\xbb\xbfc\n\n"]) == [
+        ("", "a"),
+        ("", "\ufeffc"),
+    ]
+
+
 def test_empty_chunks_change_nothing() -> None:
     for eol in ("\n", "\r\n", "\r"):
         body = STREAM.replace("\n", eol).encode()

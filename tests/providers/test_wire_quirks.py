@@ -107,6 +107,18 @@ async def test_empty_data_lines_are_skipped_at_every_split(kind: str, server: Se
     await model.aclose()
 
 
+async def test_a_byte_order_mark_before_the_first_chunk_is_skipped(server: Server) -> None:
+    # Without a role-only chunk first, the first line carries text: a BOM must not hide it.
+    plain = openai_sse([oa_chunk({"content": "Hi"}), oa_chunk({}, "stop")])
+    marked = b"\xef\xbb\xbf" + plain
+    model = openai(server)
+    server.queue(Reply(marked), Reply([marked[:1], marked[1:2], marked[2:]]))
+    expected = [TextDelta("Hi"), Finish("stop", Usage(), "stop")]
+    assert await collect(model) == expected
+    assert await collect(model) == expected
+    await model.aclose()
+
+
 # --- invalid UTF-8 ------------------------------------------------------------------------------
 
 #: Text with a bad byte, a call whose arguments hold one, and a clean sibling call.
