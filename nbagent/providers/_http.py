@@ -19,6 +19,9 @@
   limit, and error events about the request itself. Every retry, before or after output,
   counts against the same ``max_retries``; when they run out the failure is final, as a
   :class:`~nbagent.generation.StreamError` event.
+* A 200 answer whose body holds no event but one JSON document (a gateway's error, or a whole
+  non-streamed answer) fails with what the document says, retried only when its error is
+  transient: read as a stream it would look like a cut one, its message lost.
 * Limits: a line or an event of the stream may hold at most ``max_event_bytes`` (8 MiB by
   default); an error body is read up to 64 KB.
 * Errors are :mod:`nbagent.errors` types whose message says what to do. They are raised outside
@@ -44,8 +47,15 @@ from .. import errors
 from ..generation import Request, StreamError, StreamEvent, StreamRetry
 from ..redact import redact_secrets
 from ._keys import Secret, check_key_destination, clean_api_key
+from ._shared import retryable_error
 from ._sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
-from ._status import parse_retry_after, status_error, wait_too_long
+from ._status import (
+    ERROR_BODY_LIMIT,
+    error_detail,
+    parse_retry_after,
+    status_error,
+    wait_too_long,
+)
 
 __all__ = [
     "HTTPGenerator",
@@ -284,6 +294,7 @@ class HTTPGenerator:
         """Decode one response into events; how it ended goes into ``attempt``."""
         decoder = SSEDecoder(self.max_event_bytes)
         out = parser.out
+        head: bytearray | None = bytearray()  # the body's start, until it shows it is a stream
         message: str | None = None
         retryable = False
         cut_after_finish = False
@@ -291,7 +302,10 @@ class HTTPGenerator:
             async with aclosing(response.aiter_bytes()) as chunks:
                 done = False
                 async for chunk in chunks:
+                    if head is not None and len(head) < ERROR_BODY_LIMIT:
+                        head += chunk[: ERROR_BODY_LIMIT - len(head)]
                     for name, data in decoder.feed(chunk):
+                        head = None
                         if not data or data.isspace():
                             continue  # an empty data: line carries nothing
                         if parser.event(name, data):
@@ -305,8 +319,11 @@ class HTTPGenerator:
                         break
                 if not done:
                     for name, data in decoder.flush():
+                        head = None
                         if data and not data.isspace() and parser.event(name, data):
                             break
+                if head is not None:
+                    self._refuse_document(bytes(head))
                 parser.end()
                 for event in out:
                     yield event
@@ -354,6 +371,31 @@ class HTTPGenerator:
         if message is not None:
             attempt.failure = errors.StreamError(self._clean(message))
             attempt.retryable = retryable
+
+    def _refuse_document(self, body: bytes) -> None:
+        """A body with no event at all that is one JSON document: say what it holds.
+
+        Some servers answer 200 with a JSON error, or with a whole non-streamed answer, where a
+        stream was asked for; read as SSE it would only look like a cut stream (retried, its
+        message lost).
+        """
+        try:
+            document = json.loads(body.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(document, dict):
+            return
+        error = document.get("error")
+        if error:
+            raise StreamFailure(
+                f"{self.provider} answered with an error instead of a stream: "
+                f"{error_detail(body)}; the answer is incomplete",
+                retryable=retryable_error(error),
+            )
+        raise StreamFailure(
+            f"{self.provider} answered with a JSON document, not an event stream (does the "
+            f"server at {self.base_url} support streaming?); the answer is incomplete"
+        )
 
     def _clean(self, message: str) -> str:
         """``message`` without the key or anything else shaped like a credential."""

@@ -436,3 +436,32 @@ async def test_credentials_a_server_echoes_are_redacted_in_errors(
     assert isinstance(events[-1], StreamError)
     assert other not in str(events[-1].error) and "leaked ***" in str(events[-1].error)
     await model.aclose()
+
+
+async def test_a_json_error_under_status_200_is_reported_not_retried(
+    kind: str, server: Server
+) -> None:
+    # Some OpenAI-compatible gateways answer 200 with a JSON error body instead of a stream.
+    body = b'{"error": {"message": "model \\"nope\\" not found", "type": "invalid_request_error"}}'
+    server.default = Reply(body, content_type="application/json")
+    model = make(kind, server)
+    events = await collect(model)
+    await model.aclose()
+    assert len(server.requests) == 1
+    assert len(events) == 1 and isinstance(events[0], StreamError)
+    message = str(events[0].error)
+    assert 'model "nope" not found' in message and "invalid_request_error" in message
+
+
+async def test_a_whole_json_document_instead_of_a_stream_says_so(kind: str, server: Server) -> None:
+    body = (
+        b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, '
+        b'"message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}]}'
+    )
+    server.default = Reply(body, content_type="application/json")
+    model = make(kind, server)
+    events = await collect(model)
+    await model.aclose()
+    assert len(server.requests) == 1
+    assert len(events) == 1 and isinstance(events[0], StreamError)
+    assert "not an event stream" in str(events[0].error)
