@@ -25,11 +25,11 @@ from ..generation import (
 )
 from ..tools import ToolCall
 from ._http import StreamFailure
-from ._shared import DAMAGED_ARGUMENTS, damaged, retryable_error, text_of
+from ._shared import CHAT_REASONING_MARK, DAMAGED_ARGUMENTS, damaged, retryable_error, text_of
 from ._sse import loads
 from ._strict import drop_added_nulls
 
-__all__ = ["ChunkParser"]
+__all__ = ["ChunkParser", "reasoning_details"]
 
 _REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -61,6 +61,7 @@ class ChunkParser:
         "_by_index",
         "_calls",
         "_closed",
+        "_details",
         "_done",
         "_learn",
         "_lossy",
@@ -90,6 +91,7 @@ class ChunkParser:
         self._reason: str | None = None
         self._usage: Usage | None = None
         self._closed = False
+        self._details: list[dict[str, Any]] = []  # reasoning_details, streamed pieces merged
         self._done = False  # [DONE] arrived
         self._lossy = False  # the current event had invalid UTF-8
 
@@ -144,9 +146,47 @@ class ChunkParser:
         reasoning = reasoning or delta.get("reasoning")
         if reasoning and isinstance(reasoning, str):  # other shapes are summaries: not text
             self.out.append(ReasoningDelta(reasoning))
+        details = delta.get("reasoning_details")
+        if details and isinstance(details, list):
+            self._add_details(details)
         refusal = delta.get("refusal")
         if refusal:
             self.out.append(TextDelta(text_of(refusal, "refusal")))
+
+    def _add_details(self, details: list[Any]) -> None:
+        """Collect ``reasoning_details`` (OpenRouter): pieces of one detail are merged.
+
+        A piece with the ``index`` and ``type`` of the detail before it continues that detail:
+        its text fields are appended, its other fields set when not null.
+        """
+        for piece in details:
+            if not isinstance(piece, Mapping):
+                continue
+            last = self._details[-1] if self._details else None
+            if (
+                last is not None
+                and piece.get("index") is not None
+                and piece.get("index") == last.get("index")
+                and piece.get("type") == last.get("type")
+            ):
+                for key, value in piece.items():
+                    if key in _DETAIL_TEXT and isinstance(value, str):
+                        before = last.get(key)
+                        last[key] = (before if isinstance(before, str) else "") + value
+                    elif value is not None:
+                        last[key] = value
+            else:
+                self._details.append(dict(piece))
+
+    def _reasoning_details(self) -> None:
+        """Hand on the collected ``reasoning_details``, to be sent back to this host."""
+        if self._details:
+            payload = {"origin": self._origin, "details": self._details}
+            signature = CHAT_REASONING_MARK + json.dumps(
+                payload, ensure_ascii=False, separators=(",", ":")
+            )
+            self.out.append(ReasoningDelta(signature=signature))
+            self._details = []
 
     def _content_parts(self, content: Any) -> None:
         """``content`` as typed parts (Mistral): text → text, thinking → reasoning."""
@@ -278,6 +318,7 @@ class ChunkParser:
             reason = "tool_calls"
         elif reason == "tool_calls" and not self._calls:
             reason = "stop"
+        self._reasoning_details()
         self.out.append(Finish(reason, self._usage or Usage(), raw))
 
     def _end_without_reason(self) -> None:
@@ -297,7 +338,26 @@ class ChunkParser:
                     retryable=True,
                 )
         self._close_calls()
+        self._reasoning_details()
         self.out.append(Finish("tool_calls" if self._calls else "stop", self._usage or Usage()))
+
+
+#: The fields of a reasoning detail that stream in pieces.
+_DETAIL_TEXT = frozenset({"text", "summary", "data"})
+
+
+def reasoning_details(signature: str | None, origin: str | None) -> list[Any] | None:
+    """The ``reasoning_details`` a reasoning part carries for ``origin``, or None."""
+    if not signature or origin is None or not signature.startswith(CHAT_REASONING_MARK):
+        return None
+    try:
+        payload = json.loads(signature[len(CHAT_REASONING_MARK) :])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict) or payload.get("origin") != origin:
+        return None
+    details = payload.get("details")
+    return details if isinstance(details, list) else None
 
 
 def _is_json(text: str) -> bool:

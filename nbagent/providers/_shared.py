@@ -11,6 +11,7 @@ from ..errors import ToolDefinitionError
 from ..tools import Definition
 
 __all__ = [
+    "CHAT_REASONING_MARK",
     "DAMAGED_ARGUMENTS",
     "RESPONSES_REASONING_MARK",
     "b64",
@@ -33,6 +34,14 @@ DAMAGED_ARGUMENTS = (
 #: Starts the ``signature`` of a reasoning part that carries an OpenAI Responses reasoning item
 #: (see :mod:`nbagent.providers.responses`): no other API may take it for a signature of its own.
 RESPONSES_REASONING_MARK = "openai-responses:"
+
+#: Starts the ``signature`` of a reasoning part that carries the ``reasoning_details`` of a Chat
+#: Completions server (OpenRouter), with the host they came from (see
+#: :mod:`nbagent.providers.openai`): they go back to that host only, and to no other API.
+CHAT_REASONING_MARK = "chat-reasoning-details:"
+
+#: Marks of reasoning parts that are not a thinking signature of their own.
+FOREIGN_REASONING_MARKS = (RESPONSES_REASONING_MARK, CHAT_REASONING_MARK)
 
 #: Error types and codes of mid-stream error events that are transient (asking again may work).
 _RETRYABLE_KINDS = frozenset(

@@ -89,7 +89,7 @@ from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator, StreamFailure
 from ._shared import (
     DAMAGED_ARGUMENTS,
-    RESPONSES_REASONING_MARK,
+    FOREIGN_REASONING_MARKS,
     b64,
     damaged,
     input_object,
@@ -270,7 +270,7 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
         elif isinstance(part, ReasoningPart):
             if part.redacted:
                 blocks.append({"type": "redacted_thinking", "data": part.redacted})
-            elif part.signature and not part.signature.startswith(RESPONSES_REASONING_MARK):
+            elif part.signature and not part.signature.startswith(FOREIGN_REASONING_MARKS):
                 blocks.append(
                     {"type": "thinking", "thinking": part.text, "signature": part.signature}
                 )

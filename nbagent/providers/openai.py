@@ -12,6 +12,9 @@ How nbagent's conversation maps onto the API:
   URL is ``api.deepseek.com`` or once this adapter has received ``reasoning_content`` from its
   server, and never to ``api.openai.com`` (which rejects unknown message fields). When sent,
   every assistant turn with tool calls carries it, ``""`` if it had no reasoning.
+* ``reasoning_details`` (OpenRouter; it answers 400 on a Gemini 3 tool-call turn that comes
+  back without them) are collected from the stream, their streamed pieces merged, kept in a
+  reasoning part and sent back on the assistant message, only to the host they came from.
 * A call's ``extra_content`` (Gemini's OpenAI-compatible endpoint puts the thought signature
   there, and answers 400 when a call comes back without it) is kept with the call and sent
   back with it, only to the host it came from.
@@ -73,7 +76,7 @@ from ..generation import NamedToolChoice, Request
 from ..messages import AssistantMessage, Message, ReasoningPart, ToolMessage, UserMessage
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
-from ._chat_stream import ChunkParser
+from ._chat_stream import ChunkParser, reasoning_details
 from ._http import HTTPGenerator, StreamParser
 from ._keys import host_of
 from ._shared import b64, description_with_examples, provider_tool_spec
@@ -295,6 +298,14 @@ def chat_messages(
                     item["reasoning_content"] = reasoning
             if calls:
                 item["tool_calls"] = [_call_item(c, origin) for c in calls]
+            details = [
+                detail
+                for part in message.content
+                if isinstance(part, ReasoningPart)
+                for detail in reasoning_details(part.signature, origin) or ()
+            ]
+            if details:
+                item["reasoning_details"] = details
             out.append(item)
         elif isinstance(message, ToolMessage):
             images: list[dict[str, Any]] = []

@@ -753,3 +753,93 @@ async def test_groq_usage_under_x_groq_is_read(server: Server) -> None:
     events = await collect(model)
     await model.aclose()
     assert events == [TextDelta("Hi"), Finish("stop", Usage(45, 662), "stop")]
+
+
+# --- OpenRouter: reasoning_details must come back on tool-call turns ----------------------------
+
+
+def router_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "gen-1764600000-aBcDeFgHiJkLmNoPqRsT",
+        "provider": "Google AI Studio",
+        "model": "google/gemini-3-flash-preview",
+        "object": "chat.completion.chunk",
+        "created": 1764600000,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": "", **delta},
+                "finish_reason": finish,
+                "native_finish_reason": finish and finish.upper(),
+                "logprobs": None,
+            }
+        ],
+    }
+
+
+def router_thought(text: str) -> dict[str, Any]:
+    detail = {"type": "reasoning.text", "text": text, "format": "google-gemini-v1", "index": 0}
+    return router_chunk({"reasoning": text, "reasoning_details": [detail]})
+
+
+ENCRYPTED = {
+    "type": "reasoning.encrypted",
+    "data": "CiQBjz1rX2Vuc3J5cHRlZA==",
+    "id": "tool_get_weather_k1",
+    "format": "google-gemini-v1",
+    "index": 0,
+}
+ROUTER_CALL = openai_sse(
+    [
+        router_thought("Need the "),
+        router_thought("weather."),
+        router_chunk(
+            {
+                "tool_calls": [oa_call(0, "tool_get_weather_k1", "get_weather", '{"city":"Bern"}')],
+                "reasoning_details": [ENCRYPTED],
+            }
+        ),
+        router_chunk({}, "tool_calls"),
+    ]
+)
+ROUTER_ANSWER = openai_sse([router_chunk({"content": "Sunny in Bern."}, "stop")])
+MERGED_DETAILS = [
+    {
+        "type": "reasoning.text",
+        "text": "Need the weather.",
+        "format": "google-gemini-v1",
+        "index": 0,
+    },
+    ENCRYPTED,
+]
+
+
+async def test_openrouter_reasoning_details_go_back_with_the_tool_call_turn(
+    server: Server,
+) -> None:
+    server.queue(Reply(ROUTER_CALL), Reply(ROUTER_ANSWER))
+    model = OpenAIChat(
+        "google/gemini-3-flash-preview", api_key=KEY, base_url=server.url + "/api/v1"
+    )
+    agent = Agent(model=model, tools=[get_weather])
+    result = await agent.run("Weather in Bern?")
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    assert result.text == "Sunny in Bern."
+    assert "reasoning_details" not in server.requests[0].json["messages"][-1]
+    assistant = server.requests[1].json["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["tool_calls"][0]["id"] == "tool_get_weather_k1"
+    assert assistant["reasoning_details"] == MERGED_DETAILS
+    # the history keeps them through saving, and they reach no other server or API
+    history = messages_from_json(messages_to_json(result.messages))
+    here = OpenAIChat("m", api_key=KEY, base_url=server.url + "/api/v1")
+    assert here.build_body(Request(history))["messages"][1]["reasoning_details"] == MERGED_DETAILS
+    other = OpenAIChat("m", api_key=KEY, base_url="https://api.openai.com/v1")
+    assert all("reasoning_details" not in m for m in other.build_body(Request(history))["messages"])
+    claude = ADAPTERS["anthropic"](server).build_body(Request(history))
+    assert all(
+        block["type"] != "thinking"
+        for message in claude["messages"]
+        for block in message["content"]
+    )
