@@ -31,11 +31,19 @@ from ._strict import drop_added_nulls
 
 __all__ = ["ChunkParser", "reasoning_details"]
 
+#: Finish reasons, lower-cased: OpenAI's, and other servers' words for them (text-generation-
+#: inference's ``eos_token``, gateways that pass Anthropic's or Gemini's reasons through).
 _REASONS: dict[str, FinishReason] = {
     "stop": "stop",
+    "eos_token": "stop",
+    "eos": "stop",
+    "stop_sequence": "stop",
+    "end_turn": "stop",
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",
+    "tool_use": "tool_calls",
     "length": "length",
+    "max_tokens": "length",
     "content_filter": "content_filter",
     "error": "error",
 }
@@ -313,7 +321,7 @@ class ChunkParser:
             self._end_without_reason()
             return
         self._close_calls()
-        reason = _REASONS.get(raw, "other")
+        reason = _REASONS.get(raw.lower(), "other")
         if reason == "stop" and self._calls:
             reason = "tool_calls"
         elif reason == "tool_calls" and not self._calls:

@@ -48,7 +48,10 @@ parts are reasoning, other part types are ignored), and ``null`` for any optiona
 
 How a response ends:
 
-* a finish reason: the answer is complete (a drop after it loses nothing);
+* a finish reason: the answer is complete (a drop after it loses nothing). Other servers'
+  words are understood, in any case: ``eos_token``, ``stop_sequence`` and ``end_turn`` are
+  ``"stop"``, ``max_tokens`` is ``"length"``, ``tool_use`` is ``"tool_calls"``; an unknown
+  one is ``"other"``;
 * ``[DONE]`` without a finish reason (some routers): complete — ``"tool_calls"`` if it holds
   calls, else ``"stop"`` (``raw_reason`` None) — provided every call's arguments parse as JSON;
   a call cut short makes it a retryable failure;

@@ -517,3 +517,25 @@ async def test_fragments_reach_their_call_when_index_or_id_is_unreliable(
     await model.aclose()
     assert calls_of(events) == expected
     assert answer_of(events).ok
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("eos_token", "stop"),  # text-generation-inference, and servers built like it
+        ("stop_sequence", "stop"),
+        ("STOP", "stop"),
+        ("end_turn", "stop"),  # gateways in front of Anthropic
+        ("max_tokens", "length"),
+        ("MAX_TOKENS", "length"),
+        ("something_new", "other"),
+    ],
+)
+async def test_other_servers_words_for_a_finish_reason(
+    server: Server, raw: str, reason: str
+) -> None:
+    server.queue(Reply(openai_sse([oa_chunk({"content": "Hi"}), oa_chunk({}, raw)])))
+    model = openai(server)
+    events = await collect(model)
+    await model.aclose()
+    assert events == [TextDelta("Hi"), Finish(reason, Usage(), raw)]  # type: ignore[arg-type]
