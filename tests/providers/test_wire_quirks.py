@@ -843,3 +843,163 @@ async def test_openrouter_reasoning_details_go_back_with_the_tool_call_turn(
         for message in claude["messages"]
         for block in message["content"]
     )
+
+
+# --- Azure OpenAI: content filter annotations around the chunks ---------------------------------
+
+FILTERS = {
+    name: {"filtered": False, "severity": "safe"}
+    for name in ("hate", "self_harm", "sexual", "violence")
+}
+
+
+def azure_chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+    choice: dict[str, Any] = {
+        "content_filter_results": FILTERS,
+        "finish_reason": finish,
+        "index": 0,
+    }
+    if delta is not None:
+        choice["delta"] = delta
+    return {
+        "choices": [choice],
+        "created": 1741569952,
+        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+        "model": "gpt-4o-2024-11-20",
+        "object": "chat.completion.chunk",
+        "system_fingerprint": "fp_b705f0c291",
+    }
+
+
+AZURE_PROMPT_FILTER = {
+    "choices": [],
+    "created": 0,
+    "id": "",
+    "model": "",
+    "object": "",
+    "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": FILTERS}],
+}
+AZURE_TRAILER = {  # after the finish reason: offsets of the last filtered span, no delta
+    **azure_chunk(None),
+    "choices": [
+        {
+            "content_filter_offsets": {"check_offset": 0, "start_offset": 0, "end_offset": 5},
+            "content_filter_results": FILTERS,
+            "finish_reason": None,
+            "index": 0,
+        }
+    ],
+}
+
+
+async def test_azure_filter_annotations_are_read_past(server: Server) -> None:
+    body = openai_sse(
+        [
+            AZURE_PROMPT_FILTER,
+            azure_chunk({"role": "assistant", "content": ""}),
+            azure_chunk({"content": "Hello"}),
+            azure_chunk({}, "stop"),
+            AZURE_TRAILER,
+        ]
+    )
+    server.queue(Reply(body))
+    model = openai(server)
+    events = await collect(model)
+    await model.aclose()
+    assert events == [TextDelta("Hello"), Finish("stop", Usage(), "stop")]
+
+
+async def test_azure_filtering_a_call_mid_stream_never_runs_it(server: Server) -> None:
+    body = openai_sse(
+        [
+            AZURE_PROMPT_FILTER,
+            azure_chunk({"tool_calls": [oa_call(0, "c1", "get_weather", '{"city": "Be')]}),
+            azure_chunk({}, "content_filter"),
+        ]
+    )
+    server.queue(Reply(body))
+    model = openai(server)
+    answer = answer_of(await collect(model))
+    await model.aclose()
+    assert answer.status == "failed" and answer.finish is not None
+    assert answer.finish.reason == "content_filter"
+    with pytest.raises(errors.AnswerIncompleteError):
+        answer.tool_calls()
+
+
+# --- Anthropic: web search with citations -------------------------------------------------------
+
+
+async def test_anthropic_web_search_with_citations_keeps_text_and_goes_back_valid(
+    server: Server,
+) -> None:
+    citation = {
+        "type": "web_search_result_location",
+        "cited_text": "Bern is the de facto capital of Switzerland.",
+        "url": "https://en.wikipedia.org/wiki/Bern",
+        "title": "Bern - Wikipedia",
+        "encrypted_index": "EpMBCioIAhgBIiQ0NGFlNjc=",
+    }
+    result = [
+        {
+            "type": "web_search_result",
+            "title": "Bern - Wikipedia",
+            "url": "https://en.wikipedia.org/wiki/Bern",
+            "encrypted_content": "EqgfCioIARgBIiQ3YTAw",
+            "page_age": None,
+        }
+    ]
+    server_call = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_01",
+        "name": "web_search",
+        "input": {},
+    }
+    events = [
+        wire.an_message_start(2679),
+        wire.an_block_start(0, {"type": "text", "text": ""}),
+        wire.an_text(0, "I'll search."),
+        wire.an_block_stop(0),
+        wire.an_block_start(1, server_call),
+        wire.an_json(1, '{"query": "capital of'),
+        wire.an_json(1, ' Switzerland"}'),
+        wire.an_block_stop(1),
+        wire.an_block_start(
+            2, {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": result}
+        ),
+        wire.an_block_stop(2),
+        wire.an_block_start(3, {"type": "text", "text": "", "citations": []}),
+        wire.an_delta(3, {"type": "citations_delta", "citation": citation}),
+        wire.an_text(3, "The capital is Bern."),
+        wire.an_block_stop(3),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {
+                    "input_tokens": 10682,
+                    "output_tokens": 510,
+                    "server_tool_use": {"web_search_requests": 1},
+                },
+            },
+        ),
+        wire.MESSAGE_STOP,
+    ]
+    server.queue(Reply(wire.anthropic_sse(events)))
+    model = ADAPTERS["anthropic"](server)
+    answer = answer_of(await collect(model))
+    await model.aclose()
+    assert answer.ok and answer.text == "I'll search.The capital is Bern."
+    assert answer.tool_calls() == ()  # the provider ran its own search
+    assert answer.usage == Usage(10682, 510)
+    body = model.build_body(Request([user("Capital of Switzerland?"), answer.message()]))
+    blocks = body["messages"][1]["content"]
+    assert [b["type"] for b in blocks] == [
+        "text",
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    assert blocks[1]["input"] == {"query": "capital of Switzerland"}
+    assert blocks[2]["content"] == result
