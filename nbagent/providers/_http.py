@@ -21,7 +21,8 @@
   :class:`~nbagent.generation.StreamError` event.
 * A 200 answer whose body holds no event but one JSON document (a gateway's error, or a whole
   non-streamed answer) fails with what the document says, retried only when its error is
-  transient: read as a stream it would look like a cut one, its message lost.
+  transient; a web page (``text/html``, often a wrong base URL) fails saying so. Read as a
+  stream each would look like a cut one, what it says lost.
 * Limits: a line or an event of the stream may hold at most ``max_event_bytes`` (8 MiB by
   default); an error body is read up to 64 KB.
 * Errors are :mod:`nbagent.errors` types whose message says what to do. They are raised outside
@@ -323,7 +324,7 @@ class HTTPGenerator:
                         if data and not data.isspace() and parser.event(name, data):
                             break
                 if head is not None:
-                    self._refuse_document(bytes(head))
+                    self._refuse_document(bytes(head), response.headers.get("content-type"))
                 parser.end()
                 for event in out:
                     yield event
@@ -372,13 +373,18 @@ class HTTPGenerator:
             attempt.failure = errors.StreamError(self._clean(message))
             attempt.retryable = retryable
 
-    def _refuse_document(self, body: bytes) -> None:
-        """A body with no event at all that is one JSON document: say what it holds.
+    def _refuse_document(self, body: bytes, content_type: str | None) -> None:
+        """A body with no event at all that is a web page or one JSON document: say so.
 
         Some servers answer 200 with a JSON error, or with a whole non-streamed answer, where a
-        stream was asked for; read as SSE it would only look like a cut stream (retried, its
-        message lost).
+        stream was asked for, and a wrong base URL often gets a web page; read as SSE each
+        would only look like a cut stream (retried, what it says lost).
         """
+        if (content_type or "").split(";", 1)[0].strip().lower() == "text/html":
+            raise StreamFailure(
+                f"{self.provider} answered with a web page, not an event stream: check the "
+                f"base URL ({self.base_url}); the answer is incomplete"
+            )
         try:
             document = json.loads(body.decode("utf-8", "replace"))
         except (ValueError, RecursionError):

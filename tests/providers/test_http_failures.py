@@ -465,3 +465,17 @@ async def test_a_whole_json_document_instead_of_a_stream_says_so(kind: str, serv
     assert len(server.requests) == 1
     assert len(events) == 1 and isinstance(events[0], StreamError)
     assert "not an event stream" in str(events[0].error)
+
+
+async def test_a_web_page_instead_of_a_stream_points_at_the_base_url(
+    kind: str, server: Server
+) -> None:
+    page = b"<!DOCTYPE html><html><head><title>Sign in</title></head><body>...</body></html>"
+    server.default = Reply(page, content_type="text/html; charset=utf-8")
+    model = make(kind, server)
+    events = await collect(model)
+    await model.aclose()
+    assert len(server.requests) == 1
+    assert len(events) == 1 and isinstance(events[0], StreamError)
+    message = str(events[0].error)
+    assert "web page" in message and "base URL" in message
