@@ -302,6 +302,7 @@ class Answer:
         "_parts",
         "_taken",
         "_text",
+        "_thinking",
         "error",
         "finish",
         "status",
@@ -315,6 +316,7 @@ class Answer:
     def _reset(self) -> None:
         self._parts: list[AssistantPart] = []
         self._text: list[str] = []
+        self._thinking: list[str] = []  # the open reasoning part (no signature yet), in pieces
         self._calls: dict[str, ToolCall] = {}
         self._order: list[str] = []
         self._ids = _CallIds(self._taken)
@@ -336,8 +338,10 @@ class Answer:
         if isinstance(event, StreamRetry):
             self._reset()  # the partial answer was abandoned; the retry streams it anew
         elif isinstance(event, TextDelta):
+            self._flush_thinking()
             self._append_text(event.text)
         elif isinstance(event, ToolCallReceived):
+            self._flush_thinking()
             self._flush_text()
             call = self._ids.receive(event.call)
             if call is not event.call:
@@ -346,15 +350,9 @@ class Answer:
             self._order.append(call.id)
             self._parts.append(call)
         elif isinstance(event, ReasoningDelta):
-            self._flush_text()
-            last = self._parts[-1] if self._parts else None
-            if isinstance(last, ReasoningPart) and last.signature is None and not last.redacted:
-                self._parts[-1] = ReasoningPart(
-                    last.text + event.text, event.signature, event.redacted
-                )
-            else:
-                self._parts.append(ReasoningPart(event.text, event.signature, event.redacted))
+            self._reason(event)
         elif isinstance(event, ProviderToolResultReceived):
+            self._flush_thinking()
             self._flush_text()
             self._parts.append(event.result)
         elif isinstance(event, Finish):
@@ -386,6 +384,30 @@ class Answer:
 
     def _append_text(self, text: str) -> None:
         self._text.append(text)
+
+    def _reason(self, event: ReasoningDelta) -> None:
+        """Reasoning pieces join the open part (one without a signature) until one closes it.
+
+        Pieces are kept in a list and joined once: rebuilding the part for each piece made a
+        long reasoning stream cost time quadratic in its length.
+        """
+        self._flush_text()
+        if not self._thinking:
+            last = self._parts[-1] if self._parts else None
+            if isinstance(last, ReasoningPart) and last.signature is None and not last.redacted:
+                self._parts.pop()  # still open (message() was read mid-stream): reopen it
+                self._thinking.append(last.text)
+        if not self._thinking and (event.signature is not None or event.redacted):
+            self._parts.append(ReasoningPart(event.text, event.signature, event.redacted))
+            return
+        self._thinking.append(event.text)
+        if event.signature is not None or event.redacted:
+            self._flush_thinking(event.signature, event.redacted)
+
+    def _flush_thinking(self, signature: str | None = None, redacted: str | None = None) -> None:
+        if self._thinking:
+            self._parts.append(ReasoningPart("".join(self._thinking), signature, redacted))
+            self._thinking.clear()
 
     def _flush_text(self) -> None:
         if self._text:
@@ -424,6 +446,7 @@ class Answer:
         Calls are included only when the answer is ok (a failed answer's calls would have no
         results, and every provider rejects a history with an unanswered call).
         """
+        self._flush_thinking()
         self._flush_text()
         include = self.ok if with_calls is None else with_calls
         parts = (
