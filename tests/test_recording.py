@@ -13,7 +13,14 @@ import pytest
 
 from nbagent import Agent, AutoApprove, tool
 from nbagent.errors import RecordingError, ReplayDivergedError
-from nbagent.generation import Finish, TextDelta, ToolCallReceived, ToolInputDelta, ToolInputStart
+from nbagent.generation import (
+    Finish,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputStart,
+)
 from nbagent.models import Call, FunctionModel, ScriptedModel, Text, Turn
 from nbagent.recording import Recording, cassette, record, replay
 from nbagent.tools import ToolCall
@@ -120,6 +127,33 @@ def test_a_recording_holds_no_secret() -> None:
     _run_collecting(Agent(recorder), "what is my key?")
     text = recorder.recording.to_json()
     assert key not in text and "***" in text
+
+
+def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
+    key = "sk-ant-api03-" + "Zz9Yy8Xx" * 6
+
+    async def thinking(request: Any) -> Any:
+        for piece in ["Let ", "me ", f"use {key} ", "here."]:
+            yield ReasoningDelta(piece)
+        yield ReasoningDelta(signature="sig-1")  # closes the signed block
+        yield ReasoningDelta("Second ")
+        yield ReasoningDelta("thought.")
+        yield TextDelta("Answer")
+        yield ReasoningDelta("After text.")
+        yield Finish("stop")
+
+    recorder = record(FunctionModel(thinking))
+    _run_collecting(Agent(recorder), "think")
+    events = recorder.recording.steps[0].events
+    reasoning = [e for e in events if e["type"] == "reasoning"]
+    assert [e["text"] for e in reasoning] == [
+        "Let me use *** here.",
+        "Second thought.",
+        "After text.",
+    ]
+    assert reasoning[0]["signature"] == "sig-1" and "signature" not in reasoning[1]
+    assert [e["type"] for e in events] == ["reasoning", "reasoning", "text", "reasoning", "finish"]
+    assert key not in recorder.recording.to_json()
 
 
 @pytest.mark.parametrize(

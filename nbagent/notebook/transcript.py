@@ -59,20 +59,46 @@ __all__ = [
 ]
 
 
-@dataclass
-class TextRecord:
+class _Pieces:
+    """Streamed text kept as its pieces and joined when read: ``text += piece`` on an
+    attribute copies the whole text each time (300,000 pieces would take minutes)."""
+
+    __slots__ = ("_pieces", "step")
+
+    def __init__(self, step: int, text: str = "") -> None:
+        self.step = step
+        self._pieces: list[str] = [text] if text else []
+
+    def add(self, piece: str) -> None:
+        self._pieces.append(piece)
+
+    @property
+    def text(self) -> str:
+        if len(self._pieces) > 1:
+            self._pieces[:] = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Pieces) or type(other) is not type(self):
+            return False
+        return (other.step, other.text) == (self.step, self.text)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(step={self.step!r}, text={self.text!r})"
+
+
+class TextRecord(_Pieces):
     """Assistant text of one step."""
 
-    step: int
-    text: str = ""
+    __slots__ = ()
 
 
-@dataclass
-class ReasoningRecord:
+class ReasoningRecord(_Pieces):
     """Model reasoning ("thinking") of one step, as it streamed."""
 
-    step: int
-    text: str = ""
+    __slots__ = ()
 
 
 @dataclass
@@ -337,7 +363,7 @@ class Transcript:
             if not isinstance(last, TextRecord) or last.step != event.step:
                 last = TextRecord(event.step)
                 self.blocks.append(last)
-            last.text += event.text
+            last.add(event.text)
         elif isinstance(event, ToolArgumentsDelta):
             found = self.calls.get(event.call_id)
             if found is not None:
@@ -347,7 +373,7 @@ class Transcript:
             if not isinstance(last, ReasoningRecord) or last.step != event.step:
                 last = ReasoningRecord(event.step)
                 self.blocks.append(last)
-            last.text += event.text
+            last.add(event.text)
         elif isinstance(event, ToolCallStarted):
             record = CallRecord(event.call_id, event.name, event.step, event.title)
             self.calls[event.call_id] = record

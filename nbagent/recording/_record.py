@@ -43,19 +43,30 @@ class _Coalescer:
         self._parts: dict[str, list[str]] = {}
         self._text: dict[str, Any] | None = None
         self._text_parts: list[str] = []
+        self._reasoning: dict[str, Any] | None = None  # unsigned reasoning still growing
+        self._reasoning_parts: list[str] = []
 
     def _ms(self) -> int:
         return int((time.monotonic() - self._started) * 1000)
 
     def _close_text(self) -> None:
+        # Pieces are joined once, when the block ends: joining per piece costs the square of
+        # the text's length (300,000 pieces would take minutes).
         if self._text is not None:
             self._text["text"] = redact_secrets("".join(self._text_parts))
             self._text = None
             self._text_parts = []
 
+    def _close_reasoning(self) -> None:
+        if self._reasoning is not None:
+            self._reasoning["text"] = redact_secrets("".join(self._reasoning_parts))
+            self._reasoning = None
+            self._reasoning_parts = []
+
     def add(self, event: StreamEvent) -> None:
         now = self._ms()
         if isinstance(event, TextDelta):
+            self._close_reasoning()
             if self._text is None:
                 self._text = {"type": "text", "text": "", "t": now, "d": 0}
                 self.events.append(self._text)
@@ -64,27 +75,22 @@ class _Coalescer:
             return
         self._close_text()
         if isinstance(event, ReasoningDelta):
-            last = self.events[-1] if self.events else None
-            if (
-                isinstance(last, dict)
-                and last.get("type") == "reasoning"
-                and last.get("signature") is None
-                and last.get("redacted") is None
-            ):
-                last["text"] = last.get("text", "") + event.text
-                if event.signature is not None:
-                    last["signature"] = event.signature
-                if event.redacted is not None:
-                    last["redacted"] = event.redacted
-                last["d"] = now - last["t"]
-            else:
-                item: dict[str, Any] = {"type": "reasoning", "text": event.text, "t": now, "d": 0}
-                if event.signature is not None:
-                    item["signature"] = event.signature
-                if event.redacted is not None:
-                    item["redacted"] = event.redacted
+            item = self._reasoning
+            if item is None:
+                item = {"type": "reasoning", "text": "", "t": now, "d": 0}
                 self.events.append(item)
-        elif isinstance(event, ToolInputStart):
+                self._reasoning = item
+            self._reasoning_parts.append(event.text)
+            item["d"] = now - item["t"]
+            if event.signature is not None:
+                item["signature"] = event.signature
+            if event.redacted is not None:
+                item["redacted"] = event.redacted
+            if event.signature is not None or event.redacted is not None:
+                self._close_reasoning()  # a signed block is whole: later reasoning is another
+            return
+        self._close_reasoning()
+        if isinstance(event, ToolInputStart):
             call: dict[str, Any] = {
                 "type": "call",
                 "id": event.call_id,
@@ -160,6 +166,7 @@ class _Coalescer:
     def finish(self) -> list[dict[str, Any]]:
         """The recorded events; a stream that stopped without an end gets one saying so."""
         self._close_text()
+        self._close_reasoning()
         for call_id, call in self._calls.items():
             if not call.get("complete"):
                 call["arguments"] = redact_secrets("".join(self._parts.get(call_id, [])))

@@ -154,3 +154,26 @@ def test_the_browser_side_never_parses_html() -> None:
         source = script.read_text()
         for api in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
             assert api not in source, f"{script.name} uses {api}"
+
+
+def test_streamed_text_and_reasoning_join_per_step_in_order() -> None:
+    from nbagent.events import AssistantTextDelta, ReasoningTextDelta
+
+    transcript = Transcript()
+    for event in [
+        ReasoningTextDelta(1, "Think"),
+        ReasoningTextDelta(1, "ing."),
+        AssistantTextDelta(1, "Hel"),
+        AssistantTextDelta(1, "lo"),
+        AssistantTextDelta(2, "Next "),
+        AssistantTextDelta(2, "step."),
+    ]:
+        transcript.handle(event)
+    texts = transcript.text_blocks()
+    assert [(b.step, b.text) for b in texts] == [(1, "Hello"), (2, "Next step.")]
+    assert texts[0].text == "Hello"  # reading twice gives the same text
+    transcript.handle(AssistantTextDelta(2, " More."))  # and a piece after a read still joins
+    assert transcript.text_blocks()[-1].text == "Next step. More."
+    reasoning = [b for b in transcript.blocks if type(b).__name__ == "ReasoningRecord"]
+    assert [b.text for b in reasoning] == ["Thinking."]
+    assert "Thinking." in transcript.to_plain()
