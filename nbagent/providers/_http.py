@@ -24,7 +24,9 @@
   transient; a web page (``text/html``, often a wrong base URL) fails saying so. Read as a
   stream each would look like a cut one, what it says lost.
 * Limits: a line or an event of the stream may hold at most ``max_event_bytes`` (8 MiB by
-  default); an error body is read up to 64 KB.
+  default), and one answer's whole body at most ``max_response_bytes`` (128 MiB: a 128k-token
+  answer is about 40 MB of events); past either the answer fails, not retried, and no more is
+  read. An error body is read up to 64 KB.
 * Errors are :mod:`nbagent.errors` types whose message says what to do. They are raised outside
   any ``except`` block (nothing chained), and every message has the adapter's own key and
   anything else shaped like a credential replaced by ``***``
@@ -49,7 +51,7 @@ from ..generation import Request, StreamError, StreamEvent, StreamRetry
 from ..redact import redact_secrets
 from ._keys import Secret, check_key_destination, clean_api_key
 from ._shared import retryable_error
-from ._sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
+from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, EventTooLarge, SSEDecoder
 from ._status import (
     ERROR_BODY_LIMIT,
     error_detail,
@@ -125,7 +127,8 @@ class HTTPGenerator:
     """Base of the HTTP adapters: settings, the lazily created client, retries, the SSE pump.
 
     Subclasses set ``provider``/``key_env``/``vendor``, and implement ``_headers`` and
-    ``_prepare``. ``max_event_bytes`` caps one line and one event of the stream.
+    ``_prepare``. ``max_event_bytes`` caps one line and one event of the stream,
+    ``max_response_bytes`` one answer's whole body.
     """
 
     provider: str = "provider"
@@ -149,6 +152,7 @@ class HTTPGenerator:
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         base = (base_url or self.default_base_url).rstrip("/")
@@ -161,6 +165,8 @@ class HTTPGenerator:
             raise errors.ConfigurationError("max_retries must be 0 or more")
         if max_event_bytes < 1024:
             raise errors.ConfigurationError("max_event_bytes must be at least 1024")
+        if max_response_bytes < max_event_bytes:
+            raise errors.ConfigurationError("max_response_bytes must be at least max_event_bytes")
         key = clean_api_key(api_key, "the api_key argument")
         check_key_destination(key, "the api_key argument", self.vendor, base)
         self.model = model
@@ -172,6 +178,7 @@ class HTTPGenerator:
         self.backoff_cap = backoff_cap
         self.retry_after_cap = retry_after_cap
         self.max_event_bytes = max_event_bytes
+        self.max_response_bytes = max_response_bytes
         self.extra_headers = _checked_headers(headers)
         self._key = Secret(key)
         self._injected = client
@@ -299,10 +306,18 @@ class HTTPGenerator:
         message: str | None = None
         retryable = False
         cut_after_finish = False
+        room = self.max_response_bytes
         try:
             async with aclosing(response.aiter_bytes()) as chunks:
                 done = False
                 async for chunk in chunks:
+                    room -= len(chunk)
+                    if room < 0:
+                        raise StreamFailure(
+                            f"{self.provider} sent more than {self.max_response_bytes:,} bytes "
+                            "in one answer (max_response_bytes); stopped reading; the answer "
+                            "is incomplete"
+                        )
                     if head is not None and len(head) < ERROR_BODY_LIMIT:
                         head += chunk[: ERROR_BODY_LIMIT - len(head)]
                     for name, data in decoder.feed(chunk):

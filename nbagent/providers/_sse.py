@@ -28,10 +28,18 @@ from typing import Any
 
 import jiter
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "EventTooLarge", "SSEDecoder", "loads"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "EventTooLarge",
+    "SSEDecoder",
+    "loads",
+]
 
 #: The default cap on one SSE line and on one event's data, in bytes.
 DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+#: One answer's whole body, at most: a 128k-token answer is about 40 MB of events.
+DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024
 
 _BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark
 

@@ -97,7 +97,7 @@ from ._shared import (
     retryable_error,
     text_of,
 )
-from ._sse import DEFAULT_MAX_EVENT_BYTES, loads
+from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, loads
 
 __all__ = ["AnthropicMessages"]
 
@@ -154,6 +154,7 @@ class AnthropicMessages(HTTPGenerator):
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
@@ -169,6 +170,7 @@ class AnthropicMessages(HTTPGenerator):
             backoff_cap=backoff_cap,
             retry_after_cap=retry_after_cap,
             max_event_bytes=max_event_bytes,
+            max_response_bytes=max_response_bytes,
             headers=headers,
         )
         self.max_tokens = max_tokens

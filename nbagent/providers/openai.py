@@ -83,7 +83,7 @@ from ._chat_stream import ChunkParser, reasoning_details
 from ._http import HTTPGenerator, StreamParser
 from ._keys import host_of
 from ._shared import b64, description_with_examples, provider_tool_spec
-from ._sse import DEFAULT_MAX_EVENT_BYTES
+from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from ._strict import strict_schema
 from ._structured import TOOL_CALL_MODES, StructuredParser, ToolCallMode, structured_body
 
@@ -130,6 +130,7 @@ class OpenAIChat(HTTPGenerator):
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if provider_name:
@@ -149,6 +150,7 @@ class OpenAIChat(HTTPGenerator):
             backoff_cap=backoff_cap,
             retry_after_cap=retry_after_cap,
             max_event_bytes=max_event_bytes,
+            max_response_bytes=max_response_bytes,
             headers=headers,
         )
         if reasoning_content and host_of(self.base_url) == "api.openai.com":

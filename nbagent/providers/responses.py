@@ -95,7 +95,7 @@ from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator
 from ._responses_stream import ResponseEventParser, read_reasoning_signature
 from ._shared import b64, description_with_examples, provider_tool_spec
-from ._sse import DEFAULT_MAX_EVENT_BYTES
+from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from ._strict import strict_schema
 
 __all__ = ["OpenAIResponses", "responses_input"]
@@ -140,6 +140,7 @@ class OpenAIResponses(HTTPGenerator):
         backoff_cap: float = 8.0,
         retry_after_cap: float = 60.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
@@ -155,6 +156,7 @@ class OpenAIResponses(HTTPGenerator):
             backoff_cap=backoff_cap,
             retry_after_cap=retry_after_cap,
             max_event_bytes=max_event_bytes,
+            max_response_bytes=max_response_bytes,
             headers=headers,
         )
         self.store = store

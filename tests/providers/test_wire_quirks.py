@@ -1003,3 +1003,41 @@ async def test_anthropic_web_search_with_citations_keeps_text_and_goes_back_vali
     ]
     assert blocks[1]["input"] == {"query": "capital of Switzerland"}
     assert blocks[2]["content"] == result
+
+
+# --- an answer that never ends: max_response_bytes -----------------------------------------------
+
+TEXT_BODIES = {
+    "openai": wire.openai_text,
+    "anthropic": wire.anthropic_text,
+    "responses": wire.responses_text,
+}
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
+async def test_an_answer_past_max_response_bytes_fails_once_and_stops_reading(
+    kind: str, server: Server
+) -> None:
+    # Well-formed small events, without end: no line is long, the answer as a whole is.
+    piece = "x" * 1000
+    events = TEXT_BODIES[kind](piece).split(b"\n\n")
+    delta = next(event for event in events if piece.encode() in event)  # the text's delta
+    at = events.index(delta)
+    body = [*events[:at], *[delta] * 4000, *events[at + 1 :]]  # about 4 MB
+    server.queue(Reply([event + b"\n\n" for event in body if event], end="hang"))
+    limit = 1024 * 1024
+    model = ADAPTERS[kind](server, max_event_bytes=65536, max_response_bytes=limit, max_retries=2)
+    out = await collect(model)
+    await model.aclose()
+    assert isinstance(out[-1], StreamError)
+    message = str(out[-1].error)
+    assert f"more than {limit:,} bytes in one answer (max_response_bytes)" in message
+    text = "".join(event.text for event in out if isinstance(event, TextDelta))
+    assert 0 < len(text) <= limit
+    assert len(server.requests) == 1  # not retried: the same request would send as much again
+    await server.wait_all_closed()
+
+
+def test_max_response_bytes_cannot_be_below_max_event_bytes() -> None:
+    with pytest.raises(errors.ConfigurationError, match="max_response_bytes"):
+        OpenAIChat("m", api_key="k", max_event_bytes=4096, max_response_bytes=2048)
