@@ -123,7 +123,7 @@ class RunView:
     def _header_html(self) -> str:
         t = self.transcript
         model = f" · <code>{html.escape(t.model)}</code>" if t.model else ""
-        prompt = html.escape(t.prompt).replace("\n", "<br>")
+        prompt = html.escape(redact_secrets(t.prompt)).replace("\n", "<br>")
         return f'<div style="opacity:0.8"><b>You:</b> {prompt}{model}</div>'
 
     def _footer_html(self) -> str:

@@ -1,0 +1,61 @@
+"""What people type and what models and tools send, in a real kernel: odd prompts and targets,
+subcommands alone, and text that must never reach the browser or a saved notebook as it came."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from .conftest import SECRET
+from .kernel import Kernel
+from .test_kernel_approval import run_record, setup_run
+
+#: Key-shaped text a model or a tool may produce (none of it is the kernel's own key).
+KEY = "sk-proj-Zq81mN4vT0xR7pL2wK9s"
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def _leaks(text: str) -> list[str]:
+    return [s for s in (KEY, TOKEN, SECRET, KEY[8:20]) if s in text]
+
+
+def test_secrets_streamed_by_the_model_never_reach_the_widgets(kernel: Kernel) -> None:
+    """A key split over many streamed pieces, a key as a call argument, in a progress update
+    and in the prompt: no widget state, no delta and no saved output holds it."""
+    tools = textwrap.dedent(
+        f"""
+        from nbagent.tools import ToolContext
+        import time
+
+        @tool
+        def lookup(key: str, context: ToolContext) -> str:
+            \"\"\"Look a key up.\"\"\"
+            context.update("checking {TOKEN} now")
+            time.sleep(0.3)
+            return "ok"
+        """
+    )
+    answer = f"Here is the key you asked about: {KEY} and a token {TOKEN} — keep them safe."
+    since = setup_run(
+        kernel,
+        f"[Turn(Text({answer!r}, chunks=40), Call('lookup', {{'key': {KEY!r}}})), 'Done.']",
+        tools=tools,
+    )
+    kernel.execute("model.chunk_delay = 0.03")
+    cell = kernel.submit(f"%agent --new --approve auto check {KEY} please")
+    kernel.finish(cell)
+    assert run_record(kernel, cell)
+    widgets = list(kernel.widgets)[since:]
+    assert widgets
+    for comm_id in widgets:
+        state = kernel.widgets[comm_id]
+        assert not _leaks(json.dumps(state)), state
+        if "_anywidget_id" in state:  # a stream: the text as the browser rebuilt it
+            assert not _leaks(kernel.stream_text(comm_id))
+    sent = [m["content"] for m in kernel.iopub if m["msg_type"] == "comm_msg"]
+    updates = [c for c in sent if c["comm_id"] in widgets]
+    assert updates and not _leaks(json.dumps(updates, ensure_ascii=False))
+    shown = [kernel.stream_text(c) for c in widgets if "_anywidget_id" in kernel.widgets[c]]
+    assert any("Here is the key you asked about: ***" in text for text in shown)
+    for output in kernel.cell_outputs(cell):
+        assert not _leaks(json.dumps(output, ensure_ascii=False))
