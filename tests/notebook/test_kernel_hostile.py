@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 from .conftest import SECRET
 from .kernel import Kernel
@@ -59,3 +60,25 @@ def test_secrets_streamed_by_the_model_never_reach_the_widgets(kernel: Kernel) -
     assert any("Here is the key you asked about: ***" in text for text in shown)
     for output in kernel.cell_outputs(cell):
         assert not _leaks(json.dumps(output, ensure_ascii=False))
+
+
+def test_history_usage_and_recordings_show_no_secrets(kernel: Kernel, tmp_path: Path) -> None:
+    """The subcommands quote the conversation, prompts and recordings: keys in them are hidden."""
+    tools = textwrap.dedent(
+        f"""
+        @tool
+        def fetch_config() -> str:
+            \"\"\"Read the service configuration.\"\"\"
+            return "url=https://api.example.com token={TOKEN}"
+        """
+    )
+    setup_run(kernel, f"[Turn('Your key is {KEY}.', Call('fetch_config')), 'Done.']", tools=tools)
+    kernel.execute(f"%agent --new --approve auto use {KEY} to fetch the config")
+    (tmp_path / f"hand-edited-{KEY}.json").write_text(
+        json.dumps({"format": "nbagent-recording", "version": 1, "prompt": KEY, "steps": []})
+    )
+    kernel.execute(f"import os; os.environ['NBAGENT_RECORDINGS'] = {str(tmp_path)!r}")
+    for command in ("history", "usage", "recording"):
+        said = json.dumps(kernel.execute(f"%agent {command}"), ensure_ascii=False, default=str)
+        assert not _leaks(said), command
+        assert "***" in said, command
