@@ -82,3 +82,16 @@ def test_history_usage_and_recordings_show_no_secrets(kernel: Kernel, tmp_path: 
         said = json.dumps(kernel.execute(f"%agent {command}"), ensure_ascii=False, default=str)
         assert not _leaks(said), command
         assert "***" in said, command
+
+
+def test_a_key_in_a_prompt_does_not_name_its_recording(kernel: Kernel, tmp_path: Path) -> None:
+    """Recordings are committed beside the notebook: their names hold no key, even lowercased."""
+    setup_run(kernel, "['Fine.', 'Fine again.']")
+    kernel.execute(f"import os; os.environ['NBAGENT_RECORDINGS'] = {str(tmp_path)!r}")
+    kernel.execute(f"%agent --new --record --approve auto check {KEY} works")
+    (saved,) = tmp_path.glob("*.json")
+    assert saved.name.startswith("check-works-")
+    assert KEY[8:20].lower() not in saved.name.lower()
+    assert not _leaks(saved.read_text())
+    kernel.execute(f"%agent --new --replay --approve auto check {KEY} works")  # found again
+    assert "Fine." in kernel.eval("nbagent.notebook.current_session().agent.messages[-1].text")
