@@ -65,7 +65,9 @@ Options
                        anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL, local:smollm2
                        (in this kernel)
   -o, --output NAME    keep the run's result in the variable NAME
-  --new, --reset       start a new conversation (approval rules stay: see %agent rules)
+  --new, --reset       start a new conversation (approval rules stay: see %agent rules);
+                       `%agent --new` alone only does that, `%agent -m MODEL` alone only
+                       sets the model
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
   --max-steps N        stop after N model turns
   --budget TOKENS      stop before a model turn once the run used this many tokens
@@ -187,6 +189,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_options(args: argparse.Namespace) -> list[str]:
+    """Options that only mean something for a run (so they need a prompt)."""
+    names = (
+        "output",
+        "approve",
+        "max_steps",
+        "tools",
+        "record",
+        "replay",
+        "live",
+        "pace",
+        "budget",
+    )
+    return [n for n in names if getattr(args, n) not in (None, False)]
+
+
 def _widgets_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))
 
@@ -281,6 +299,9 @@ class AgentMagics(Magics):
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if not prompt:
+            if (args.new or args.model) and not _run_options(args):
+                self._settings_only(args.model, new=args.new)
+                return None
             raise UsageError("what should the agent do? `%agent PROMPT`, or see `%agent help`")
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"-o needs a variable name, not {args.output!r}")
@@ -313,28 +334,48 @@ class AgentMagics(Magics):
         namespace: dict[str, Any] = shell.user_ns
         return namespace
 
+    def _use_model(self, model: str | None) -> None:
+        """Set ``model`` (if given) and load the model now: a bad setting fails here, and a
+        model that cannot load does not stay set."""
+        session = self.session
+        previous = session.model_spec
+        try:
+            if model:
+                session.set_model(model)
+            _load_model(session.agent.generator)
+        except NbagentError as exc:
+            problem = str(exc)
+        else:
+            return
+        if model:
+            try:
+                session.set_model(previous)
+            except NbagentError:
+                pass  # the previous setting fails too: the message below still holds
+        raise UsageError(problem)
+
+    def _settings_only(self, model: str | None, *, new: bool) -> None:
+        """``%agent --new`` / ``%agent -m MODEL`` with no prompt: change that, ask nothing."""
+        session = self.session
+        if session.busy:
+            raise UsageError(
+                f"{session.active.label if session.active else 'a run'} is still going on: "
+                "wait for it to end (or `%agent stop` it) before changing the conversation"
+            )
+        if model:
+            self._use_model(model)
+            print(f"model from now on: {model}")
+        if new:
+            session.agent.reset()
+            print("new conversation: the next %agent starts afresh (tools and rules stay)")
+
     # --- planning a run -------------------------------------------------------------------------
 
     def _job(self, plan: _Plan, *, awaited: bool) -> tuple[Job, PendingRun | None]:
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
         report.problems(session.scan())
-        previous = session.model_spec
-        try:
-            if plan.model:
-                session.set_model(plan.model)
-            _load_model(session.agent.generator)  # resolved now: a bad setting fails here
-        except NbagentError as exc:
-            problem = str(exc)
-        else:
-            problem = ""
-        if problem:
-            if plan.model:
-                try:
-                    session.set_model(previous)  # a model that cannot load does not stay set
-                except NbagentError:
-                    pass  # the previous setting fails too: the message below still holds
-            raise UsageError(problem)
+        self._use_model(plan.model)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
             if unknown:

@@ -95,3 +95,21 @@ def test_a_key_in_a_prompt_does_not_name_its_recording(kernel: Kernel, tmp_path:
     assert not _leaks(saved.read_text())
     kernel.execute(f"%agent --new --replay --approve auto check {KEY} works")  # found again
     assert "Fine." in kernel.eval("nbagent.notebook.current_session().agent.messages[-1].text")
+
+
+def test_new_or_model_alone_changes_just_that(kernel: Kernel) -> None:
+    """`%agent --new` is what an error tells people to run when a conversation outgrew the
+    model's context; alone, it starts a new conversation instead of failing."""
+    setup_run(kernel, "['First.', 'Second.']")
+    kernel.execute("%agent --new --approve auto hello")
+    messages = "len(nbagent.notebook.current_session().agent.messages)"
+    assert kernel.eval(messages) == 2
+    said = kernel.execute("%agent --new")
+    assert "new conversation" in "".join(m["content"].get("text", "") for m in said)
+    assert kernel.eval(messages) == 0
+    kernel.execute("%agent -m offline")
+    assert kernel.eval("nbagent.notebook.current_session().model_spec") == "offline"
+    for line in ("%agent --new -o x", "%agent -m offline --approve auto", "%agent"):
+        cell = kernel.submit(line)
+        kernel.finish(cell, allow_errors=True)
+        assert kernel.replies[cell]["content"]["ename"] == "UsageError", line
