@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic import (
+    Magics,
+    line_cell_magic,
+    magics_class,
+    needs_local_scope,
+    no_var_expand,
+)
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
@@ -256,19 +262,33 @@ class AgentMagics(Magics):
         return found
 
     @no_var_expand
+    @needs_local_scope
     @line_cell_magic
-    def agent(self, line: str, cell: str | None = None) -> Any:
+    def agent(
+        self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
+    ) -> Any:
         # IPython shows this docstring for `%agent?`: it is set from HELP below.
         if mapmagic.matches(line):  # not awaited (inside a function …): blocks until done
             return mapmagic.run_map_blocking(self, line, cell)
-        plan = self._parse(line, cell)
-        if plan is None:
-            return None
-        job, _pending = self._job(plan, awaited=False)
-        self.session.submit(job)
-        return None
+        self.run_line(line, cell, local_ns)
+        return None  # a bare `%agent` echoes nothing; `x = %agent` gets run_line's value
 
     agent.__doc__ = HELP
+
+    def run_line(
+        self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
+    ) -> RunResult | PendingRun | Any:
+        """The form that is not awaited: run (or start, in the background) and return the
+        result, a :class:`PendingRun` for a background run, or None for a subcommand.
+        ``local_ns``: the caller's variables, for ``{name}`` in a prompt inside a function."""
+        if mapmagic.matches(line):
+            return mapmagic.run_map_blocking(self, line, cell)
+        plan = self._parse(line, cell, local_ns)
+        if plan is None:
+            return None
+        job, pending = self._job(plan, awaited=False)
+        self.session.submit(job)
+        return pending if pending is not None else job.result
 
     async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | Any:
         """The awaited form (see :mod:`.cells`): returns when the run ended, with its result."""
@@ -285,7 +305,9 @@ class AgentMagics(Magics):
 
     # --- parsing ------------------------------------------------------------------------------
 
-    def _parse(self, line: str, cell: str | None) -> _Plan | None:
+    def _parse(
+        self, line: str, cell: str | None, local_ns: dict[str, Any] | None = None
+    ) -> _Plan | None:
         found = commands.find(line) if cell is None else None
         if found is not None:
             command, words = found
@@ -316,7 +338,7 @@ class AgentMagics(Magics):
         if len(modes) > 1:
             raise UsageError(f"choose one of --record, --replay and --live, not {modes}")
         return _Plan(
-            interpolate(prompt, self._namespace()),
+            interpolate(prompt, {**self._namespace(), **(local_ns or {})}),
             args.model,
             args.new,
             args.output,

@@ -113,3 +113,38 @@ def test_new_or_model_alone_changes_just_that(kernel: Kernel) -> None:
         cell = kernel.submit(line)
         kernel.finish(cell, allow_errors=True)
         assert kernel.replies[cell]["content"]["ename"] == "UsageError", line
+
+
+def test_an_assignment_that_cannot_await_gets_the_result(kernel: Kernel) -> None:
+    """`x = %agent …` inside a function, a loop or an `if` runs the magic's plain form: x
+    gets the RunResult (it got None), `{name}` reads the function's variables, and a bare
+    `%agent` there still echoes nothing."""
+    setup_run(kernel, "['One.', 'Two.', 'Three.', 'Four.']")
+    cell = kernel.submit(
+        textwrap.dedent(
+            """
+            def ask(topic):
+                answer = %agent --approve auto tell me about {topic}
+                return answer
+            first = ask("owls")
+            for n in range(1):
+                second = %agent --approve auto and number {n}
+            if True:
+                %agent --approve auto a bare one
+            def bare(word):
+                %agent --approve auto one {word}
+            bare("more")
+            print("got", first.text, second.text, first.stop_reason)
+            """
+        )
+    )
+    kernel.finish(cell)
+    assert "got One. Two. finished" in kernel.cell_text(cell)
+    prompts = "[m.text for m in nbagent.notebook.current_session().agent.messages[::2]]"
+    assert kernel.eval(prompts)[-4:] == [
+        "tell me about owls",
+        "and number 0",
+        "a bare one",
+        "one more",
+    ]
+    assert not [o for o in kernel.cell_outputs(cell) if o["output_type"] == "execute_result"]
