@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import keyword
 import re
 import uuid
 from collections.abc import Callable
@@ -325,7 +326,9 @@ class AgentMagics(Magics):
                 self._settings_only(args.model, new=args.new)
                 return None
             raise UsageError("what should the agent do? `%agent PROMPT`, or see `%agent help`")
-        if args.output is not None and not args.output.isidentifier():
+        if args.output is not None and (
+            not args.output.isidentifier() or keyword.iskeyword(args.output)
+        ):
             raise UsageError(f"-o needs a variable name, not {args.output!r}")
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError("--max-steps must be at least 1")

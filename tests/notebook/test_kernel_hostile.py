@@ -109,7 +109,8 @@ def test_new_or_model_alone_changes_just_that(kernel: Kernel) -> None:
     assert kernel.eval(messages) == 0
     kernel.execute("%agent -m offline")
     assert kernel.eval("nbagent.notebook.current_session().model_spec") == "offline"
-    for line in ("%agent --new -o x", "%agent -m offline --approve auto", "%agent"):
+    wrong = ("%agent --new -o x", "%agent -m offline --approve auto", "%agent", "%agent -o a.b hi")
+    for line in (*wrong, "%agent -o class hi", "%agent map --over rows -o None {x}"):
         cell = kernel.submit(line)
         kernel.finish(cell, allow_errors=True)
         assert kernel.replies[cell]["content"]["ename"] == "UsageError", line
