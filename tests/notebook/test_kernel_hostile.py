@@ -4,6 +4,7 @@ subcommands alone, and text that must never reach the browser or a saved noteboo
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -149,3 +150,63 @@ def test_an_assignment_that_cannot_await_gets_the_result(kernel: Kernel) -> None
         "one more",
     ]
     assert not [o for o in kernel.cell_outputs(cell) if o["output_type"] == "execute_result"]
+
+
+HOSTILE = (
+    "<script>alert(1)</script> <img src=x onerror=alert(2)> [a](javascript:alert(3)) "
+    "[b](JaVaScRiPt&#58;alert(4)) ![c](data:image/svg+xml;base64,PHN2Zz4=) "
+    "![track](https://evil.example/pixel.png?d=1) ![ref][r] <https://evil.example/auto>\n\n"
+    "[r]: https://evil.example/ref.png\n"
+)
+
+
+def _unsafe_markdown(markdown: str) -> list[str]:
+    """What a Markdown renderer that allows HTML would run or fetch in ``markdown``."""
+    from markdown_it import MarkdownIt
+
+    found: list[str] = []
+
+    def walk(tokens: list) -> None:
+        for token in tokens:
+            if token.type in ("html_block", "html_inline", "image"):
+                found.append(f"{token.type}: {token.content or token.attrGet('src')}")
+            href = token.attrGet("href") if token.type == "link_open" else None
+            # a browser drops tabs and newlines from a URL; %-escapes stay (no scheme then)
+            bare = re.sub(r"[\t\n\r]", "", str(href or "")).lower()
+            if bare.lstrip().startswith(("javascript:", "vbscript:", "data:", "file:")):
+                found.append(f"link: {href}")
+            walk(token.children or [])
+
+    walk(MarkdownIt("commonmark", {"html": True}).parse(markdown))
+    return found
+
+
+def test_saved_markdown_runs_nothing_and_fetches_nothing(kernel: Kernel) -> None:
+    """Model text and a tool's Markdown result holding HTML, script links and images: the saved
+    text/markdown form (read by renderers without HTML, and trusted in a live session) neither
+    runs script nor makes a viewer's browser fetch an address the model wrote."""
+    tools = textwrap.dedent(
+        f"""
+        class Page:
+            def _repr_markdown_(self):
+                return {HOSTILE!r}
+            def __str__(self):
+                return "a page"
+
+        @tool
+        def read_page() -> object:
+            \"\"\"Read a page.\"\"\"
+            return Page()
+        """
+    )
+    setup_run(kernel, f"[Turn({HOSTILE!r}, Call('read_page')), {HOSTILE!r}]", tools=tools)
+    cell = kernel.submit("%agent --new --approve auto read it")
+    kernel.finish(cell)
+    markdown = [
+        o["data"]["text/markdown"]
+        for o in kernel.cell_outputs(cell)
+        if "text/markdown" in o.get("data", {})
+    ]
+    assert markdown and any("evil.example/pixel.png" in m for m in markdown)
+    for text in markdown:
+        assert not _unsafe_markdown(text), text
