@@ -210,3 +210,22 @@ def test_saved_markdown_runs_nothing_and_fetches_nothing(kernel: Kernel) -> None
     assert markdown and any("evil.example/pixel.png" in m for m in markdown)
     for text in markdown:
         assert not _unsafe_markdown(text), text
+
+
+def test_a_damaged_recording_says_why_the_run_failed(kernel: Kernel, tmp_path: Path) -> None:
+    """A recording truncated (or edited into nonsense) beside the notebook: the run that would
+    replay it fails, and its saved output says why (it said only "failed · 0 steps")."""
+    setup_run(kernel, "['Fine.']")
+    kernel.execute(f"import os; os.environ['NBAGENT_RECORDINGS'] = {str(tmp_path)!r}")
+    kernel.execute("%agent --new --record --approve auto hello there")
+    (saved,) = tmp_path.glob("*.json")
+    saved.write_text(saved.read_text()[:300])
+    kernel.execute("nbagent.notebook.current_session().set_model(None)")  # offline: replays
+    cell = kernel.submit("%agent --new hello there")
+    kernel.finish(cell, allow_errors=True)
+    record = run_record(kernel, cell)
+    assert record is not None and record["stop_reason"] == "failed"
+    for mime in ("text/plain", "text/markdown", "text/html"):
+        assert "not valid JSON (truncated?)" in kernel.cell_text(cell, mime), mime
+    assert "RecordingError" in str(record["error"])
+    kernel.execute("%agent --new --live --approve auto and now?")  # the session goes on
