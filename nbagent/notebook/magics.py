@@ -367,7 +367,7 @@ class AgentMagics(Magics):
         try:
             if model:
                 session.set_model(model)
-            _load_model(session.agent.generator)
+            _load_model(session.generator)
         except NbagentError as exc:
             problem = str(exc)
         else:

@@ -157,7 +157,7 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     try:
         base = session.agent
         agent = Agent(
-            base.generator,
+            session.generator,
             session.tool_list(),
             instructions=base.instructions,
             options=base.options,

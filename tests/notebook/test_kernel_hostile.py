@@ -229,3 +229,22 @@ def test_a_damaged_recording_says_why_the_run_failed(kernel: Kernel, tmp_path: P
         assert "not valid JSON (truncated?)" in kernel.cell_text(cell, mime), mime
     assert "RecordingError" in str(record["error"])
     kernel.execute("%agent --new --live --approve auto and now?")  # the session goes on
+
+
+def test_a_model_set_during_a_background_run_is_the_next_runs(kernel: Kernel) -> None:
+    """`%agent -m offline …` while a run waits in the background for a click: the waiting run
+    keeps its model, and the new run uses the new one (the running run's end put the old model
+    back, so the new run used it while %agent config named the new one)."""
+    since = setup_run(
+        kernel,
+        '[Turn("Deleting.", Call("delete_file", {"path": "a"})), "Deleted a.", "Unused."]',
+    )
+    kernel.execute("if True:\n    %agent --new -o first Delete a")  # in the background
+    second = kernel.submit("%agent -m offline -o second hello")
+    approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    kernel.click(approve[0])
+    kernel.finish(second)
+    assert kernel.eval("first.text") == "Deleted a."
+    assert kernel.eval("second.text") != "Deleted a."
+    generator = "type(nbagent.notebook.current_session().agent.generator).__name__"
+    assert kernel.eval(generator) == "OfflineModel"
