@@ -33,6 +33,7 @@ __all__ = [
     "agent_cell",
     "agent_value",
     "install",
+    "installed",
     "line_transformer",
     "transform_cell_magic",
     "uninstall",
@@ -204,6 +205,13 @@ def installed_in_this_cell(shell: Any) -> bool:
     """The transformers were installed while the current cell ran (``%load_ext`` in the same
     cell as ``%agent``): that cell was transformed before they existed."""
     return bool(_installed_in.get(id(shell), object()) == getattr(shell, "execution_count", None))
+
+
+def installed(shell: Any) -> bool:
+    """The line transformer is registered on ``shell`` (not before ``%load_ext``, nor after
+    ``%unload_ext nbagent``)."""
+    manager = getattr(shell, "input_transformer_manager", None)
+    return _line_class is not None and _line_class in getattr(manager, "token_transformers", ())
 
 
 def install(shell: Any) -> None:

@@ -494,8 +494,13 @@ class AgentMagics(Magics):
                 return "background", f"it must wait for the run before it, and {why}"
             return "background", why
         if needs_clicks:
-            from .cells import installed_in_this_cell
+            from .cells import installed, installed_in_this_cell
 
+            if not installed(self.shell):
+                return "background", (
+                    "nbagent's extension is not loaded (after %unload_ext nbagent), so the cell "
+                    "cannot wait for its run (%load_ext nbagent makes cells wait again)"
+                )
             if installed_in_this_cell(self.shell):
                 return "background", (
                     "nbagent was loaded in this same cell, too late to make the cell wait for "

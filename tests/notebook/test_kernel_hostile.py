@@ -248,3 +248,23 @@ def test_a_model_set_during_a_background_run_is_the_next_runs(kernel: Kernel) ->
     assert kernel.eval("second.text") != "Deleted a."
     generator = "type(nbagent.notebook.current_session().agent.generator).__name__"
     assert kernel.eval(generator) == "OfflineModel"
+
+
+def test_after_unload_ext_a_run_says_why_it_is_in_the_background(kernel: Kernel) -> None:
+    """The magic stays after %unload_ext (IPython keeps magics); a run then cannot be awaited,
+    and the cell says so instead of calling the line 'not at the top level'."""
+    since = setup_run(kernel, '[Turn(Call("delete_file", {"path": "a"})), "Done.", "Back."]')
+    try:
+        kernel.execute("%unload_ext nbagent")
+        cell = kernel.submit("%agent --new Delete a")
+        kernel.finish(cell)
+        said = kernel.cell_text(cell)
+        assert "not loaded" in said and "not at the top level" not in said
+        approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+        kernel.click(approve[0])
+        kernel.wait_for(lambda: run_record(kernel, cell), what="the run's end")
+    finally:
+        kernel.execute("%load_ext nbagent")
+    again = kernel.submit("%agent --new -o back --approve auto hi\nprint(back.text)")
+    kernel.finish(again)
+    assert "Back." in kernel.cell_text(again)  # awaited again: the next line had the result
