@@ -8,7 +8,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from .conftest import SECRET
+from .conftest import SECRET, kernel_env, start_kernel
 from .kernel import Kernel
 from .test_kernel_approval import run_record, setup_run
 
@@ -268,3 +268,36 @@ def test_after_unload_ext_a_run_says_why_it_is_in_the_background(kernel: Kernel)
     again = kernel.submit("%agent --new -o back --approve auto hi\nprint(back.text)")
     kernel.finish(again)
     assert "Back." in kernel.cell_text(again)  # awaited again: the next line had the result
+
+
+def test_the_kernels_own_key_of_any_shape_never_reaches_outputs(
+    kernel_python: str, tmp_path: Path
+) -> None:
+    """An OpenAI-compatible server may take any token as its key: a tool that reads it from the
+    environment, or a model that repeats it, shows *** in the widgets and the saved outputs."""
+    local_key = "letmein-local-2024"
+    kernel = start_kernel(kernel_python, tmp_path, kernel_env(NBAGENT_API_KEY=local_key))
+    try:
+        kernel.execute("%load_ext nbagent\nimport nbagent.notebook\nfrom nbagent import tool")
+        tools = textwrap.dedent(
+            """
+            import os
+
+            @tool
+            def show_settings() -> str:
+                \"\"\"Show the settings.\"\"\"
+                return "key=" + os.environ["NBAGENT_API_KEY"]
+            """
+        )
+        since = setup_run(
+            kernel, f"[Turn('Using {local_key}.', Call('show_settings')), 'Done.']", tools=tools
+        )
+        cell = kernel.submit("%agent --new --approve auto show me the settings")
+        kernel.finish(cell)
+        assert run_record(kernel, cell)
+        for comm_id in list(kernel.widgets)[since:]:
+            assert local_key not in json.dumps(kernel.widgets[comm_id])
+        saved = json.dumps(kernel.cell_outputs(cell), ensure_ascii=False)
+        assert local_key not in saved and "key=***" in saved
+    finally:
+        kernel.shutdown()
