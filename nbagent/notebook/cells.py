@@ -14,9 +14,10 @@ All goes cell by cell and ``-o NAME`` is set before the next cell), clicks still
 kernel interrupt cancels the run.
 
 Where a cell cannot await (``x = %agent …`` inside a function, a loop or an ``if``; a shell with
-autoawait off), an assignment becomes ``x = …agent_value("…", locals())``: the magic's plain
-form, which returns the run's result (IPython's own rewrite would give ``x`` the magic's
-``None``), with the variables where it stands for ``{name}`` in the prompt.
+autoawait off; code a running cell transforms, such as the body of ``%%time``), an assignment
+becomes ``x = …agent_value("…", locals())``: the magic's plain form, which returns the run's
+result (IPython's own rewrite would give ``x`` the magic's ``None``), with the variables where
+it stands for ``{name}`` in the prompt.
 
 What the magic would have done otherwise is decided in :mod:`.magics`; this module only finds
 the syntax. Recognising it works on tokens, as IPython's own magic transformers do, so
@@ -26,6 +27,7 @@ prompt, not a help request (``%agent?`` alone still shows the help).
 
 from __future__ import annotations
 
+import sys
 import tokenize
 from typing import Any
 
@@ -56,7 +58,22 @@ def _can_await() -> bool:
         shell is not None
         and getattr(shell, "autoawait", False)
         and getattr(shell, "loop_runner", None) is _asyncio_runner
+        and not _inside_a_cell(shell)
     )
+
+
+def _inside_a_cell(shell: Any) -> bool:
+    """The code being transformed is not a cell the kernel is about to run but code that a
+    running cell transforms itself: the body of ``%%time``, ``%time``, ``%%capture``, a
+    ``run_cell`` from a cell … That code is compiled without top-level await (or run on a
+    loop that is already busy), so ``await`` there fails; the magic's plain form works."""
+    user_globals = getattr(shell, "user_global_ns", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is user_globals:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _magic_at(line: list[tokenize.TokenInfo], index: int) -> bool:

@@ -507,7 +507,8 @@ class AgentMagics(Magics):
                     "its run (run %load_ext nbagent in a cell of its own)"
                 )
             return "background", (
-                "this %agent is not at the top level of its cell, so the cell cannot wait for it"
+                "this %agent is not at the top level of its cell (or it runs inside another "
+                "magic, such as %%time), so the cell cannot wait for it"
             )
         if self.session.busy:
             return "background", "another run is still going on in the background"

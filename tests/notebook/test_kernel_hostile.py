@@ -313,3 +313,26 @@ def test_an_infinite_approval_timeout_is_no_crash(kernel: Kernel) -> None:
         assert kernel.replies[cell]["content"]["status"] == "ok", line
     assert kernel.eval("nbagent.notebook.current_session().approval_timeout") == 5.0
     kernel.execute("%agent approval-timeout off")
+
+
+def test_agent_inside_time_capture_and_run_cell(kernel: Kernel) -> None:
+    """A running cell that transforms code itself (%%time, %time, %%capture, run_cell) cannot
+    compile or run `await`: it got a SyntaxError or 'event loop is already running'; the line
+    now runs the magic's plain form there, and x = … still gets the result."""
+    setup_run(kernel, "['Timed.', 'Line.', 'Captured.', 'Nested.', 'Assigned.']")
+    cells = [
+        "%%time\n%agent --new --approve auto time the cell",
+        "%time %agent --approve auto time the line",
+        "%%capture captured\n%agent --approve auto capture it",
+        "get_ipython().run_cell('%agent --approve auto from run_cell')",
+        "%%time\nr = %agent --approve auto assigned\nprint('r:', r.text)",
+    ]
+    for code in cells:
+        cell = kernel.submit(code)
+        kernel.finish(cell, allow_errors=True)
+        reply = kernel.replies[cell]["content"]
+        assert reply["status"] == "ok", (code, reply.get("ename"), reply.get("evalue"))
+    assert "r: Assigned." in kernel.cell_text(cell)
+    assert kernel.eval("len(captured.outputs)") >= 1
+    prompts = "[m.text for m in nbagent.notebook.current_session().agent.messages[1::2]]"
+    assert kernel.eval(prompts) == ["Timed.", "Line.", "Captured.", "Nested.", "Assigned."]
