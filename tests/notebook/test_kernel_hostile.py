@@ -336,3 +336,18 @@ def test_agent_inside_time_capture_and_run_cell(kernel: Kernel) -> None:
     assert kernel.eval("len(captured.outputs)") >= 1
     prompts = "[m.text for m in nbagent.notebook.current_session().agent.messages[1::2]]"
     assert kernel.eval(prompts) == ["Timed.", "Line.", "Captured.", "Nested.", "Assigned."]
+
+
+def test_an_interrupted_runs_error_names_it_without_the_key_in_its_prompt(kernel: Kernel) -> None:
+    """The KeyboardInterrupt (and RunNotFinishedError) of a run quote its prompt: a notebook
+    saves that error with the cell."""
+    since = setup_run(kernel, '[Turn(Call("delete_file", {"path": "a"})), "Done."]')
+    cell = kernel.submit(f"%agent --new use {KEY} to delete a")
+    kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    kernel.km.interrupt_kernel()
+    kernel.finish(cell, allow_errors=True, timeout=30)
+    reply = kernel.replies[cell]["content"]
+    assert reply["ename"] == "KeyboardInterrupt" and "use ***" in reply["evalue"]
+    # (the traceback quotes the cell's own source, which holds what the person typed)
+    errors = [m["content"]["evalue"] for m in kernel.iopub if m["msg_type"] == "error"]
+    assert errors and not _leaks(json.dumps([reply["evalue"], *errors], ensure_ascii=False))
