@@ -351,3 +351,17 @@ def test_an_interrupted_runs_error_names_it_without_the_key_in_its_prompt(kernel
     # (the traceback quotes the cell's own source, which holds what the person typed)
     errors = [m["content"]["evalue"] for m in kernel.iopub if m["msg_type"] == "error"]
     assert errors and not _leaks(json.dumps([reply["evalue"], *errors], ensure_ascii=False))
+
+
+def test_a_pasted_long_prompt_is_saved_whole_once(kernel: Kernel) -> None:
+    """A %%agent cell with a long document pasted in: the HTML keeps it all, the Markdown and
+    text twins are cut like a long answer is (each held all 200 KB again)."""
+    setup_run(kernel, "['Summarised.']")
+    document = "lorem ipsum dolor sit amet " * 8000
+    cell = kernel.submit(f"%%agent --new --approve auto\nSummarise this:\n{document}")
+    kernel.finish(cell)
+    (output,) = [o for o in kernel.cell_outputs(cell) if "text/html" in o.get("data", {})]
+    data = output["data"]
+    assert len(data["text/html"]) > len(document)
+    assert len(data["text/markdown"]) < 10_000 and len(data["text/plain"]) < 10_000
+    assert "more characters" in data["text/plain"] and "Summarised." in data["text/plain"]
