@@ -16,7 +16,6 @@ of a delta.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -45,20 +44,22 @@ TextFormat = Literal["markdown", "code", "plain", "reasoning"]
 _PROBES = tuple(("A1" * 32)[:n] + " " for n in (*range(1, 17), 24, 32, 40, 64))
 #: A last word longer than this is sent even if it could become a key (it is not a word).
 HOLD_MAX = 512
-_LAST_WORD = re.compile(r"\S+\Z")
 
 
 def sendable(text: str) -> int:
     """How much of a growing text may be shown now: all of it but a last word that could still
     become a key as more characters arrive (it is held until the next space or the end)."""
-    word = _LAST_WORD.search(text)
-    if word is None or len(word.group()) > HOLD_MAX:
-        return len(text)
-    context = text[max(0, word.start() - 64) :]  # a header name before it counts ("Bearer …")
+    end = start = len(text)
+    floor = max(0, end - HOLD_MAX - 1)
+    while start > floor and not text[start - 1].isspace():  # from the end: linear in the word
+        start -= 1
+    if start == end or end - start > HOLD_MAX:
+        return end
+    context = text[max(0, start - 64) :]  # a header name before it counts ("Bearer …")
     shown = redact_secrets(context)
     if any(redact_secrets(context + probe) != shown + probe for probe in _PROBES):
-        return word.start()
-    return len(text)
+        return start
+    return end
 
 
 def utf16_len(text: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from typing import Any
 
 import pytest
@@ -289,3 +290,17 @@ def test_a_key_streamed_in_pieces_never_leaves_the_kernel(wire: Wire, secret: st
     assert wire.text(stream.model_id) == stream.shown
     assert stream.shown.startswith("The header is ") and stream.shown.endswith(" and that is all.")
     assert stream.text == text  # the kernel side keeps what came
+
+
+def test_a_long_run_without_spaces_streams_in_linear_time(wire: Wire) -> None:
+    """Minified JSON or base64 in a call's arguments: finding the last word to hold back must
+    not cost the square of the text (40 KB without a space then took seconds per send)."""
+    stream = TextStream()
+    piece = "x" * 40_000 + " "
+    started = time.monotonic()
+    for _ in range(10):
+        stream.append(piece)
+        stream.flush()
+    stream.finish()
+    assert time.monotonic() - started < 2.0
+    assert wire.text(stream.model_id) == piece * 10
