@@ -17,10 +17,15 @@ What is replaced (the secret part only; a header name, ``Bearer`` and the URL st
   keys (``AIza…``), Hugging Face (``hf_…``), Groq (``gsk_…``), npm (``npm_…``), Stripe
   (``sk_live_…``, ``rk_test_…``), GitLab (``glpat-…``) and JSON Web Tokens (``eyJ….eyJ….…``).
 
+Also replaced, whatever their shape: the values of the process's credential environment
+variables (a name ending in ``API_KEY``, ``_TOKEN``, ``ACCESS_KEY``, ``SECRET_KEY`` or
+``_SECRET``, a value of 12 or more characters with no space), so the configured key of an
+OpenAI-compatible server that takes any token is hidden too.
+
 Not replaced, on purpose: bare hex strings (a 40-character git commit or a 64-character sha256
 is ordinary text in logs and errors, and no provider issues keys in that bare shape), UUIDs, and
 words that merely contain ``key`` or ``token``. Redaction is a safety net, not a guarantee: a
-secret with no recognisable shape passes through unless it is the configured key itself (the
+secret with no recognisable shape passes through unless it is in the environment as above (the
 provider adapters also replace their own key exactly).
 
 Speed: each rule runs only when a substring test finds its literal (cheap, in C), and most
@@ -30,6 +35,7 @@ of ordinary text on one core, linear in its length. Importing costs only :mod:`r
 
 from __future__ import annotations
 
+import os
 import re
 
 __all__ = ["redact_secrets"]
@@ -82,10 +88,31 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+_CREDENTIAL_NAME = re.compile(r"(?:API_KEY|_TOKEN|ACCESS_KEY|SECRET_KEY|_SECRET)\Z")
+#: Shorter values are too likely to be ordinary words to be replaced wherever they appear.
+_MIN_EXACT = 12
+_names: tuple[int, list[str]] = (-1, [])
+
+
+def _environment_secrets() -> list[str]:
+    """Values of credential variables in the environment, longest first (names are looked up
+    again only when the environment's size changes; values are read every time)."""
+    global _names
+    size = len(os.environ)
+    if _names[0] != size:
+        _names = (size, [n for n in os.environ if _CREDENTIAL_NAME.search(n.upper())])
+    values = {os.environ.get(n, "").strip() for n in _names[1]}
+    found = [v for v in values if len(v) >= _MIN_EXACT and not any(c.isspace() for c in v)]
+    return sorted(found, key=len, reverse=True)
+
+
 def redact_secrets(text: str) -> str:
     """``text`` with every credential-shaped substring replaced by ``***`` (see module docs)."""
     if not text:
         return text
+    for secret in _environment_secrets():
+        if secret in text:
+            text = text.replace(secret, MASK)
     folded: str | None = None
     for gates, fold, pattern, repl in _RULES:
         if fold:

@@ -107,3 +107,17 @@ def test_importing_it_is_cheap() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_environments_credentials_are_hidden_whatever_their_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local server's key may be any token: the configured value itself is hidden."""
+    monkeypatch.setenv("NBAGENT_API_KEY", "letmein-local-2024")
+    monkeypatch.setenv("HF_TOKEN", "plainhuggingfacetoken")
+    monkeypatch.setenv("SHORT_TOKEN", "tiny")  # too short to hide wherever it appears
+    monkeypatch.setenv("EDITOR", "vim-with-a-long-name")  # not a credential
+    out = redact_secrets(
+        "key letmein-local-2024, hf plainhuggingfacetoken, tiny, vim-with-a-long-name"
+    )
+    assert out == "key ***, hf ***, tiny, vim-with-a-long-name"

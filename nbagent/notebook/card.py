@@ -199,7 +199,7 @@ class ToolCard:
             if self.progress_text is None:
                 self.progress_text = widgets.Label()
                 self._add(self.progress_text)
-            self.progress_text.value = update.text[:300]
+            self.progress_text.value = redact_secrets(update.text)[:300]
             return
         self.show_result(update)
 

@@ -11,21 +11,39 @@ transformers rewrite the magic before it runs:
 
 The cell then runs as an async cell on the kernel's event loop: it ends when the run ends (so Run
 All goes cell by cell and ``-o NAME`` is set before the next cell), clicks still arrive, and a
-kernel interrupt cancels the run. What the magic would have done otherwise is decided in
-:mod:`.magics`; this module only finds the syntax. Recognising it works on tokens, as IPython's
-own magic transformers do, so ``%agent`` inside a string or a comment is left alone, and a prompt
-that ends with ``?`` is a prompt, not a help request (``%agent?`` alone still shows the help).
+kernel interrupt cancels the run.
+
+Where a cell cannot await (``x = %agent …`` inside a function, a loop or an ``if``; a shell with
+autoawait off; code a running cell transforms, such as the body of ``%%time``), an assignment
+becomes ``x = …agent_value("…", locals())``: the magic's plain form, which returns the run's
+result (IPython's own rewrite would give ``x`` the magic's ``None``), with the variables where
+it stands for ``{name}`` in the prompt.
+
+What the magic would have done otherwise is decided in :mod:`.magics`; this module only finds
+the syntax. Recognising it works on tokens, as IPython's own magic transformers do, so
+``%agent`` inside a string or a comment is left alone, and a prompt that ends with ``?`` is a
+prompt, not a help request (``%agent?`` alone still shows the help).
 """
 
 from __future__ import annotations
 
+import sys
 import tokenize
 from typing import Any
 
-__all__ = ["agent_cell", "install", "line_transformer", "transform_cell_magic", "uninstall"]
+__all__ = [
+    "agent_cell",
+    "agent_value",
+    "install",
+    "installed",
+    "line_transformer",
+    "transform_cell_magic",
+    "uninstall",
+]
 
-#: The call the transformers write; resolved in the user's namespace without adding names to it.
+#: The calls the transformers write; resolved in the user's namespace without adding names to it.
 _CALL = '__import__("nbagent.notebook.cells").notebook.cells.agent_cell'
+_VALUE = '__import__("nbagent.notebook.cells").notebook.cells.agent_value'
 
 
 def _can_await() -> bool:
@@ -40,7 +58,22 @@ def _can_await() -> bool:
         shell is not None
         and getattr(shell, "autoawait", False)
         and getattr(shell, "loop_runner", None) is _asyncio_runner
+        and not _inside_a_cell(shell)
     )
+
+
+def _inside_a_cell(shell: Any) -> bool:
+    """The code being transformed is not a cell the kernel is about to run but code that a
+    running cell transforms itself: the body of ``%%time``, ``%time``, ``%%capture``, a
+    ``run_cell`` from a cell … That code is compiled without top-level await (or run on a
+    loop that is already busy), so ``await`` there fails; the magic's plain form works."""
+    user_globals = getattr(shell, "user_global_ns", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is user_globals:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _magic_at(line: list[tokenize.TokenInfo], index: int) -> bool:
@@ -87,31 +120,31 @@ def _base() -> type:
 
 
 class _Marker:
-    """Where an ``%agent`` line was found: its line, and the column where ``%`` starts."""
+    """Where an ``%agent`` line was found: its line, the column where ``%`` starts, and whether
+    the cell awaits it (else it is an assignment that gets the magic's result)."""
 
-    def __init__(self, line: int, magic_col: int) -> None:
+    def __init__(self, line: int, magic_col: int, *, awaited: bool = True) -> None:
         self.line = line
         self.magic_col = magic_col
+        self.awaited = awaited
 
 
 def _find(tokens_by_line: list[list[tokenize.TokenInfo]]) -> _Marker | None:
-    if not _can_await():
-        return None
+    can_await = _can_await()
     for tokens in tokens_by_line:
         # a line after an indented block starts with DEDENT tokens: they are not indentation
-        line = [t for t in tokens if t.type != tokenize.DEDENT]
-        if not line or line[0].type == tokenize.INDENT:
+        line = [t for t in tokens if t.type != tokenize.DEDENT and t.type != tokenize.INDENT]
+        if not line:
             continue
         first = line[0]
-        if first.start[1] != 0:
-            continue  # only the top level of a cell may await
-        if _magic_at(line, 0):
+        top = can_await and first.start[1] == 0  # only the top level of a cell may await
+        if top and _magic_at(line, 0):
             if _is_help(line, 0):
                 continue
             return _Marker(first.start[0] - 1, 0)
         at = _assign_op(line)
         if at is not None and _magic_at(line, at + 1) and not _is_help(line, at + 1):
-            return _Marker(first.start[0] - 1, line[at + 1].start[1])
+            return _Marker(first.start[0] - 1, line[at + 1].start[1], awaited=top)
     return None
 
 
@@ -126,7 +159,9 @@ def _rewrite(lines: list[str], marker: _Marker) -> list[str]:
     magic = assemble_continued_line(lines, (start, marker.magic_col), end)
     argument = magic[len("%agent") :].lstrip(" ")
     target = lines[start][: marker.magic_col]
-    if target:
+    if not marker.awaited:
+        call = f"{target}{_VALUE}({argument!r}, locals())\n"
+    elif target:
         call = f"{target}await {_CALL}({argument!r}, value=True)\n"
     else:
         call = f"await {_CALL}({argument!r})\n"
@@ -137,7 +172,8 @@ def _transformer_class() -> type:
     base = _base()
 
     class AgentLine(base):  # type: ignore[misc, valid-type]
-        """``%agent …`` / ``x = %agent …`` at the top level → an awaited run."""
+        """``%agent …`` / ``x = %agent …`` at the top level → an awaited run; ``x = %agent …``
+        elsewhere → the magic's result."""
 
         priority = 1  # before HelpEnd (5): a prompt's trailing "?" is not a help request
 
@@ -188,6 +224,13 @@ def installed_in_this_cell(shell: Any) -> bool:
     return bool(_installed_in.get(id(shell), object()) == getattr(shell, "execution_count", None))
 
 
+def installed(shell: Any) -> bool:
+    """The line transformer is registered on ``shell`` (not before ``%load_ext``, nor after
+    ``%unload_ext nbagent``)."""
+    manager = getattr(shell, "input_transformer_manager", None)
+    return _line_class is not None and _line_class in getattr(manager, "token_transformers", ())
+
+
 def install(shell: Any) -> None:
     """Register both transformers on ``shell`` (idempotent)."""
     _installed_in[id(shell)] = getattr(shell, "execution_count", None)
@@ -221,3 +264,13 @@ async def agent_cell(line: str, cell: str | None = None, *, value: bool = False)
     magics = AgentMagics.for_session(current_session())
     result = await magics.run_awaited(line, cell)
     return result if value else None
+
+
+def agent_value(line: str, local_ns: dict[str, Any] | None = None) -> Any:
+    """What a rewritten ``x = %agent …`` that cannot be awaited calls: the magic, returning the
+    run's result (a :class:`~.runner.PendingRun` while a background run goes on); ``local_ns``
+    are the variables where it stands, for ``{name}`` in the prompt."""
+    from . import current_session
+    from .magics import AgentMagics
+
+    return AgentMagics.for_session(current_session()).run_line(line, local_ns=local_ns)

@@ -10,6 +10,7 @@ would (quotes group), and are rules only when every word after the tool is ``ARG
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -118,9 +119,10 @@ def _timeout_words(words: list[str]) -> bool:
 
 def _seconds(word: str) -> bool:
     try:
-        return float(word.rstrip("s")) > 0
+        value = float(word.rstrip("s"))
     except ValueError:
         return False
+    return 0 < value < math.inf  # "inf" and "1e400" are no timeout the session accepts
 
 
 def _timeout(session: Session, _shell: Any, words: list[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import keyword
 import re
 import uuid
 from collections.abc import Callable
@@ -16,7 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic import (
+    Magics,
+    line_cell_magic,
+    magics_class,
+    needs_local_scope,
+    no_var_expand,
+)
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
@@ -65,7 +72,9 @@ Options
                        anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL, local:smollm2
                        (in this kernel)
   -o, --output NAME    keep the run's result in the variable NAME
-  --new, --reset       start a new conversation (approval rules stay: see %agent rules)
+  --new, --reset       start a new conversation (approval rules stay: see %agent rules);
+                       `%agent --new` alone only does that, `%agent -m MODEL` alone only
+                       sets the model
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
   --max-steps N        stop after N model turns
   --budget TOKENS      stop before a model turn once the run used this many tokens
@@ -187,6 +196,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run_options(args: argparse.Namespace) -> list[str]:
+    """Options that only mean something for a run (so they need a prompt)."""
+    names = (
+        "output",
+        "approve",
+        "max_steps",
+        "tools",
+        "record",
+        "replay",
+        "live",
+        "pace",
+        "budget",
+    )
+    return [n for n in names if getattr(args, n) not in (None, False)]
+
+
 def _widgets_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))
 
@@ -238,19 +263,33 @@ class AgentMagics(Magics):
         return found
 
     @no_var_expand
+    @needs_local_scope
     @line_cell_magic
-    def agent(self, line: str, cell: str | None = None) -> Any:
+    def agent(
+        self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
+    ) -> Any:
         # IPython shows this docstring for `%agent?`: it is set from HELP below.
         if mapmagic.matches(line):  # not awaited (inside a function …): blocks until done
             return mapmagic.run_map_blocking(self, line, cell)
-        plan = self._parse(line, cell)
-        if plan is None:
-            return None
-        job, _pending = self._job(plan, awaited=False)
-        self.session.submit(job)
-        return None
+        self.run_line(line, cell, local_ns)
+        return None  # a bare `%agent` echoes nothing; `x = %agent` gets run_line's value
 
     agent.__doc__ = HELP
+
+    def run_line(
+        self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
+    ) -> RunResult | PendingRun | Any:
+        """The form that is not awaited: run (or start, in the background) and return the
+        result, a :class:`PendingRun` for a background run, or None for a subcommand.
+        ``local_ns``: the caller's variables, for ``{name}`` in a prompt inside a function."""
+        if mapmagic.matches(line):
+            return mapmagic.run_map_blocking(self, line, cell)
+        plan = self._parse(line, cell, local_ns)
+        if plan is None:
+            return None
+        job, pending = self._job(plan, awaited=False)
+        self.session.submit(job)
+        return pending if pending is not None else job.result
 
     async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | Any:
         """The awaited form (see :mod:`.cells`): returns when the run ended, with its result."""
@@ -267,7 +306,9 @@ class AgentMagics(Magics):
 
     # --- parsing ------------------------------------------------------------------------------
 
-    def _parse(self, line: str, cell: str | None) -> _Plan | None:
+    def _parse(
+        self, line: str, cell: str | None, local_ns: dict[str, Any] | None = None
+    ) -> _Plan | None:
         found = commands.find(line) if cell is None else None
         if found is not None:
             command, words = found
@@ -281,8 +322,13 @@ class AgentMagics(Magics):
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if not prompt:
+            if (args.new or args.model) and not _run_options(args):
+                self._settings_only(args.model, new=args.new)
+                return None
             raise UsageError("what should the agent do? `%agent PROMPT`, or see `%agent help`")
-        if args.output is not None and not args.output.isidentifier():
+        if args.output is not None and (
+            not args.output.isidentifier() or keyword.iskeyword(args.output)
+        ):
             raise UsageError(f"-o needs a variable name, not {args.output!r}")
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError("--max-steps must be at least 1")
@@ -295,7 +341,7 @@ class AgentMagics(Magics):
         if len(modes) > 1:
             raise UsageError(f"choose one of --record, --replay and --live, not {modes}")
         return _Plan(
-            interpolate(prompt, self._namespace()),
+            interpolate(prompt, {**self._namespace(), **(local_ns or {})}),
             args.model,
             args.new,
             args.output,
@@ -313,28 +359,48 @@ class AgentMagics(Magics):
         namespace: dict[str, Any] = shell.user_ns
         return namespace
 
+    def _use_model(self, model: str | None) -> None:
+        """Set ``model`` (if given) and load the model now: a bad setting fails here, and a
+        model that cannot load does not stay set."""
+        session = self.session
+        previous = session.model_spec
+        try:
+            if model:
+                session.set_model(model)
+            _load_model(session.generator)
+        except NbagentError as exc:
+            problem = str(exc)
+        else:
+            return
+        if model:
+            try:
+                session.set_model(previous)
+            except NbagentError:
+                pass  # the previous setting fails too: the message below still holds
+        raise UsageError(problem)
+
+    def _settings_only(self, model: str | None, *, new: bool) -> None:
+        """``%agent --new`` / ``%agent -m MODEL`` with no prompt: change that, ask nothing."""
+        session = self.session
+        if session.busy:
+            raise UsageError(
+                f"{session.active.label if session.active else 'a run'} is still going on: "
+                "wait for it to end (or `%agent stop` it) before changing the conversation"
+            )
+        if model:
+            self._use_model(model)
+            print(f"model from now on: {model}")
+        if new:
+            session.agent.reset()
+            print("new conversation: the next %agent starts afresh (tools and rules stay)")
+
     # --- planning a run -------------------------------------------------------------------------
 
     def _job(self, plan: _Plan, *, awaited: bool) -> tuple[Job, PendingRun | None]:
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
         report.problems(session.scan())
-        previous = session.model_spec
-        try:
-            if plan.model:
-                session.set_model(plan.model)
-            _load_model(session.agent.generator)  # resolved now: a bad setting fails here
-        except NbagentError as exc:
-            problem = str(exc)
-        else:
-            problem = ""
-        if problem:
-            if plan.model:
-                try:
-                    session.set_model(previous)  # a model that cannot load does not stay set
-                except NbagentError:
-                    pass  # the previous setting fails too: the message below still holds
-            raise UsageError(problem)
+        self._use_model(plan.model)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
             if unknown:
@@ -428,15 +494,21 @@ class AgentMagics(Magics):
                 return "background", f"it must wait for the run before it, and {why}"
             return "background", why
         if needs_clicks:
-            from .cells import installed_in_this_cell
+            from .cells import installed, installed_in_this_cell
 
+            if not installed(self.shell):
+                return "background", (
+                    "nbagent's extension is not loaded (after %unload_ext nbagent), so the cell "
+                    "cannot wait for its run (%load_ext nbagent makes cells wait again)"
+                )
             if installed_in_this_cell(self.shell):
                 return "background", (
                     "nbagent was loaded in this same cell, too late to make the cell wait for "
                     "its run (run %load_ext nbagent in a cell of its own)"
                 )
             return "background", (
-                "this %agent is not at the top level of its cell, so the cell cannot wait for it"
+                "this %agent is not at the top level of its cell (or it runs inside another "
+                "magic, such as %%time), so the cell cannot wait for it"
             )
         if self.session.busy:
             return "background", "another run is still going on in the background"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import keyword
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -125,7 +126,9 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     args = _parser().parse_args(tokens)
     if cell is not None and cell.strip():
         template = f"{template}\n{cell.strip()}" if template else cell.strip()
-    if args.output is not None and not args.output.isidentifier():
+    if args.output is not None and (
+        not args.output.isidentifier() or keyword.iskeyword(args.output)
+    ):
         raise UsageError(f"%agent map: -o needs a variable name, not {args.output!r}")
     table = _lookup(namespace, args.over, "--over")
     options: dict[str, Any] = {"approver": _approver(args.approve)}
@@ -154,7 +157,7 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     try:
         base = session.agent
         agent = Agent(
-            base.generator,
+            session.generator,
             session.tool_list(),
             instructions=base.instructions,
             options=base.options,

@@ -51,7 +51,8 @@ _KEEP = ("finished", "terminated", "max_steps", "length")
 
 
 def _slug(prompt: str) -> str:
-    words = re.sub(r"[^a-z0-9]+", "-", prompt.lower()).strip("-")
+    """The readable start of a recording's file name: a file name is no place for a key."""
+    words = re.sub(r"[^a-z0-9]+", "-", redact_secrets(prompt).lower()).strip("-")
     return words[:40].rstrip("-") or "run"
 
 

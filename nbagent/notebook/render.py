@@ -48,6 +48,7 @@ MAX_TEXT = 20_000
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _SCHEME = re.compile(r"(?i)(javascript|vbscript|livescript|data|file)(\s*):")
 _BACKTICKS = re.compile(r"`+")
+_IMAGE = re.compile(r"(?<!\\)((?:\\\\)*)!\[")  # a "![" whose "!" is not escaped
 
 
 def shorten(text: str, limit: int = MAX_TEXT) -> str:
@@ -58,8 +59,10 @@ def shorten(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def _defuse(text: str) -> str:
-    """Outside code: no raw HTML (``<`` and ``&`` escaped), no script URL schemes."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    """Outside code: no raw HTML (``<`` and ``&`` escaped), no script URL schemes, and no
+    images (``![…](…)`` would make every viewer of the notebook fetch an address the model
+    wrote: the ``!`` becomes an entity, so the image reads as a link to click)."""
+    text = _IMAGE.sub(r"\1&#33;[", text.replace("&", "&amp;").replace("<", "&lt;"))
     return _SCHEME.sub(lambda m: f"{m.group(1)}\u200b{m.group(2)}:", text)
 
 
@@ -83,8 +86,9 @@ def _defuse_inline(line: str) -> str:
 
 
 def safe_markdown(text: str) -> str:
-    """Markdown that reads the same but can run nothing: raw HTML is escaped and ``javascript:``
-    (and similar) URLs are broken, outside code spans and fenced blocks, which stay literal."""
+    """Markdown that reads the same but can run and fetch nothing: raw HTML is escaped,
+    ``javascript:`` (and similar) URLs are broken and images become links, outside code spans
+    and fenced blocks, which stay literal."""
     lines = text.split("\n")
     fence: str | None = None
     for index, line in enumerate(lines):

@@ -1,5 +1,9 @@
 """Outputs that are not a run: ``%agent tools | history | config | rules`` and registration
-problems, each as Markdown with a plain-text twin."""
+problems, each as Markdown with a plain-text twin.
+
+They quote the conversation, prompts, recordings and errors, so like a run's outputs they show
+credential-shaped text as ``***`` (:func:`nbagent.redact.redact_secrets`), all in one place.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import AssistantMessage, ToolMessage, UserMessage
+from ..redact import redact_secrets
 from ..tools import Tool
 from .render import code_span, safe_markdown, shorten
 from .transcript import decision_words
@@ -35,15 +40,14 @@ __all__ = [
 def _show(markdown: str, plain: str, metadata: dict[str, Any] | None = None) -> None:
     from IPython.display import display
 
-    display(  # type: ignore[no-untyped-call]
-        {"text/markdown": markdown, "text/plain": plain}, raw=True, metadata=metadata or {}
-    )
+    data = {"text/markdown": redact_secrets(markdown), "text/plain": redact_secrets(plain)}
+    display(data, raw=True, metadata=metadata or {})  # type: ignore[no-untyped-call]
 
 
 def problems(messages: Sequence[str]) -> None:
     """Registration problems, shown in the cell that caused them."""
     for message in messages:
-        print(f"nbagent: {message}", file=sys.stderr)
+        print(f"nbagent: {redact_secrets(message)}", file=sys.stderr)
 
 
 # --- %agent tools --------------------------------------------------------------------------------

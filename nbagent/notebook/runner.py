@@ -27,6 +27,7 @@ from .._threads import run_on_worker_loop
 from ..approval import Approver
 from ..errors import AgentError, NbagentError
 from ..events import AgentEvent, RunResult
+from ..redact import redact_secrets
 
 if TYPE_CHECKING:
     from ..agent import Agent, Run
@@ -170,8 +171,9 @@ class Job:
 
     @property
     def label(self) -> str:
-        """How a person can tell this run apart: its id once started, and its prompt."""
-        prompt = " ".join(self.prompt.split())
+        """How a person can tell this run apart: its id once started, and its prompt (it goes
+        into error messages, which a notebook saves: key-shaped text is hidden)."""
+        prompt = " ".join(redact_secrets(self.prompt).split())
         if len(prompt) > 40:
             prompt = prompt[:39] + "…"
         name = self.run.id if self.run is not None else f"request {self.number}"

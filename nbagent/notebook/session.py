@@ -104,6 +104,7 @@ class Session:
         self._from_namespace: set[str] = set()
         self._seen: dict[str, Tool] = {}
         self.model_spec: str | Generator | None = None
+        self._next_generator: Generator | None = None  # set during a run, for the next one
         self._agent: Agent | None = None
         # "Always allow" becomes a rule in self.rules (removable), not a set of its own
         self.approver = InteractiveApprover(remember_always=False)
@@ -131,7 +132,11 @@ class Session:
         return self._agent
 
     def set_model(self, spec: str | Generator | None) -> None:
-        """Use another model from now on (the conversation goes on)."""
+        """Use another model from now on (the conversation goes on).
+
+        While a run goes on (in the background) it keeps its model: the new one is checked now
+        and takes over when the next run starts.
+        """
         if self._agent is None:
             from ..agent import Agent
 
@@ -143,13 +148,23 @@ class Session:
                 generator = resolve_generator(spec)
             else:
                 generator = spec
-            self._agent.generator = generator
+            with self._lock:
+                if self.busy:
+                    self._next_generator = generator
+                else:
+                    self._next_generator = None
+                    self._agent.generator = generator
         before = self._model_providers()
         self.model_spec = spec
         if self._model_providers() != before:  # a new provider: check the tools against it
             from . import report
 
             report.problems(self.provider_problems(self.tools.values(), model_only=True))
+
+    @property
+    def generator(self) -> Generator:
+        """The model the next run uses."""
+        return self._next_generator or self.agent.generator
 
     def _model_providers(self) -> list[str]:
         from ..providers import configured_providers
@@ -168,6 +183,9 @@ class Session:
 
         agent = self.agent
         agent.approval_timeout = self.approval_timeout
+        with self._lock:
+            if self._next_generator is not None:  # set while the run before went on
+                agent.generator, self._next_generator = self._next_generator, None
         with warnings.catch_warnings():  # said when the tool was registered
             warnings.simplefilter("ignore", ToolSchemaWarning)
             for name, item in self.tools.items():

@@ -71,9 +71,9 @@ Bundle = tuple[dict[str, Any], dict[str, Any]]
 
 #: Longest text shown in a saved card (arguments, result, traceback).
 PREVIEW = 2_000
-#: The Markdown and plain-text fallbacks cut each long text here (the HTML keeps all of it):
-#: three full copies of a long answer would triple the notebook's size for renderers that
-#: read only the first form they know.
+#: The Markdown and plain-text fallbacks cut each long text (an answer, a pasted prompt) here
+#: (the HTML keeps all of it): three full copies of a long text would triple the notebook's
+#: size for renderers that read only the first form they know.
 FALLBACK = 2_000
 _MORE = "the HTML form of this output has all of it"
 #: The same for a call's arguments and result in the fallbacks (the HTML card shows up to
@@ -379,9 +379,9 @@ def block_plain(block: Block, transcript: Transcript) -> str:
 def _head(transcript: Transcript) -> _Piece:
     model = f" · <code>{_esc(transcript.model)}</code>" if transcript.model else ""
     prompt = _esc(transcript.prompt).replace("\n", "<br>")
-    quoted = safe_markdown(transcript.prompt).replace("\n", "\n> ")
+    quoted = safe_markdown(_fallback(transcript.prompt)).replace("\n", "\n> ")
     model_md = f" · model `{transcript.model}`" if transcript.model else ""
-    plain = f"You: {transcript.prompt}" + (
+    plain = f"You: {_fallback(transcript.prompt)}" + (
         f"  [model {transcript.model}]" if transcript.model else ""
     )
     return _Piece(

@@ -5,6 +5,13 @@ sends ``[offset, delta]`` custom messages; the browser side (``static/stream.js`
 its own copy and renders Markdown safely (DOM nodes, never HTML strings). The full text is part
 of the widget state only when a frontend asks for the state (a page reload), or when the text is
 replaced as a whole with :meth:`TextStream.replace`.
+
+What leaves the kernel is the text with credential-shaped parts replaced
+(:func:`nbagent.redact.redact_secrets`), like every other output: a model may echo a key, or pass
+one as an argument. A key streams in pieces, so each send redacts the whole text, and a last
+word that more characters could still turn into a key (``sk-proj-Zq8``) waits for the next send;
+should redaction still change text the browser already has, the whole text is sent again instead
+of a delta.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from typing import Any, Literal
 import anywidget
 import traitlets
 
-__all__ = ["PlainStream", "TextFormat", "TextStream", "utf16_len"]
+from ..redact import redact_secrets
+
+__all__ = ["PlainStream", "TextFormat", "TextStream", "sendable", "utf16_len"]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -29,6 +38,28 @@ def _static(name: str) -> str:
 
 
 TextFormat = Literal["markdown", "code", "plain", "reasoning"]
+
+#: Key-like characters, then an end, appended to a last word to see whether it could become a
+#: key: every length up to 16 (some keys have an exact length), then longer ones.
+_PROBES = tuple(("A1" * 32)[:n] + " " for n in (*range(1, 17), 24, 32, 40, 64))
+#: A last word longer than this is sent even if it could become a key (it is not a word).
+HOLD_MAX = 512
+
+
+def sendable(text: str) -> int:
+    """How much of a growing text may be shown now: all of it but a last word that could still
+    become a key as more characters arrive (it is held until the next space or the end)."""
+    end = start = len(text)
+    floor = max(0, end - HOLD_MAX - 1)
+    while start > floor and not text[start - 1].isspace():  # from the end: linear in the word
+        start -= 1
+    if start == end or end - start > HOLD_MAX:
+        return end
+    context = text[max(0, start - 64) :]  # a header name before it counts ("Bearer …")
+    shown = redact_secrets(context)
+    if any(redact_secrets(context + probe) != shown + probe for probe in _PROBES):
+        return start
+    return end
 
 
 def utf16_len(text: str) -> int:
@@ -50,18 +81,24 @@ class TextStream(anywidget.AnyWidget):
 
     def __init__(self, text: str = "", *, format: TextFormat = "markdown", **kwargs: Any) -> None:
         self._lock = threading.RLock()
-        self._sent: list[str] = [text] if text else []
-        self._sent_units = utf16_len(text)
-        self._pending: list[str] = []
+        self._raw: list[str] = [text] if text else []  # everything appended, as it came
+        self._shown = redact_secrets(text)  # what the browser has
+        self._sent_units = utf16_len(self._shown)
         self._pending_chars = 0
         super().__init__(format=format, **kwargs)
         self.on_msg(self._on_frontend_message)
 
     @property
     def text(self) -> str:
-        """Everything appended so far, sent or not."""
+        """Everything appended so far, sent or not (as it came: not redacted)."""
         with self._lock:
-            return "".join(self._sent) + "".join(self._pending)
+            return "".join(self._raw)
+
+    @property
+    def shown(self) -> str:
+        """What the browser has been sent: the text so far with secrets replaced."""
+        with self._lock:
+            return self._shown
 
     @property
     def pending_chars(self) -> int:
@@ -72,35 +109,47 @@ class TextStream(anywidget.AnyWidget):
         """Add text; nothing is sent until :meth:`flush`."""
         if text:
             with self._lock:
-                self._pending.append(text)
+                self._raw.append(text)
                 self._pending_chars += len(text)
 
-    def flush(self) -> bool:
-        """Send the buffered text as one delta; True if something was sent."""
+    def flush(self, *, everything: bool = False) -> bool:
+        """Send the buffered text as one delta; True if something was sent.
+
+        A last word that could still become a key waits, unless ``everything``.
+        """
         with self._lock:
-            if not self._pending:
+            if not self._pending_chars:
                 return False
-            chunk = "".join(self._pending)
-            self._pending.clear()
-            self._pending_chars = 0
+            raw = "".join(self._raw)
+            self._raw = [raw]
+            end = len(raw) if everything else sendable(raw)
+            self._pending_chars = len(raw) - end
+            shown = redact_secrets(raw[:end])
+            if not shown.startswith(self._shown):  # a secret completed across two sends
+                self._shown = shown
+                self._sent_units = utf16_len(shown)
+                self.send_state("value")
+                return True
+            chunk = shown[len(self._shown) :]
             offset = self._sent_units
-            self._sent.append(chunk)
+            self._shown = shown
             self._sent_units += utf16_len(chunk)
-            self.send([offset, chunk])
-        return True
+            if chunk:
+                self.send([offset, chunk])
+        return bool(chunk)
 
     def replace(self, text: str) -> None:
         """Show ``text`` instead of everything so far (sent once, whole)."""
         with self._lock:
-            self._pending.clear()
+            self._raw = [text]
             self._pending_chars = 0
-            self._sent = [text]
-            self._sent_units = utf16_len(text)
+            self._shown = redact_secrets(text)
+            self._sent_units = utf16_len(self._shown)
             self.send_state("value")
 
     def finish(self) -> None:
         """Send what is left and drop the streaming caret."""
-        self.flush()
+        self.flush(everything=True)
         self.streaming = False
 
     # The full text travels only when a frontend asks for the state (comm open, page reload,
@@ -119,7 +168,7 @@ class TextStream(anywidget.AnyWidget):
         )
         if wants_value:
             with self._lock:
-                state["value"] = "".join(self._sent)
+                state["value"] = self._shown
         return state
 
     def _on_frontend_message(self, _widget: Any, content: Any, _buffers: Any) -> None:

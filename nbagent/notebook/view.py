@@ -123,7 +123,7 @@ class RunView:
     def _header_html(self) -> str:
         t = self.transcript
         model = f" · <code>{html.escape(t.model)}</code>" if t.model else ""
-        prompt = html.escape(t.prompt).replace("\n", "<br>")
+        prompt = html.escape(redact_secrets(t.prompt)).replace("\n", "<br>")
         return f'<div style="opacity:0.8"><b>You:</b> {prompt}{model}</div>'
 
     def _footer_html(self) -> str:
@@ -361,7 +361,10 @@ class RunView:
             shared.close()
 
     def show_error(self, error: BaseException, trace: str | None = None) -> None:
-        """Show an exception (a failed run, or a crash of the task driving it)."""
+        """Show an exception (a failed run, or a crash of the task driving it); the run's
+        saved output says it too (an error before the run began has no event of its own)."""
+        if self.transcript.error is None:
+            self.transcript.error = redact_secrets(f"{type(error).__name__}: {error}")
         if self.errors is None:
             self.errors = widgets.Output(layout=self.shared.layout)
             self.widget.children = (*self.widget.children, self.errors)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+import time
 from typing import Any
 
 import pytest
@@ -266,3 +268,39 @@ def test_the_first_words_are_sent_at_once_the_rest_at_a_bounded_rate(wire: Wire)
     wire.now += 1.0
     view.tick()
     assert len(wire.messages) > after_first
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["sk-proj-Zq81mN4vT0xR7pL2wK9s", "Bearer 9f8e7d6c5b4a39281706", "AKIAIOSFODNN7EXAMPL1"],
+)
+def test_a_key_streamed_in_pieces_never_leaves_the_kernel(wire: Wire, secret: str) -> None:
+    """Each piece alone is no key; sent as they come, the browser would hold most of one."""
+    stream = TextStream()
+    start = len(wire.messages)
+    text = f"The header is {secret} and that is all."
+    for at in range(0, len(text), 3):
+        stream.append(text[at : at + 3])
+        stream.flush()
+    stream.finish()
+    traffic = json.dumps([d for _, _, _, d in wire.messages[start:]])
+    key = secret.split()[-1]
+    pieces = [key[i : i + 6] for i in range(0, len(key) - 5)]
+    assert not [p for p in pieces if p in traffic]
+    assert wire.text(stream.model_id) == stream.shown
+    assert stream.shown.startswith("The header is ") and stream.shown.endswith(" and that is all.")
+    assert stream.text == text  # the kernel side keeps what came
+
+
+def test_a_long_run_without_spaces_streams_in_linear_time(wire: Wire) -> None:
+    """Minified JSON or base64 in a call's arguments: finding the last word to hold back must
+    not cost the square of the text (40 KB without a space then took seconds per send)."""
+    stream = TextStream()
+    piece = "x" * 40_000 + " "
+    started = time.monotonic()
+    for _ in range(10):
+        stream.append(piece)
+        stream.flush()
+    stream.finish()
+    assert time.monotonic() - started < 2.0
+    assert wire.text(stream.model_id) == piece * 10
