@@ -62,7 +62,10 @@ async def decide_call(
         decision = Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
         return _bound(decision, input_value, call, run_id, emit)
     if not needed:
-        return None
+        denied = _forbidden(approver, call, input_value, run_id)
+        if denied is None:
+            return None
+        return _bound(denied, input_value, call, run_id, emit)
     request = ApprovalRequest.for_call(
         call,
         copy_json(input_value),
@@ -82,9 +85,11 @@ async def decide_call(
         except BaseException as exc:  # even KeyboardInterrupt: it denies this call only
             decision = _failed(exc)
         if decision is not None:  # e.g. "always allow": nobody needs to be asked
-            return _settle(_as_decision(decision), input_value, call, run_id, checker, emit)
+            return _settle(
+                _as_decision(decision), input_value, call, run_id, checker, emit, approver
+            )
     decision = await _ask(approver, request, timeout, emit, preview)
-    return _settle(decision, input_value, call, run_id, checker, emit)
+    return _settle(decision, input_value, call, run_id, checker, emit, approver)
 
 
 def _settle(
@@ -94,6 +99,7 @@ def _settle(
     run_id: str,
     checker: Callable[[Any], Any] | None,
     emit: Callable[[AgentEvent], None],
+    approver: Approver,
 ) -> Decided:
     """Check an edit, bind the decision to what will run, and say so in events."""
     if not decision.approved or decision.arguments is None:
@@ -109,9 +115,30 @@ def _settle(
         return _bound(refused, proposed, call, run_id, emit)
     if arguments_hash(edited) == arguments_hash(proposed):
         return _bound(replace(decision, arguments=None), proposed, call, run_id, emit)
+    denied = _forbidden(approver, call, edited, run_id)
+    if denied is not None:  # a deny rule holds over what would run, whoever chose it
+        return _bound(denied, proposed, call, run_id, emit)
     emit(ToolArgumentsChanged(call.id, "person", copy_json(edited), copy_json(proposed)))
     decided = _bound(replace(decision, arguments=copy_json(edited)), edited, call, run_id, emit)
     return Decided(decided.decision, edited, edited=True)
+
+
+def _forbidden(approver: Approver, call: ToolCall, arguments: Any, run_id: str) -> Decision | None:
+    """A denial the approver holds for every call (a deny rule), or None; one that fails
+    denies, saying why."""
+    forbidden = getattr(approver, "forbidden", None)
+    if forbidden is None:
+        return None
+    request = ApprovalRequest.for_call(call, copy_json(arguments), run_id=run_id)
+    try:
+        decision = forbidden(request)
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:
+        return _failed(exc)
+    if decision is None or (isinstance(decision, Decision) and decision.approved):
+        return None  # only a denial is read here
+    return _as_decision(decision)
 
 
 def _bound(

@@ -168,6 +168,8 @@ class Approver(Protocol):
 
 # An approver may also define ``known_decision(request) -> Decision | None``: a decision it can
 # give without asking anyone (an "always allow" rule). The loop then skips ApprovalRequested.
+# And ``forbidden(request) -> Decision | None``: a denial that holds for every call, also one
+# that needs no approval and one a person approved with edited arguments (a deny rule).
 
 
 class AutoApprove:

@@ -219,3 +219,66 @@ async def test_an_always_allow_that_cannot_become_a_rule_still_approves(
     assert decision.approved
     assert [r.text for r in full] == ["deny tag"]
     assert "could not keep 'allow write_file' as a rule: at most 1 rules" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [
+        ("secrets/**", "secrets/a\tb"),  # a deny pattern's wildcards match control characters
+        ("secrets/*", "secrets/a\nb"),
+        ("/secrets/**", "//secrets/k"),  # doubled slashes, leading or not
+        ("secrets/*", "secrets//k"),
+        ("secrets/*", "secrets\\k"),
+        ("secrets/*", "secrets/k/"),
+        ("secrets/*", "./secrets/./k"),
+        ("secrets/*", "x/../secrets/k"),
+        ("secrets/caf\u00e9", "secrets/cafe\u0301"),  # decomposed accent (one file on macOS)
+        ("secrets/cafe\u0301", "secrets/caf\u00e9"),
+    ],
+)
+def test_a_deny_pattern_matches_every_spelling_of_a_path(pattern: str, value: str) -> None:
+    rule = ApprovalRule("deny", "write_file", (("path", pattern),))
+    assert rule.matches("write_file", {"path": value})
+    assert not rule.matches("write_file", {"path": "data/" + value})
+
+
+def test_a_deny_pattern_matches_inside_arrays_and_objects() -> None:
+    rule = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert rule.matches("write_file", {"path": ["ok.txt", "secrets/k"]})
+    assert rule.matches("write_file", {"path": {"to": "secrets/k"}})
+    assert not rule.matches("write_file", {"path": ["ok.txt"]})
+    allow = ApprovalRule("allow", "write_file", (("path", "data/**"),))
+    assert not allow.matches("write_file", {"path": ["data/a"]})  # an allow stays as written
+
+
+@tool
+def delete_file(path: str) -> str:
+    """Delete a file (needs no approval)."""
+    return f"deleted {path}"
+
+
+async def test_a_deny_rule_holds_for_a_tool_that_needs_no_approval() -> None:
+    model = ScriptedModel(
+        [Turn(Call("delete_file", {"path": "a"}, id="c1")), "done"],
+    )
+    approver = RuleApprover(fallback=AutoApprove())
+    approver.deny("delete_file")
+    agent = Agent(model, [delete_file], approver=approver)
+    events = [e async for e in agent.stream("go")]
+    decisions = [e.decision for e in events if isinstance(e, ApprovalResolved)]
+    assert [d.reason for d in decisions] == ["deny delete_file"]
+    results = agent.messages[-2].results  # type: ignore[union-attr]
+    assert "the rule `deny delete_file` denies it" in results[0].text
+    assert results[0].is_error
+
+
+async def test_a_deny_rule_holds_over_a_persons_edit() -> None:
+    model = ScriptedModel([Turn(Call("write_file", {"path": "data/a"}, id="c1")), "done"])
+    asked = ScriptedApprover([Decision(True, arguments={"path": "secrets/k"}, by="person")])
+    approver = RuleApprover(fallback=asked)
+    approver.deny("write_file", path="secrets/**")
+    agent = Agent(model, [write_file], approver=approver)
+    await agent.run("go")
+    results = agent.messages[-2].results  # type: ignore[union-attr]
+    assert "deny write_file path=secrets/**" in results[0].text
+    assert results[0].is_error
