@@ -141,14 +141,26 @@ class _Progress:
 
 
 def _start(
-    execute: Callable[[ToolContext], Any], context: ToolContext, handle: AbandonedCall
-) -> asyncio.Future[Any]:
-    """Start the function; the future settles when it ends (its BaseExceptions wrapped)."""
+    execute: Callable[[ToolContext], Any],
+    context: ToolContext,
+    handle: AbandonedCall,
+    convert: Callable[[Any], Outcome],
+) -> asyncio.Future[Outcome]:
+    """Start the function; the future settles with ``convert(value)`` when it ends (its
+    BaseExceptions wrapped).
+
+    The conversion runs user code too (``__str__``, ``to_markdown``, ``to_model_output``,
+    ``savefig``, image decoding), so it runs off the loop and inside the call's timeout: on the
+    tool's own thread, or on a thread of its own after an async tool returned.
+    """
     loop = asyncio.get_running_loop()
     if inspect.iscoroutinefunction(execute):
-        task = asyncio.ensure_future(
-            contained(execute(context), cancel_requested=context.cancelled)
-        )
+
+        async def whole() -> Outcome:
+            value = await execute(context)
+            return await _on_thread(convert, value, context.call.name)
+
+        task = asyncio.ensure_future(contained(whole(), cancel_requested=context.cancelled))
         task.add_done_callback(_ended(handle))
         return task
     future: asyncio.Future[Any] = loop.create_future()
@@ -163,7 +175,7 @@ def _start(
 
     def target() -> None:
         try:
-            outcome: tuple[bool, Any] = (True, run(execute, context))
+            outcome: tuple[bool, Any] = (True, convert(run(execute, context)))
         except Exception as exc:
             outcome = (False, exc)
         except BaseException as exc:  # KeyboardInterrupt, SystemExit …: never as they are
@@ -177,6 +189,37 @@ def _start(
     run = contextvars.copy_context().run
     name = f"nbagent-tool-{context.call.name}"[:64]
     threading.Thread(target=target, name=name, daemon=True).start()
+    return future
+
+
+def _on_thread(convert: Callable[[Any], Outcome], value: Any, name: str) -> asyncio.Future[Outcome]:
+    """``convert(value)`` on a daemon thread; its BaseExceptions arrive wrapped."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Outcome] = loop.create_future()
+
+    def settle(ok: bool, payload: Any) -> None:
+        if not future.done():
+            if ok:
+                future.set_result(payload)
+            else:
+                future.set_exception(payload)
+
+    def target() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, convert(value))
+        except Exception as exc:
+            outcome = (False, exc)
+        except BaseException as exc:
+            outcome = (False, ToolRaised(exc))
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is closed: nobody waits for this result any more
+            pass
+
+    run = contextvars.copy_context().run
+    threading.Thread(
+        target=run, args=(target,), name=f"nbagent-result-{name}"[:64], daemon=True
+    ).start()
     return future
 
 
@@ -236,7 +279,7 @@ async def execute_tool(
     context = ToolContext(call, input_value, found, progress)
     handle = AbandonedCall(call.id, call.name)
     is_task = inspect.iscoroutinefunction(execute)
-    work = _start(execute, context, handle)
+    work = _start(execute, context, handle, lambda value: _converted(found, call, value))
     try:
         done, _ = await asyncio.wait({work}, timeout=timeout)
     except asyncio.CancelledError:
@@ -261,7 +304,7 @@ async def execute_tool(
         return Outcome(error_result(f"{call.name} was cancelled."), "cancelled")
     error = work.exception()
     if error is None:
-        return _converted(found, call, work.result())
+        return work.result()
     if isinstance(error, ToolRaised):
         raised = error.raised
         if isinstance(raised, asyncio.CancelledError):
