@@ -205,6 +205,11 @@ def test_broken_recordings_are_refused_before_anything_runs(tmp_path: Path) -> N
     recording, _ = recorded_run()
     good = recording.to_json()
     data = json.loads(good)
+    first = data["steps"][0]["events"]
+
+    def events(replaced: list[Any]) -> str:
+        return json.dumps({**data, "steps": [{**data["steps"][0], "events": replaced}]})
+
     cases: dict[str, str] = {
         "not valid JSON": good[: len(good) // 2],  # truncated
         "not an nbagent recording": json.dumps({"steps": []}),
@@ -225,6 +230,21 @@ def test_broken_recordings_are_refused_before_anything_runs(tmp_path: Path) -> N
         ),
         "ends without a finish": json.dumps(
             {**data, "steps": [{**data["steps"][0], "events": data["steps"][0]["events"][:2]}]}
+        ),
+        "not valid JSON.*recursion": json.dumps({**data, "steps": []}).replace(
+            '"steps": []', '"steps": ' + "[" * 100_000 + "]" * 100_000
+        ),
+        "no valid format version": json.dumps({**data, "version": True}),
+        "nothing after its finish": events([*first, first[-1]]),
+        "'t' must be a non-negative number": events([{**first[0], "t": float("inf")}, *first[1:]]),
+        "'complete' must be true or false": events(
+            [{**e, "complete": "no"} if e["type"] == "call" else e for e in first]
+        ),
+        "'provider_executed' must be true or false": events(
+            [{**e, "provider_executed": "false"} if e["type"] == "call" else e for e in first]
+        ),
+        "'signature' must be a string": events(
+            [{"type": "reasoning", "text": "x", "signature": {"a": 1}}, *first]
         ),
     }
     for words, text in cases.items():
