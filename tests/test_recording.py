@@ -13,7 +13,16 @@ import pytest
 
 from nbagent import Agent, AutoApprove, tool
 from nbagent.errors import RecordingError, ReplayDivergedError
-from nbagent.generation import Finish, TextDelta, ToolCallReceived, ToolInputDelta, ToolInputStart
+from nbagent.generation import (
+    Finish,
+    ProviderToolResultReceived,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputStart,
+)
+from nbagent.messages import ProviderToolResult
 from nbagent.models import Call, FunctionModel, ScriptedModel, Text, Turn
 from nbagent.recording import Recording, cassette, record, replay
 from nbagent.tools import ToolCall
@@ -118,6 +127,26 @@ def test_a_recording_holds_no_secret() -> None:
 
     recorder = record(FunctionModel(leaky))
     _run_collecting(Agent(recorder), "what is my key?")
+    text = recorder.recording.to_json()
+    assert key not in text and "***" in text
+
+
+def test_a_recording_holds_no_secret_from_server_side_tools_or_raw_blocks() -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 6
+    page = {"type": "web_search_result", "text": f"leaked: {key}", "meta": [f"Bearer {key}"]}
+
+    async def leaky(request: Any) -> Any:
+        yield ReasoningDelta(f"the page says {key}")
+        call = ToolCall("s1", "web_search", "{}", True, raw={"input": {"q": key}})
+        yield ToolCallReceived(call)
+        yield ProviderToolResultReceived(
+            ProviderToolResult("s1", "web_search", [page], raw={"content": [page]})
+        )
+        yield TextDelta("done")
+        yield Finish("stop")
+
+    recorder = record(FunctionModel(leaky))
+    _run_collecting(Agent(recorder), "search")
     text = recorder.recording.to_json()
     assert key not in text and "***" in text
 

@@ -113,9 +113,9 @@ class _Coalescer:
                     "type": "provider_result",
                     "call_id": result.call_id,
                     "name": result.name,
-                    "content": result.content,
+                    "content": _redacted(result.content),
                     "is_error": result.is_error,
-                    "raw": result.raw,
+                    "raw": _redacted(result.raw),
                     "t": now,
                 }
             )
@@ -155,11 +155,16 @@ class _Coalescer:
             found["final"] = redact_secrets(call.arguments)
         raw = getattr(call, "raw", None)
         if raw is not None:
-            found["raw"] = raw
+            found["raw"] = _redacted(raw)
 
     def finish(self) -> list[dict[str, Any]]:
         """The recorded events; a stream that stopped without an end gets one saying so."""
         self._close_text()
+        for event in self.events:
+            # Reasoning is model output too; signed reasoning is kept as it is, since the
+            # provider checks its signature when a replay goes on live.
+            if event["type"] == "reasoning" and "signature" not in event and event.get("text"):
+                event["text"] = redact_secrets(event["text"])
         for call_id, call in self._calls.items():
             if not call.get("complete"):
                 call["arguments"] = redact_secrets("".join(self._parts.get(call_id, [])))
@@ -207,6 +212,20 @@ class RecordingGenerator:
         finally:
             if not step.events:
                 step.events = coalescer.finish()
+
+
+def _redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` (JSON from a provider: a server-side tool's result, a raw block) with every
+    string's credential-shaped text replaced by ``***``."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if depth > 64:
+        return value if value is None or isinstance(value, (bool, int, float)) else "***"
+    if isinstance(value, dict):
+        return {key: _redacted(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item, depth + 1) for item in value]
+    return value
 
 
 def record(generator: Generator) -> RecordingGenerator:
