@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._execution import ToolRaised, contained, copy_json
+from ._usercode import UserCodeFailed, call_user
 from .approval import ApprovalBinding, ApprovalRequest, Approver, Decision, arguments_hash
 from .errors import ArgumentsError
 from .events import AgentEvent, ApprovalRequested, ApprovalResolved, ToolArgumentsChanged
@@ -47,15 +48,18 @@ async def decide_call(
     checker: Callable[[Any], Any] | None = None,
     preview: Callable[[], Awaitable[None]] | None = None,
     schema: Mapping[str, Any] | None = None,
+    rule_timeout: float | None = None,
 ) -> Decided | None:
     """None when the call needs no approval; else the decision for exactly this call.
 
     The rule and the approver each get their own copy of the input. ``checker`` turns edited
     arguments into the ones that run (raising ArgumentsError to refuse them); ``preview``, when
     the tool has one, is started once a person is asked and cancelled once they answer.
+    ``rule_timeout`` bounds the tool's ``needs_approval`` function, which runs off the loop
+    (one that fails or takes too long denies the call).
     """
     try:
-        needed = await found.approval_needed(copy_json(input_value))
+        needed = await _approval_needed(found, copy_json(input_value), rule_timeout)
     except (asyncio.CancelledError, GeneratorExit):
         raise
     except BaseException as exc:  # a broken rule must not let the call through, nor stop the run
@@ -121,6 +125,33 @@ def _settle(
     emit(ToolArgumentsChanged(call.id, "person", copy_json(edited), copy_json(proposed)))
     decided = _bound(replace(decision, arguments=copy_json(edited)), edited, call, run_id, emit)
     return Decided(decided.decision, edited, edited=True)
+
+
+class _Verdict:
+    """What a sync ``needs_approval`` returned, carried out of its thread as it is (it may be
+    an awaitable, to be awaited on the loop)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+async def _approval_needed(found: Tool, value: Any, timeout: float | None) -> bool:
+    """``found.needs_approval`` for ``value``: a sync function runs on a thread of its own and
+    an async one as a task, both bounded by ``timeout`` (user code must not hold the loop)."""
+    rule = found.needs_approval
+    if isinstance(rule, bool):
+        return rule
+    if inspect.iscoroutinefunction(rule):
+        return bool(await call_user(rule, value, timeout=timeout))
+    boxed = await call_user(lambda v: _Verdict(rule(v)), value, timeout=timeout)
+    verdict = boxed.value
+    if inspect.isawaitable(verdict):
+        try:
+            verdict = await asyncio.wait_for(asyncio.ensure_future(verdict), timeout)
+        except asyncio.TimeoutError:
+            assert timeout is not None
+            raise UserCodeFailed(f"it did not finish within {timeout:g} s") from None
+    return bool(verdict)
 
 
 def _forbidden(approver: Approver, call: ToolCall, arguments: Any, run_id: str) -> Decision | None:
