@@ -39,6 +39,7 @@ __all__ = [
     "contained",
     "copy_json",
     "execute_tool",
+    "on_thread",
 ]
 
 log = logging.getLogger("nbagent")
@@ -158,7 +159,7 @@ def _start(
 
         async def whole() -> Outcome:
             value = await execute(context)
-            return await _on_thread(convert, value, context.call.name)
+            return await on_thread(convert, value, context.call.name)
 
         task = asyncio.ensure_future(contained(whole(), cancel_requested=context.cancelled))
         task.add_done_callback(_ended(handle))
@@ -192,10 +193,11 @@ def _start(
     return future
 
 
-def _on_thread(convert: Callable[[Any], Outcome], value: Any, name: str) -> asyncio.Future[Outcome]:
-    """``convert(value)`` on a daemon thread; its BaseExceptions arrive wrapped."""
+def on_thread(convert: Callable[[Any], T], value: Any, name: str) -> asyncio.Future[T]:
+    """``convert(value)`` on a daemon thread of its own (user code, e.g. turning a returned
+    value into text, must not hold the loop); its BaseExceptions arrive wrapped."""
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[Outcome] = loop.create_future()
+    future: asyncio.Future[T] = loop.create_future()
 
     def settle(ok: bool, payload: Any) -> None:
         if not future.done():
