@@ -313,3 +313,33 @@ async def test_a_needs_approval_function_still_decides_sync_async_or_awaitable()
         agent = Agent(model, [tool], approver=asked)
         await agent.run("go")
         assert [r.input for r in asked.requests] == [{"risky": True}]
+
+
+async def test_two_runs_whose_calls_share_an_id_each_wait_for_their_own_decision() -> None:
+    @tool(needs_approval=True)
+    def act(x: str) -> str:
+        """Act."""
+        return f"did {x}"
+
+    approver = InteractiveApprover()
+    agents = [
+        Agent(ScriptedModel([Turn(Call("act", {"x": x}, id="c1")), "ok"]), [act], approver=approver)
+        for x in ("a", "b")
+    ]
+    runs = [agent.start(x) for agent, x in zip(agents, "ab", strict=True)]
+    for _ in range(100):
+        if len(approver.pending()) == 2:
+            break
+        await asyncio.sleep(0.01)
+    waiting = approver.pending()
+    assert sorted(r.input["x"] for r in waiting) == ["a", "b"]
+    first, second = waiting
+    assert approver.resolve("c1", Decision(True), fingerprint=second.fingerprint)
+    assert approver.resolve("c1", Decision(False, "no"), fingerprint=first.fingerprint)
+    assert not approver.resolve("c1", Decision(True))  # nothing left to decide
+    results = await asyncio.wait_for(asyncio.gather(*(run.result() for run in runs)), 5)
+    for agent in agents:
+        assert_history_valid(agent.messages)
+    texts = {r.messages[2].results[0].text for r in results}  # type: ignore[union-attr]
+    assert f"did {second.input['x']}" in texts
+    assert any("denied" in t for t in texts)
