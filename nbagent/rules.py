@@ -74,7 +74,7 @@ def _glob_regex(pattern: str, control: bool = False) -> re.Pattern[str]:
     ``control``: wildcards match control characters too (for deny patterns, which must never
     be narrower than written: ``secrets/**`` denies ``secrets/a<TAB>b``).
     """
-    banned = "" if control else r"\x00-\x1f\x7f"
+    banned = "" if control else r"\x00-\x1f\x7f-\x9f"  # C0, DEL and C1 (NEL is a line break)
     out: list[str] = []
     index = 0
     while index < len(pattern):

@@ -43,6 +43,7 @@ def request(arguments: dict[str, Any], name: str = "write_file") -> ApprovalRequ
         ("data/*", "data\\..\\secrets", False),  # nor with Windows separators
         ("data/*", "other/data/a.csv", False),  # the whole value must match
         ("data/*", "data/a\nb", False),  # wildcards never match control characters
+        ("data/**", "data/a\x85b", False),  # C1 ones included (NEL breaks a line)
         ("*.csv", "a.csv", True),
         ("*.csv", "dir/a.csv", False),
         ("report-?.txt", "report-1.txt", True),
