@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import posixpath
 import re
 import shlex
@@ -122,11 +123,15 @@ def _scalars(value: Any, depth: int = 0) -> Iterator[Any]:
 
 
 def _json_literal(text: str) -> tuple[bool, Any]:
+    """Whether ``text`` is a JSON number, boolean or null, and its value. NaN, Infinity and
+    numbers too large for a float are not: no argument can ever equal them (strict JSON)."""
     try:
         value = json.loads(text)
     except ValueError:
         return False, None
     if isinstance(value, (dict, list, str)):
+        return False, None
+    if isinstance(value, float) and not math.isfinite(value):
         return False, None
     return True, value
 
@@ -585,6 +590,8 @@ def make_rule(
     for argument, pattern in where.items():
         if isinstance(pattern, str):
             pairs.append((argument, pattern))
+        elif isinstance(pattern, float) and not math.isfinite(pattern):
+            raise RuleError(f"{argument}=: {pattern} can never be an argument's value")
         elif pattern is None or isinstance(pattern, (bool, int, float)):
             pairs.append((argument, json.dumps(pattern)))
         else:

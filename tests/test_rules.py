@@ -76,6 +76,14 @@ def test_literals_for_numbers_and_booleans_are_typed() -> None:
     assert not rule.matches("other_tool", {"overwrite": False, "size": 3})
 
 
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_number_pattern_no_argument_can_equal_is_refused(literal: str) -> None:
+    with pytest.raises(RuleError, match="not a string: write a JSON value"):
+        parse_rule(f"deny write_file size={literal}").check(write_file)
+    with pytest.raises(RuleError, match="can never be"):
+        RuleApprover().deny("write_file", size=float(literal))
+
+
 def test_parse_and_text_round_trip() -> None:
     rule = parse_rule('allow write_file path="my data/*" overwrite=true')
     assert rule.where == (("path", "my data/*"), ("overwrite", "true"))
