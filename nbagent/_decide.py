@@ -66,7 +66,7 @@ async def decide_call(
         decision = Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
         return _bound(decision, input_value, call, run_id, emit)
     if not needed:
-        denied = _forbidden(approver, call, input_value, run_id)
+        denied = await _forbidden(approver, call, input_value, run_id, rule_timeout)
         if denied is None:
             return None
         return _bound(denied, input_value, call, run_id, emit)
@@ -82,21 +82,29 @@ async def decide_call(
     )
     known = getattr(approver, "known_decision", None)
     if known is not None:
+        # Rules' predicates are user code: off the loop, bounded like a hook.
         try:
-            decision = known(request)
+            decision = await call_user(known, request, timeout=rule_timeout)
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except BaseException as exc:  # even KeyboardInterrupt: it denies this call only
             decision = _failed(exc)
         if decision is not None:  # e.g. "always allow": nobody needs to be asked
-            return _settle(
-                _as_decision(decision), input_value, call, run_id, checker, emit, approver
+            return await _settle(
+                _as_decision(decision),
+                input_value,
+                call,
+                run_id,
+                checker,
+                emit,
+                approver,
+                rule_timeout,
             )
     decision = await _ask(approver, request, timeout, emit, preview)
-    return _settle(decision, input_value, call, run_id, checker, emit, approver)
+    return await _settle(decision, input_value, call, run_id, checker, emit, approver, rule_timeout)
 
 
-def _settle(
+async def _settle(
     decision: Decision,
     proposed: Any,
     call: ToolCall,
@@ -104,6 +112,7 @@ def _settle(
     checker: Callable[[Any], Any] | None,
     emit: Callable[[AgentEvent], None],
     approver: Approver,
+    rule_timeout: float | None,
 ) -> Decided:
     """Check an edit, bind the decision to what will run, and say so in events."""
     if not decision.approved or decision.arguments is None:
@@ -119,7 +128,7 @@ def _settle(
         return _bound(refused, proposed, call, run_id, emit)
     if arguments_hash(edited) == arguments_hash(proposed):
         return _bound(replace(decision, arguments=None), proposed, call, run_id, emit)
-    denied = _forbidden(approver, call, edited, run_id)
+    denied = await _forbidden(approver, call, edited, run_id, rule_timeout)
     if denied is not None:  # a deny rule holds over what would run, whoever chose it
         return _bound(denied, proposed, call, run_id, emit)
     emit(ToolArgumentsChanged(call.id, "person", copy_json(edited), copy_json(proposed)))
@@ -154,15 +163,17 @@ async def _approval_needed(found: Tool, value: Any, timeout: float | None) -> bo
     return bool(verdict)
 
 
-def _forbidden(approver: Approver, call: ToolCall, arguments: Any, run_id: str) -> Decision | None:
-    """A denial the approver holds for every call (a deny rule), or None; one that fails
-    denies, saying why."""
+async def _forbidden(
+    approver: Approver, call: ToolCall, arguments: Any, run_id: str, timeout: float | None
+) -> Decision | None:
+    """A denial the approver holds for every call (a deny rule), or None; one that fails or
+    overruns ``timeout`` denies, saying why."""
     forbidden = getattr(approver, "forbidden", None)
     if forbidden is None:
         return None
     request = ApprovalRequest.for_call(call, copy_json(arguments), run_id=run_id)
     try:
-        decision = forbidden(request)
+        decision = await call_user(forbidden, request, timeout=timeout)
     except (asyncio.CancelledError, GeneratorExit):
         raise
     except BaseException as exc:
@@ -247,6 +258,10 @@ async def _ask(
 
 
 def _failed(exc: BaseException) -> Decision:
+    if isinstance(exc, UserCodeFailed):
+        if exc.raised is None:  # it overran its time: the message says so
+            return Decision(False, f"the approver failed: {exc}", by="error")
+        exc = exc.raised
     return Decision(False, f"the approver failed: {type(exc).__name__}: {exc}", by="error")
 
 

@@ -150,7 +150,8 @@ class ApprovalRule:
     """Allow or deny calls to ``tool``, all of them or those whose arguments match ``where``.
 
     ``where``: ``(argument, pattern)`` pairs, all of which must match (see the module docs).
-    ``when``: a predicate on the arguments, from Python (sync only; it must be quick). ``label``
+    ``when``: a predicate on the arguments, from Python (sync only; the loop runs the rules off
+    its thread, bounded by ``Agent.hook_timeout``: one that overruns denies the call). ``label``
     names the predicate in the rule's text.
     """
 

@@ -3,6 +3,8 @@ applies them before asking anyone."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -291,3 +293,33 @@ async def test_a_deny_rule_holds_over_a_persons_edit() -> None:
     results = agent.messages[-2].results  # type: ignore[union-attr]
     assert "deny write_file path=secrets/**" in results[0].text
     assert results[0].is_error
+
+
+async def test_a_predicate_that_hangs_denies_its_call_and_never_holds_the_loop() -> None:
+    release = threading.Event()
+
+    def stuck(arguments: Any) -> bool:
+        release.wait(10)
+        return True
+
+    approver = RuleApprover(fallback=AutoApprove())
+    approver.allow("write_file", when=stuck)
+    model = ScriptedModel([Turn(Call("write_file", {"path": "a"})), "done"])
+    agent = Agent(model, [write_file], approver=approver, hook_timeout=0.3)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        await asyncio.wait_for(agent.run("go"), 5)
+    finally:
+        release.set()
+        ticker.cancel()
+    assert ticks >= 5
+    results = agent.messages[-2].results  # type: ignore[union-attr]
+    assert results[0].is_error and "did not finish within 0.3 s" in results[0].text
