@@ -108,7 +108,9 @@ def image_part(image: bytes | PILImage, mime_type: str | None = None) -> ImagePa
         except ImageError:
             raise
         except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-            raise ImageError(f"image data does not decode: {exc}") from None
+            # Pillow names the buffer with its address: the message must read the same in
+            # every process (a replay compares tool results), so the address goes.
+            raise ImageError(f"image data does not decode: {_stable_text(str(exc))}") from None
     if hasattr(image, "size") and hasattr(image, "save"):
         width, height = image.size
         _refuse_bomb(width, height)

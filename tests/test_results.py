@@ -61,6 +61,14 @@ async def test_a_hand_built_image_that_does_not_decode_never_reaches_the_model()
     assert finished.status == "error"
 
 
+async def test_bytes_that_are_no_image_give_the_same_error_text_in_every_run() -> None:
+    first, _ = await result_of(b"plain text, not an image")
+    second, _ = await result_of(b"plain text, not an image")
+    assert first.is_error and "does not decode" in first.text
+    assert first.text == second.text  # a replay compares results: no memory address in it
+    assert " at 0x" not in first.text
+
+
 async def test_a_hand_built_valid_image_is_sent() -> None:
     data = png()
     part, _ = await result_of(ToolResult((ImagePart(data, "image/png", 8, 6),)))
