@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .content import ToolResult, error_result
+from .content import ToolResult, error_result, stable_text
 from .events import AbandonedCall, CallStatus
 from .tools import Tool, ToolCall, ToolContext
 
@@ -321,7 +321,7 @@ async def execute_tool(
             + ", which stops the whole run."
         )
         return Outcome(error_result(text), "error", _trace(raised), raised=raised)
-    message = f"{call.name} failed: {type(error).__name__}: {error}"
+    message = f"{call.name} failed: {type(error).__name__}: {stable_text(str(error))}"
     return Outcome(error_result(message, value=error), "error", _trace(error))
 
 
@@ -336,7 +336,7 @@ def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
             result = to_tool_result(value)
         result = validate_result(result)
     except Exception as exc:
-        message = f"{call.name} returned an unusable result: {exc}"
+        message = f"{call.name} returned an unusable result: {stable_text(str(exc))}"
         return Outcome(error_result(message), "error", _trace(exc))
     return Outcome(result, "error" if result.is_error else "done")
 

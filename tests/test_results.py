@@ -69,6 +69,17 @@ async def test_bytes_that_are_no_image_give_the_same_error_text_in_every_run() -
     assert " at 0x" not in first.text
 
 
+class _Thing:
+    pass
+
+
+async def test_an_error_naming_an_object_reads_the_same_in_every_run() -> None:
+    failing = ValueError(f"cannot use {_Thing()!r}")
+    first, _ = await result_of(failing)
+    assert first.is_error and "cannot use <tests.test_results._Thing object>" in first.text
+    assert " at 0x" not in first.text
+
+
 async def test_a_hand_built_valid_image_is_sent() -> None:
     data = png()
     part, _ = await result_of(ToolResult((ImagePart(data, "image/png", 8, 6),)))
