@@ -17,8 +17,10 @@ characters. On a number, boolean or null the pattern is a JSON literal that must
 So that "paths under ``data/``" cannot be walked out of, an *allow* pattern never matches a value
 with a ``..`` path segment (unless the pattern itself has one). A *deny* pattern is never
 narrower than written: it matches a path in every spelling (``data/../secrets/k``,
-``//secrets/k``, ``secrets\\k``, either Unicode normal form), its wildcards match control
-characters too, and it matches a string anywhere inside an array or object argument.
+``//secrets/k``, ``secrets\\k``, either Unicode normal form, absolute or relative to the working
+folder, ``~`` for home), its wildcards match control characters too, and it matches a string
+anywhere inside an array or object argument. Paths are read as text: symbolic links are not
+followed, and letter case counts.
 
 Deny rules win over allow rules and hold for every call to their tool: one that needs no
 approval, and one a person approved with edited arguments. A call no rule matches goes to the
@@ -34,6 +36,7 @@ import functools
 import inspect
 import json
 import math
+import os
 import posixpath
 import re
 import shlex
@@ -98,8 +101,9 @@ def _spellings(text: str) -> set[str]:
     """``text`` as written, in both Unicode normal forms, and each as a normalized path.
 
     A path has many spellings of one file: ``\\`` for ``/``, doubled slashes (``//secrets``),
-    ``.`` and ``..`` segments, a trailing slash, and composed or decomposed accents (one file on
-    macOS). A deny pattern that matches any spelling denies the call.
+    ``.`` and ``..`` segments, a trailing slash, composed or decomposed accents (one file on
+    macOS), ``~`` for the home folder, and an absolute or a relative path from the working
+    folder. A deny pattern that matches any spelling denies the call.
     """
     forms = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)}
     paths = set()
@@ -107,7 +111,26 @@ def _spellings(text: str) -> set[str]:
         if form:
             slashed = re.sub(r"/+", "/", form.replace("\\", "/"))
             paths.add(posixpath.normpath(slashed))
-    return forms | paths
+            if slashed.startswith("~"):  # a tool that expands ~ reads the home folder
+                paths.add(posixpath.normpath(os.path.expanduser(slashed).replace("\\", "/")))
+    return forms | paths | _from_here(paths)
+
+
+def _from_here(paths: set[str]) -> set[str]:
+    """The same paths spelled the other way round from the working folder (where tools run):
+    ``secrets/k`` also as ``/work/secrets/k``, and ``/work/secrets/k`` also as ``secrets/k``."""
+    try:
+        here = posixpath.normpath(os.getcwd().replace("\\", "/"))
+    except OSError:  # the working folder is gone: there is no other spelling
+        return set()
+    other = set()
+    for path in paths:
+        if path.startswith("/"):
+            if path == here or path.startswith(here.rstrip("/") + "/"):
+                other.add(posixpath.relpath(path, here))
+        elif path not in (".", "") and not path.startswith("~"):
+            other.add(posixpath.normpath(posixpath.join(here, path)))
+    return other
 
 
 def _scalars(value: Any, depth: int = 0) -> Iterator[Any]:

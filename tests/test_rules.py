@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,6 +252,26 @@ def test_a_deny_pattern_matches_every_spelling_of_a_path(pattern: str, value: st
     rule = ApprovalRule("deny", "write_file", (("path", pattern),))
     assert rule.matches("write_file", {"path": value})
     assert not rule.matches("write_file", {"path": "data/" + value})
+
+
+def test_a_deny_pattern_matches_absolute_relative_and_home_spellings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, home = tmp_path / "work", tmp_path / "home"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("HOME", str(home))
+    relative = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert relative.matches("write_file", {"path": f"{here}/secrets/k"})
+    assert relative.matches("write_file", {"path": f"{here}/data/../secrets/k"})
+    assert not relative.matches("write_file", {"path": f"{tmp_path}/secrets/k"})  # elsewhere
+    absolute = ApprovalRule("deny", "write_file", (("path", f"{here}/secrets/**"),))
+    assert absolute.matches("write_file", {"path": "secrets/k"})
+    assert not absolute.matches("write_file", {"path": "data/k"})
+    dotfiles = ApprovalRule("deny", "write_file", (("path", f"{home}/.ssh/**"),))
+    assert dotfiles.matches("write_file", {"path": "~/.ssh/id_rsa"})
+    allow = ApprovalRule("allow", "write_file", (("path", "data/*"),))
+    assert not allow.matches("write_file", {"path": f"{here}/data/a"})  # allow stays as written
 
 
 def test_a_deny_pattern_matches_inside_arrays_and_objects() -> None:
