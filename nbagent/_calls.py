@@ -119,6 +119,7 @@ async def run_valid_call(
         checker=checker,
         preview=_previewer(run, found, call, arguments) if found.preview is not None else None,
         schema=schema.schema if schema is not None else None,
+        rule_timeout=agent.hook_timeout,
     )
     if decided is not None:
         decision = decided.decision

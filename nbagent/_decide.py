@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._execution import ToolRaised, contained, copy_json
+from ._usercode import UserCodeFailed, call_user
 from .approval import ApprovalBinding, ApprovalRequest, Approver, Decision, arguments_hash
 from .errors import ArgumentsError
 from .events import AgentEvent, ApprovalRequested, ApprovalResolved, ToolArgumentsChanged
@@ -47,22 +48,28 @@ async def decide_call(
     checker: Callable[[Any], Any] | None = None,
     preview: Callable[[], Awaitable[None]] | None = None,
     schema: Mapping[str, Any] | None = None,
+    rule_timeout: float | None = None,
 ) -> Decided | None:
     """None when the call needs no approval; else the decision for exactly this call.
 
     The rule and the approver each get their own copy of the input. ``checker`` turns edited
     arguments into the ones that run (raising ArgumentsError to refuse them); ``preview``, when
     the tool has one, is started once a person is asked and cancelled once they answer.
+    ``rule_timeout`` bounds the tool's ``needs_approval`` function, which runs off the loop
+    (one that fails or takes too long denies the call).
     """
     try:
-        needed = await found.approval_needed(copy_json(input_value))
+        needed = await _approval_needed(found, copy_json(input_value), rule_timeout)
     except (asyncio.CancelledError, GeneratorExit):
         raise
     except BaseException as exc:  # a broken rule must not let the call through, nor stop the run
         decision = Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
         return _bound(decision, input_value, call, run_id, emit)
     if not needed:
-        return None
+        denied = await _forbidden(approver, call, input_value, run_id, rule_timeout)
+        if denied is None:
+            return None
+        return _bound(denied, input_value, call, run_id, emit)
     request = ApprovalRequest.for_call(
         call,
         copy_json(input_value),
@@ -75,25 +82,37 @@ async def decide_call(
     )
     known = getattr(approver, "known_decision", None)
     if known is not None:
+        # Rules' predicates are user code: off the loop, bounded like a hook.
         try:
-            decision = known(request)
+            decision = await call_user(known, request, timeout=rule_timeout)
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except BaseException as exc:  # even KeyboardInterrupt: it denies this call only
             decision = _failed(exc)
         if decision is not None:  # e.g. "always allow": nobody needs to be asked
-            return _settle(_as_decision(decision), input_value, call, run_id, checker, emit)
+            return await _settle(
+                _as_decision(decision),
+                input_value,
+                call,
+                run_id,
+                checker,
+                emit,
+                approver,
+                rule_timeout,
+            )
     decision = await _ask(approver, request, timeout, emit, preview)
-    return _settle(decision, input_value, call, run_id, checker, emit)
+    return await _settle(decision, input_value, call, run_id, checker, emit, approver, rule_timeout)
 
 
-def _settle(
+async def _settle(
     decision: Decision,
     proposed: Any,
     call: ToolCall,
     run_id: str,
     checker: Callable[[Any], Any] | None,
     emit: Callable[[AgentEvent], None],
+    approver: Approver,
+    rule_timeout: float | None,
 ) -> Decided:
     """Check an edit, bind the decision to what will run, and say so in events."""
     if not decision.approved or decision.arguments is None:
@@ -109,9 +128,59 @@ def _settle(
         return _bound(refused, proposed, call, run_id, emit)
     if arguments_hash(edited) == arguments_hash(proposed):
         return _bound(replace(decision, arguments=None), proposed, call, run_id, emit)
+    denied = await _forbidden(approver, call, edited, run_id, rule_timeout)
+    if denied is not None:  # a deny rule holds over what would run, whoever chose it
+        return _bound(denied, proposed, call, run_id, emit)
     emit(ToolArgumentsChanged(call.id, "person", copy_json(edited), copy_json(proposed)))
     decided = _bound(replace(decision, arguments=copy_json(edited)), edited, call, run_id, emit)
     return Decided(decided.decision, edited, edited=True)
+
+
+class _Verdict:
+    """What a sync ``needs_approval`` returned, carried out of its thread as it is (it may be
+    an awaitable, to be awaited on the loop)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+async def _approval_needed(found: Tool, value: Any, timeout: float | None) -> bool:
+    """``found.needs_approval`` for ``value``: a sync function runs on a thread of its own and
+    an async one as a task, both bounded by ``timeout`` (user code must not hold the loop)."""
+    rule = found.needs_approval
+    if isinstance(rule, bool):
+        return rule
+    if inspect.iscoroutinefunction(rule):
+        return bool(await call_user(rule, value, timeout=timeout))
+    boxed = await call_user(lambda v: _Verdict(rule(v)), value, timeout=timeout)
+    verdict = boxed.value
+    if inspect.isawaitable(verdict):
+        try:
+            verdict = await asyncio.wait_for(asyncio.ensure_future(verdict), timeout)
+        except asyncio.TimeoutError:
+            assert timeout is not None
+            raise UserCodeFailed(f"it did not finish within {timeout:g} s") from None
+    return bool(verdict)
+
+
+async def _forbidden(
+    approver: Approver, call: ToolCall, arguments: Any, run_id: str, timeout: float | None
+) -> Decision | None:
+    """A denial the approver holds for every call (a deny rule), or None; one that fails or
+    overruns ``timeout`` denies, saying why."""
+    forbidden = getattr(approver, "forbidden", None)
+    if forbidden is None:
+        return None
+    request = ApprovalRequest.for_call(call, copy_json(arguments), run_id=run_id)
+    try:
+        decision = await call_user(forbidden, request, timeout=timeout)
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:
+        return _failed(exc)
+    if decision is None or (isinstance(decision, Decision) and decision.approved):
+        return None  # only a denial is read here
+    return _as_decision(decision)
 
 
 def _bound(
@@ -189,6 +258,10 @@ async def _ask(
 
 
 def _failed(exc: BaseException) -> Decision:
+    if isinstance(exc, UserCodeFailed):
+        if exc.raised is None:  # it overran its time: the message says so
+            return Decision(False, f"the approver failed: {exc}", by="error")
+        exc = exc.raised
     return Decision(False, f"the approver failed: {type(exc).__name__}: {exc}", by="error")
 
 

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .content import ToolResult, error_result
+from .content import ToolResult, error_result, stable_text
 from .events import AbandonedCall, CallStatus
 from .tools import Tool, ToolCall, ToolContext
 
@@ -39,6 +39,7 @@ __all__ = [
     "contained",
     "copy_json",
     "execute_tool",
+    "on_thread",
 ]
 
 log = logging.getLogger("nbagent")
@@ -141,14 +142,26 @@ class _Progress:
 
 
 def _start(
-    execute: Callable[[ToolContext], Any], context: ToolContext, handle: AbandonedCall
-) -> asyncio.Future[Any]:
-    """Start the function; the future settles when it ends (its BaseExceptions wrapped)."""
+    execute: Callable[[ToolContext], Any],
+    context: ToolContext,
+    handle: AbandonedCall,
+    convert: Callable[[Any], Outcome],
+) -> asyncio.Future[Outcome]:
+    """Start the function; the future settles with ``convert(value)`` when it ends (its
+    BaseExceptions wrapped).
+
+    The conversion runs user code too (``__str__``, ``to_markdown``, ``to_model_output``,
+    ``savefig``, image decoding), so it runs off the loop and inside the call's timeout: on the
+    tool's own thread, or on a thread of its own after an async tool returned.
+    """
     loop = asyncio.get_running_loop()
     if inspect.iscoroutinefunction(execute):
-        task = asyncio.ensure_future(
-            contained(execute(context), cancel_requested=context.cancelled)
-        )
+
+        async def whole() -> Outcome:
+            value = await execute(context)
+            return await on_thread(convert, value, context.call.name)
+
+        task = asyncio.ensure_future(contained(whole(), cancel_requested=context.cancelled))
         task.add_done_callback(_ended(handle))
         return task
     future: asyncio.Future[Any] = loop.create_future()
@@ -163,7 +176,7 @@ def _start(
 
     def target() -> None:
         try:
-            outcome: tuple[bool, Any] = (True, run(execute, context))
+            outcome: tuple[bool, Any] = (True, convert(run(execute, context)))
         except Exception as exc:
             outcome = (False, exc)
         except BaseException as exc:  # KeyboardInterrupt, SystemExit …: never as they are
@@ -177,6 +190,38 @@ def _start(
     run = contextvars.copy_context().run
     name = f"nbagent-tool-{context.call.name}"[:64]
     threading.Thread(target=target, name=name, daemon=True).start()
+    return future
+
+
+def on_thread(convert: Callable[[Any], T], value: Any, name: str) -> asyncio.Future[T]:
+    """``convert(value)`` on a daemon thread of its own (user code, e.g. turning a returned
+    value into text, must not hold the loop); its BaseExceptions arrive wrapped."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, payload: Any) -> None:
+        if not future.done():
+            if ok:
+                future.set_result(payload)
+            else:
+                future.set_exception(payload)
+
+    def target() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, convert(value))
+        except Exception as exc:
+            outcome = (False, exc)
+        except BaseException as exc:
+            outcome = (False, ToolRaised(exc))
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is closed: nobody waits for this result any more
+            pass
+
+    run = contextvars.copy_context().run
+    threading.Thread(
+        target=run, args=(target,), name=f"nbagent-result-{name}"[:64], daemon=True
+    ).start()
     return future
 
 
@@ -236,7 +281,7 @@ async def execute_tool(
     context = ToolContext(call, input_value, found, progress)
     handle = AbandonedCall(call.id, call.name)
     is_task = inspect.iscoroutinefunction(execute)
-    work = _start(execute, context, handle)
+    work = _start(execute, context, handle, lambda value: _converted(found, call, value))
     try:
         done, _ = await asyncio.wait({work}, timeout=timeout)
     except asyncio.CancelledError:
@@ -261,7 +306,7 @@ async def execute_tool(
         return Outcome(error_result(f"{call.name} was cancelled."), "cancelled")
     error = work.exception()
     if error is None:
-        return _converted(found, call, work.result())
+        return work.result()
     if isinstance(error, ToolRaised):
         raised = error.raised
         if isinstance(raised, asyncio.CancelledError):
@@ -276,7 +321,7 @@ async def execute_tool(
             + ", which stops the whole run."
         )
         return Outcome(error_result(text), "error", _trace(raised), raised=raised)
-    message = f"{call.name} failed: {type(error).__name__}: {error}"
+    message = f"{call.name} failed: {type(error).__name__}: {stable_text(str(error))}"
     return Outcome(error_result(message, value=error), "error", _trace(error))
 
 
@@ -291,7 +336,7 @@ def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
             result = to_tool_result(value)
         result = validate_result(result)
     except Exception as exc:
-        message = f"{call.name} returned an unusable result: {exc}"
+        message = f"{call.name} returned an unusable result: {stable_text(str(exc))}"
         return Outcome(error_result(message), "error", _trace(exc))
     return Outcome(result, "error" if result.is_error else "done")
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._execution import ToolRaised, contained
+from ._execution import ToolRaised, contained, on_thread
 
 __all__ = ["UserCodeFailed", "call_user", "describe"]
 
@@ -51,7 +51,8 @@ async def call_user(
     after: Callable[[Any], Any] | None = None,
 ) -> Any:
     """``fn(*args)`` (awaited if it returns an awaitable), then ``after(value)`` on the same
-    thread (for slow conversions, e.g. rendering a figure). Raises :class:`UserCodeFailed`."""
+    thread, or on a thread of its own after an async ``fn`` (for slow conversions, e.g.
+    rendering a figure; never on the loop). Raises :class:`UserCodeFailed`."""
     loop = asyncio.get_running_loop()
     stopping = False
 
@@ -62,7 +63,7 @@ async def call_user(
 
         async def run_async() -> Any:
             value = await fn(*args)
-            return after(value) if after is not None else value
+            return await on_thread(after, value, describe(fn)) if after is not None else value
 
         work: asyncio.Future[Any] = asyncio.ensure_future(
             contained(run_async(), cancel_requested=cancel_requested)

@@ -42,7 +42,8 @@ class Agent:
 
     ``before_tool`` / ``after_tool`` hooks (see :mod:`nbagent.hooks`; add more later with the
     decorators :meth:`before_tool` and :meth:`after_tool`) may veto a call, rewrite its
-    arguments, or rewrite the result the model reads; each gets ``hook_timeout`` seconds. A
+    arguments, or rewrite the result the model reads; each gets ``hook_timeout`` seconds, and
+    so does a tool's ``needs_approval`` function (one that fails or overruns denies the call). A
     tool's preview gets ``preview_timeout`` seconds. When the model's provider has rules for
     tool schemas (OpenAI, Anthropic), a tool it would reject is reported at once as a
     :class:`~nbagent.providers.ToolSchemaWarning`, not at the first request.

@@ -168,6 +168,8 @@ class Approver(Protocol):
 
 # An approver may also define ``known_decision(request) -> Decision | None``: a decision it can
 # give without asking anyone (an "always allow" rule). The loop then skips ApprovalRequested.
+# And ``forbidden(request) -> Decision | None``: a denial that holds for every call, also one
+# that needs no approval and one a person approved with edited arguments (a deny rule).
 
 
 class AutoApprove:
@@ -272,7 +274,9 @@ class InteractiveApprover:
     """
 
     def __init__(self, *, remember_always: bool = True) -> None:
-        self._pending: dict[str, _Pending] = {}
+        # By call id, oldest first: calls of two runs may share an id (offline and scripted
+        # models number their calls alike), and each must wait for its own decision.
+        self._pending: dict[str, list[_Pending]] = {}
         self._lock = threading.Lock()
         self.remember_always = remember_always
         self.always_allowed: set[str] = set()
@@ -292,28 +296,38 @@ class InteractiveApprover:
         loop = asyncio.get_running_loop()
         pending = _Pending(request, loop.create_future(), loop)
         with self._lock:
-            self._pending[request.call.id] = pending
+            self._pending.setdefault(request.call.id, []).append(pending)
         try:
             return await pending.future
         finally:
             with self._lock:
                 pending.done = True
-                self._pending.pop(request.call.id, None)
+                waiting = [p for p in self._pending.get(request.call.id, ()) if p is not pending]
+                if waiting:
+                    self._pending[request.call.id] = waiting
+                else:
+                    self._pending.pop(request.call.id, None)
 
     def pending(self) -> list[ApprovalRequest]:
         """Requests still waiting for a decision."""
         with self._lock:
-            return [p.request for p in self._pending.values() if not p.done]
+            return [p.request for same in self._pending.values() for p in same if not p.done]
 
     def resolve(self, call_id: str, decision: Decision, *, fingerprint: str | None = None) -> bool:
-        """Settle the pending request for ``call_id``; False if there is none (or it was settled,
-        or ``fingerprint`` does not match the call the person saw, or the edited arguments do not
-        fit the tool: :meth:`ApprovalRequest.check_arguments` says why)."""
+        """Settle the pending request for ``call_id`` (the one ``fingerprint`` names, when calls
+        of several runs share the id; else the oldest); False if there is none (or it was
+        settled, or ``fingerprint`` matches no call waiting, or the edited arguments do not fit
+        the tool: :meth:`ApprovalRequest.check_arguments` says why)."""
         with self._lock:
-            pending = self._pending.get(call_id)
-            if pending is None or pending.done:
-                return False
-            if fingerprint is not None and fingerprint != pending.request.fingerprint:
+            pending = next(
+                (
+                    p
+                    for p in self._pending.get(call_id, ())
+                    if not p.done and fingerprint in (None, p.request.fingerprint)
+                ),
+                None,
+            )
+            if pending is None:
                 return False
             if decision.approved and decision.arguments is not None:
                 try:

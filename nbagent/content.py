@@ -108,7 +108,9 @@ def image_part(image: bytes | PILImage, mime_type: str | None = None) -> ImagePa
         except ImageError:
             raise
         except (Image.DecompressionBombError, OSError, SyntaxError, ValueError) as exc:
-            raise ImageError(f"image data does not decode: {exc}") from None
+            # Pillow names the buffer with its address: the message must read the same in
+            # every process (a replay compares tool results), so the address goes.
+            raise ImageError(f"image data does not decode: {stable_text(str(exc))}") from None
     if hasattr(image, "size") and hasattr(image, "save"):
         width, height = image.size
         _refuse_bomb(width, height)
@@ -296,7 +298,7 @@ def to_tool_result(value: Any) -> ToolResult:
     try:
         text = json.dumps(_plain(value, 0, set()), ensure_ascii=False)
     except (TypeError, ValueError):
-        text = _stable_text(repr(value))
+        text = stable_text(repr(value))
     return ToolResult((TextPart(text),), value=value)
 
 
@@ -304,7 +306,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _PLAIN_DEPTH = 100
 
 
-def _stable_text(text: str) -> str:
+def stable_text(text: str) -> str:
     """``str()`` of an object without the memory address default reprs carry (differs per run)."""
     return _ADDRESS.sub("", text)
 
@@ -336,7 +338,7 @@ def _plain(value: Any, depth: int, path: set[int]) -> Any:
                 return sorted(items)
             except TypeError:
                 return sorted(items, key=_json_text)
-        return _stable_text(str(value))
+        return stable_text(str(value))
     finally:
         path.discard(id(value))
 
@@ -348,4 +350,4 @@ def _json_text(value: Any) -> str:
 def _key(key: Any) -> str:
     if isinstance(key, frozenset):
         return json.dumps(_plain(key, 0, set()), ensure_ascii=False)
-    return _stable_text(str(key))
+    return stable_text(str(key))

@@ -326,7 +326,26 @@ class Answer:
         self.usage = Usage()
 
     def add(self, event: StreamEvent) -> StreamEvent:
-        """Fold one event into the answer; return it with its call id made unique if needed."""
+        """Fold one event into the answer; return it with its call id made unique if needed.
+
+        An ending is final and the worst one wins: a finish after an error, or a normal finish
+        after a length stop, never makes the answer complete, and anything after a finish
+        (text, a call) fails it. Its calls are then never executed.
+        """
+        if self.status != "streaming" and not isinstance(event, (StreamRetry, StreamError)):
+            if isinstance(event, Finish):
+                if (
+                    event.reason not in ("stop", "tool_calls", "pause")
+                    and self.status == "complete"
+                ):
+                    self.finish, self.usage = event, event.usage
+                    self.status = "length" if event.reason == "length" else "failed"
+                return event
+            if self.status != "failed":
+                from .errors import StreamError as StreamBroken
+
+                self.status = "failed"
+                self.error = StreamBroken("the response went on after it had ended")
         if isinstance(event, ToolInputDelta):
             new = self._ids.follow(event.call_id)
             return event if new == event.call_id else ToolInputDelta(new, event.delta)

@@ -15,10 +15,16 @@ characters. On a number, boolean or null the pattern is a JSON literal that must
 (``true`` is not ``1``).
 
 So that "paths under ``data/``" cannot be walked out of, an *allow* pattern never matches a value
-with a ``..`` path segment (unless the pattern itself has one). A *deny* pattern matches a path
-as written and as normalized (``data/../secrets/k`` is denied by ``secrets/**``).
+with a ``..`` path segment (unless the pattern itself has one). A *deny* pattern is never
+narrower than written: it matches a path in every spelling (``data/../secrets/k``,
+``//secrets/k``, ``secrets\\k``, either Unicode normal form, absolute or relative to the working
+folder, ``~`` for home), its wildcards match control characters too, and it matches a string
+anywhere inside an array or object argument. Paths are read as text: symbolic links are not
+followed, and letter case counts.
 
-Deny rules win over allow rules; a call no rule matches goes to the approver behind the rules
+Deny rules win over allow rules and hold for every call to their tool: one that needs no
+approval, and one a person approved with edited arguments. A call no rule matches goes to the
+approver behind the rules
 (a person, or a policy). A rule from Python may add a predicate (``when=``); one that raises
 denies the call, saying why. Rules are checked against the tool's schema when they are made
 (:meth:`ApprovalRule.check`): an unknown argument, or one a pattern cannot test, is an error.
@@ -29,10 +35,13 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
+import os
 import posixpath
 import re
 import shlex
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -63,32 +72,89 @@ class RuleError(NbagentError, ValueError):
 
 
 @functools.lru_cache(maxsize=1024)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """The glob as an anchored regex (see the module docs for the syntax)."""
+def _glob_regex(pattern: str, control: bool = False) -> re.Pattern[str]:
+    """The glob as an anchored regex (see the module docs for the syntax).
+
+    ``control``: wildcards match control characters too (for deny patterns, which must never
+    be narrower than written: ``secrets/**`` denies ``secrets/a<TAB>b``).
+    """
+    banned = "" if control else r"\x00-\x1f\x7f-\x9f"  # C0, DEL and C1 (NEL is a line break)
     out: list[str] = []
     index = 0
     while index < len(pattern):
         char = pattern[index]
         if pattern.startswith("**", index):
-            out.append(r"[^\x00-\x1f\x7f]*")
+            out.append(f"[^{banned}]*" if banned else ".*")
             index += 2
             continue
         if char == "*":
-            out.append(r"[^/\\\x00-\x1f\x7f]*")
+            out.append(rf"[^/\\{banned}]*")
         elif char == "?":
-            out.append(r"[^/\\\x00-\x1f\x7f]")
+            out.append(rf"[^/\\{banned}]")
         else:
             out.append(re.escape(char))
         index += 1
     return re.compile("".join(out), re.DOTALL)
 
 
+def _spellings(text: str) -> set[str]:
+    """``text`` as written, in both Unicode normal forms, and each as a normalized path.
+
+    A path has many spellings of one file: ``\\`` for ``/``, doubled slashes (``//secrets``),
+    ``.`` and ``..`` segments, a trailing slash, composed or decomposed accents (one file on
+    macOS), ``~`` for the home folder, and an absolute or a relative path from the working
+    folder. A deny pattern that matches any spelling denies the call.
+    """
+    forms = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)}
+    paths = set()
+    for form in forms:
+        if form:
+            slashed = re.sub(r"/+", "/", form.replace("\\", "/"))
+            paths.add(posixpath.normpath(slashed))
+            if slashed.startswith("~"):  # a tool that expands ~ reads the home folder
+                paths.add(posixpath.normpath(os.path.expanduser(slashed).replace("\\", "/")))
+    return forms | paths | _from_here(paths)
+
+
+def _from_here(paths: set[str]) -> set[str]:
+    """The same paths spelled the other way round from the working folder (where tools run):
+    ``secrets/k`` also as ``/work/secrets/k``, and ``/work/secrets/k`` also as ``secrets/k``."""
+    try:
+        here = posixpath.normpath(os.getcwd().replace("\\", "/"))
+    except OSError:  # the working folder is gone: there is no other spelling
+        return set()
+    other = set()
+    for path in paths:
+        if path.startswith("/"):
+            if path == here or path.startswith(here.rstrip("/") + "/"):
+                other.add(posixpath.relpath(path, here))
+        elif path not in (".", "") and not path.startswith("~"):
+            other.add(posixpath.normpath(posixpath.join(here, path)))
+    return other
+
+
+def _scalars(value: Any, depth: int = 0) -> Iterator[Any]:
+    """The strings, numbers, booleans and nulls inside ``value`` (arrays and objects opened)."""
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        if depth < 64:
+            for item in value:
+                yield from _scalars(item, depth + 1)
+        return
+    yield value
+
+
 def _json_literal(text: str) -> tuple[bool, Any]:
+    """Whether ``text`` is a JSON number, boolean or null, and its value. NaN, Infinity and
+    numbers too large for a float are not: no argument can ever equal them (strict JSON)."""
     try:
         value = json.loads(text)
     except ValueError:
         return False, None
     if isinstance(value, (dict, list, str)):
+        return False, None
+    if isinstance(value, float) and not math.isfinite(value):
         return False, None
     return True, value
 
@@ -107,7 +173,8 @@ class ApprovalRule:
     """Allow or deny calls to ``tool``, all of them or those whose arguments match ``where``.
 
     ``where``: ``(argument, pattern)`` pairs, all of which must match (see the module docs).
-    ``when``: a predicate on the arguments, from Python (sync only; it must be quick). ``label``
+    ``when``: a predicate on the arguments, from Python (sync only; the loop runs the rules off
+    its thread, bounded by ``Agent.hook_timeout``: one that overruns denies the call). ``label``
     names the predicate in the rule's text.
     """
 
@@ -208,16 +275,25 @@ class ApprovalRule:
         return True
 
     def _value_matches(self, pattern: str, value: Any) -> bool:
+        if self.effect == "deny":
+            return any(self._denies(pattern, item) for item in _scalars(value))
         if isinstance(value, str):
             regex = _glob_regex(pattern)
-            if self.effect == "deny":
-                normal = posixpath.normpath(value.replace("\\", "/")) if value else value
-                return bool(regex.fullmatch(value) or regex.fullmatch(normal))
             if _DOTDOT.search(value) and not _DOTDOT.search(pattern):
                 return False  # "under data/" never reaches out of data/
             return bool(regex.fullmatch(value))
         if isinstance(value, (dict, list)):
             return False
+        literal, expected = _json_literal(pattern)
+        return literal and _same_literal(expected, value)
+
+    @staticmethod
+    def _denies(pattern: str, value: Any) -> bool:
+        """Whether a deny pattern matches one scalar, in any spelling of it (never narrower
+        than written: a path is denied however it is spelled, wherever it sits in an array)."""
+        if isinstance(value, str):
+            regexes = {_glob_regex(form, True) for form in _spellings(pattern) - {""} or {""}}
+            return any(r.fullmatch(form) for r in regexes for form in _spellings(value) | {value})
         literal, expected = _json_literal(pattern)
         return literal and _same_literal(expected, value)
 
@@ -411,8 +487,15 @@ class RuleSet:
         Deny rules are consulted first. A rule whose predicate raises denies the call, naming
         the rule and the error: a broken check never lets a call through.
         """
+        return self._first(tool, arguments, ("deny", "allow"))
+
+    def denial(self, tool: str, arguments: Any) -> Decision | None:
+        """The denial a deny rule makes for this call, or None (allow rules are not read)."""
+        return self._first(tool, arguments, ("deny",))
+
+    def _first(self, tool: str, arguments: Any, effects: tuple[Effect, ...]) -> Decision | None:
         rules = [rule for rule in self if rule.tool == tool]
-        for effect in ("deny", "allow"):
+        for effect in effects:
             for rule in rules:
                 if rule.effect != effect:
                     continue
@@ -491,6 +574,18 @@ class RuleApprover:
         known = getattr(self.fallback, "known_decision", None)
         return known(request) if known is not None else None
 
+    def forbidden(self, request: ApprovalRequest) -> Decision | None:
+        """The denial a deny rule (here or in the fallback) makes for this call, or None.
+
+        The loop reads it for every call, also those that need no approval and those a person
+        approved with edited arguments: ``deny TOOL`` means every call to TOOL.
+        """
+        denied = self.rules.denial(request.tool_name, request.input)
+        if denied is not None:
+            return denied
+        deeper = getattr(self.fallback, "forbidden", None)
+        return deeper(request) if deeper is not None else None
+
     async def decide(self, request: ApprovalRequest) -> Decision:
         known = self.known_decision(request)
         if known is not None:
@@ -519,6 +614,8 @@ def make_rule(
     for argument, pattern in where.items():
         if isinstance(pattern, str):
             pairs.append((argument, pattern))
+        elif isinstance(pattern, float) and not math.isfinite(pattern):
+            raise RuleError(f"{argument}=: {pattern} can never be an argument's value")
         elif pattern is None or isinstance(pattern, (bool, int, float)):
             pairs.append((argument, json.dumps(pattern)))
         else:

@@ -19,10 +19,11 @@ from nbagent import (
     ScriptedApprover,
     Tool,
     ToolContext,
+    errors,
     text_result,
 )
 from nbagent.content import error_result
-from nbagent.errors import RunInProgressError
+from nbagent.errors import RunFailedError, RunInProgressError
 from nbagent.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -33,7 +34,15 @@ from nbagent.events import (
     ToolProgress,
     ToolStarted,
 )
-from nbagent.generation import Answer, Finish, NamedToolChoice, Options, TextDelta, ToolCallReceived
+from nbagent.generation import (
+    Answer,
+    Finish,
+    NamedToolChoice,
+    Options,
+    StreamError,
+    TextDelta,
+    ToolCallReceived,
+)
 from nbagent.messages import AssistantMessage, ToolMessage
 from nbagent.models import Call, Fail, FunctionModel, Pause, ScriptedModel, Text, Turn
 from nbagent.tools import ToolCall
@@ -297,6 +306,38 @@ def test_answer_refuses_calls_unless_finished() -> None:
     good.add(ToolCallReceived(ToolCall("1", "t", "{}")))
     good.add(Finish("tool_calls"))
     assert [c.id for c in good.tool_calls()] == ["1"]
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        [StreamError(errors.StreamError("broke")), Finish("stop")],  # an error is final
+        [Finish("length"), Finish("stop")],  # a length stop is not undone
+        [Finish("stop"), Finish("length")],  # the worst ending wins
+        [Finish("stop"), ToolCallReceived(ToolCall("2", "t", "{}"))],  # nothing after the end
+        [Finish("tool_calls"), TextDelta("more")],
+    ],
+)
+async def test_an_answer_that_ended_badly_or_went_on_after_its_end_runs_no_call(
+    ending: list[Any],
+) -> None:
+    ran: list[str] = []
+
+    def run(ctx: ToolContext) -> str:
+        ran.append(ctx.call.id)
+        return "ran"
+
+    turns = iter([[ToolCallReceived(ToolCall("1", "t", "{}")), *ending]])
+
+    async def decide(request: Any) -> Any:
+        for event in next(turns, [TextDelta("done"), Finish("stop")]):
+            yield event
+
+    agent = Agent(FunctionModel(decide), [Tool(name="t", input_schema={}, execute=run)])
+    with contextlib.suppress(RunFailedError):
+        await agent.run("go")
+    assert ran == []
+    assert_history_valid(agent.messages)
 
 
 # --- rule 10: approval -----------------------------------------------------------------

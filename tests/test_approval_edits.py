@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -245,3 +246,100 @@ async def test_the_tool_reads_a_copy_the_editor_cannot_change() -> None:
     agent = Agent(one_call(), [slow], approver=ScriptedApprover([approve(arguments=edit)]))
     await agent.run("go")
     assert seen == [{"table": "t", "where": "w"}]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async", "sync returning an awaitable"])
+async def test_a_needs_approval_function_that_hangs_denies_its_call_and_never_holds_the_loop(
+    kind: str,
+) -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    def stuck(arguments: Any) -> bool:
+        release.wait(10)
+        return False
+
+    async def stuck_async(arguments: Any) -> bool:
+        await asyncio.sleep(10)
+        return False
+
+    rule: Any = {
+        "sync": stuck,
+        "async": stuck_async,
+        "sync returning an awaitable": lambda arguments: stuck_async(arguments),
+    }[kind]
+    tool = Tool(
+        name="t",
+        input_schema={"type": "object"},
+        execute=lambda ctx: ran.append("t") or "ran",
+        needs_approval=rule,
+    )
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    model = ScriptedModel([Turn(Call("t", {})), "ok"])
+    agent = Agent(model, [tool], approver=ScriptedApprover([approve()]), hook_timeout=0.3)
+    try:
+        await asyncio.wait_for(agent.run("go"), 5)
+    finally:
+        release.set()
+        ticker.cancel()
+    assert ran == []
+    assert ticks >= 5  # the loop kept running while the function was stuck
+    assert_history_valid(agent.messages)
+    [message] = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert message.results[0].is_error and "did not finish within 0.3 s" in message.results[0].text
+
+
+async def test_a_needs_approval_function_still_decides_sync_async_or_awaitable() -> None:
+    async def later(arguments: Any) -> bool:
+        return bool(arguments.get("risky"))
+
+    for rule in (lambda a: bool(a.get("risky")), later, lambda a: later(a)):
+        tool = Tool(
+            name="t",
+            input_schema={"type": "object"},
+            execute=lambda ctx: "ran",
+            needs_approval=rule,
+        )
+        model = ScriptedModel([Turn(Call("t", {"risky": False}), Call("t", {"risky": True})), "ok"])
+        asked = ScriptedApprover([Decision(False, "no")])
+        agent = Agent(model, [tool], approver=asked)
+        await agent.run("go")
+        assert [r.input for r in asked.requests] == [{"risky": True}]
+
+
+async def test_two_runs_whose_calls_share_an_id_each_wait_for_their_own_decision() -> None:
+    @tool(needs_approval=True)
+    def act(x: str) -> str:
+        """Act."""
+        return f"did {x}"
+
+    approver = InteractiveApprover()
+    agents = [
+        Agent(ScriptedModel([Turn(Call("act", {"x": x}, id="c1")), "ok"]), [act], approver=approver)
+        for x in ("a", "b")
+    ]
+    runs = [agent.start(x) for agent, x in zip(agents, "ab", strict=True)]
+    for _ in range(100):
+        if len(approver.pending()) == 2:
+            break
+        await asyncio.sleep(0.01)
+    waiting = approver.pending()
+    assert sorted(r.input["x"] for r in waiting) == ["a", "b"]
+    first, second = waiting
+    assert approver.resolve("c1", Decision(True), fingerprint=second.fingerprint)
+    assert approver.resolve("c1", Decision(False, "no"), fingerprint=first.fingerprint)
+    assert not approver.resolve("c1", Decision(True))  # nothing left to decide
+    results = await asyncio.wait_for(asyncio.gather(*(run.result() for run in runs)), 5)
+    for agent in agents:
+        assert_history_valid(agent.messages)
+    texts = {r.messages[2].results[0].text for r in results}  # type: ignore[union-attr]
+    assert f"did {second.input['x']}" in texts
+    assert any("denied" in t for t in texts)

@@ -278,6 +278,21 @@ def test_a_bad_output_schema_fails_before_any_run() -> None:
     assert "pass a JSON Schema as output=" in str(caught.value)
 
 
+@pytest.mark.parametrize("name", [0, "my.q", "a}b", "{q}"])
+def test_a_series_without_a_template_runs_its_values_whatever_its_name(name: Any) -> None:
+    batch = Batch(Agent(grading_model(), [grade]), pd.Series(["4|4", "2|3"], name=name))
+    assert [item.prompt for item in batch.items] == ["4|4", "2|3"]
+
+
+def test_a_template_field_is_a_whole_column_name_digits_and_dots_included() -> None:
+    frame = pd.DataFrame([["4", "4"], ["2", "3"]])  # as read from a CSV without a header
+    batch = Batch(Agent(grading_model(), [grade]), frame, "{0}|{1}")
+    assert [item.prompt for item in batch.items] == ["4|4", "2|3"]
+    dotted = pd.DataFrame({"q": ["4", "2"], "q.1": ["4", "3"]})  # pandas' name for a repeat
+    batch = Batch(Agent(grading_model(), [grade]), dotted, "{q}|{q.1}")
+    assert [item.prompt for item in batch.items] == ["4|4", "2|3"]
+
+
 def test_a_template_naming_a_missing_column_fails_at_once_naming_the_columns() -> None:
     agent = Agent(grading_model(), [grade])
     with pytest.raises(BatchInputError) as caught:
@@ -289,9 +304,9 @@ def test_a_template_naming_a_missing_column_fails_at_once_naming_the_columns() -
         Batch(agent, table())
     with pytest.raises(BatchInputError, match="names no column"):
         Batch(agent, table(), "Grade this")
-    with pytest.raises(BatchInputError, match="positional"):
+    with pytest.raises(BatchInputError, match="empty field"):
         Batch(agent, table(), "Grade {}")
-    with pytest.raises(BatchInputError, match="only name a column"):
+    with pytest.raises(BatchInputError, match="names a whole column"):
         Batch(agent, table(), "Grade {answer.upper}")
     with pytest.raises(BatchInputError, match="not one string"):
         Batch(agent, "4|4")

@@ -119,6 +119,34 @@ async def test_a_line_cut_short_by_a_crash_is_skipped_and_said(tmp_path: Path) -
     assert len(load_checkpoint(path).rows) == 3
 
 
+async def test_hand_edited_lines_are_damaged_lines_and_those_rows_run_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "edited.jsonl"
+    await Agent(Counting().model()).map(frame(3), "ask {q}", checkpoint=path, progress=None)
+    header, first, second, third = path.read_text().splitlines()
+    row = json.loads(second)
+    edited = [
+        header,
+        first,
+        json.dumps({**row, "messages": {"not": "a list"}, "stop_reason": "finished"}),
+        "[1, 2]",
+        '"a string"',
+        "[" * 100_000 + "]" * 100_000,
+        json.dumps({**json.loads(third), "status": "bogus"}),
+    ]
+    path.write_text("\n".join(edited) + "\n")
+    again = Counting()
+    with pytest.warns(UserWarning, match="5 damaged line"):
+        out = await Agent(again.model()).map(frame(3), "ask {q}", checkpoint=path, progress=None)
+    assert again.prompts == ["ask q1", "ask q2"]
+    assert (out["status"] == "done").all()
+    for version in ('"abc"', "{}", "true"):
+        path.write_text(f'{{"format": "nbagent-batch", "version": {version}}}\n')
+        with pytest.raises(BatchInputError, match="no valid format version"):
+            Batch(Agent(Counting().model()), frame(2), "ask {q}", checkpoint=path)
+
+
 def test_a_file_that_is_not_a_checkpoint_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.jsonl"
     path.write_text('{"hello": "world"}\n')

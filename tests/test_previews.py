@@ -175,3 +175,50 @@ def test_a_preview_must_be_a_function() -> None:
         @tool(preview="the rows")  # type: ignore[arg-type]
         def nope() -> None:
             """Nothing."""
+
+
+class _SlowText:
+    """What an async preview returns: turning it into text blocks until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __str__(self) -> str:
+        self.release.wait(10)
+        return "slow"
+
+    __repr__ = __str__
+
+
+async def test_turning_an_async_previews_value_into_text_never_blocks_the_loop() -> None:
+    slow = _SlowText()
+
+    async def preview(arguments: Any) -> Any:
+        return slow
+
+    @tool(needs_approval=True, preview=preview)
+    def delete_rows(table: str, prefix: str) -> str:
+        """Delete rows."""
+        return "deleted"
+
+    approver = InteractiveApprover()
+    agent = Agent(model(), [delete_rows], approver=approver, preview_timeout=0.3)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        events = await asyncio.wait_for(
+            ask_and_answer(agent, approver, Decision(True), wait_preview=True), 5
+        )
+    finally:
+        slow.release.set()
+        ticker.cancel()
+    assert ticks >= 5  # the loop kept running while str() was stuck
+    [previewed] = [e for e in events if isinstance(e, ToolPreviewed)]
+    assert previewed.status == "timeout"

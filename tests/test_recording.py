@@ -15,12 +15,14 @@ from nbagent import Agent, AutoApprove, tool
 from nbagent.errors import RecordingError, ReplayDivergedError
 from nbagent.generation import (
     Finish,
+    ProviderToolResultReceived,
     ReasoningDelta,
     TextDelta,
     ToolCallReceived,
     ToolInputDelta,
     ToolInputStart,
 )
+from nbagent.messages import ProviderToolResult
 from nbagent.models import Call, FunctionModel, ScriptedModel, Text, Turn
 from nbagent.recording import Recording, cassette, record, replay
 from nbagent.tools import ToolCall
@@ -133,11 +135,11 @@ def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
     key = "sk-ant-api03-" + "Zz9Yy8Xx" * 6
 
     async def thinking(request: Any) -> Any:
-        for piece in ["Let ", "me ", f"use {key} ", "here."]:
+        for piece in ["Let ", "me ", "think ", "here."]:
             yield ReasoningDelta(piece)
         yield ReasoningDelta(signature="sig-1")  # closes the signed block
         yield ReasoningDelta("Second ")
-        yield ReasoningDelta("thought.")
+        yield ReasoningDelta(f"thought: {key}.")
         yield TextDelta("Answer")
         yield ReasoningDelta("After text.")
         yield Finish("stop")
@@ -147,13 +149,33 @@ def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
     events = recorder.recording.steps[0].events
     reasoning = [e for e in events if e["type"] == "reasoning"]
     assert [e["text"] for e in reasoning] == [
-        "Let me use *** here.",
-        "Second thought.",
+        "Let me think here.",
+        "Second thought: ***.",
         "After text.",
     ]
     assert reasoning[0]["signature"] == "sig-1" and "signature" not in reasoning[1]
     assert [e["type"] for e in events] == ["reasoning", "reasoning", "text", "reasoning", "finish"]
     assert key not in recorder.recording.to_json()
+
+
+def test_a_recording_holds_no_secret_from_server_side_tools_or_raw_blocks() -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 6
+    page = {"type": "web_search_result", "text": f"leaked: {key}", "meta": [f"Bearer {key}"]}
+
+    async def leaky(request: Any) -> Any:
+        yield ReasoningDelta(f"the page says {key}")
+        call = ToolCall("s1", "web_search", "{}", True, raw={"input": {"q": key}})
+        yield ToolCallReceived(call)
+        yield ProviderToolResultReceived(
+            ProviderToolResult("s1", "web_search", [page], raw={"content": [page]})
+        )
+        yield TextDelta("done")
+        yield Finish("stop")
+
+    recorder = record(FunctionModel(leaky))
+    _run_collecting(Agent(recorder), "search")
+    text = recorder.recording.to_json()
+    assert key not in text and "***" in text
 
 
 @pytest.mark.parametrize(
@@ -239,6 +261,11 @@ def test_broken_recordings_are_refused_before_anything_runs(tmp_path: Path) -> N
     recording, _ = recorded_run()
     good = recording.to_json()
     data = json.loads(good)
+    first = data["steps"][0]["events"]
+
+    def events(replaced: list[Any]) -> str:
+        return json.dumps({**data, "steps": [{**data["steps"][0], "events": replaced}]})
+
     cases: dict[str, str] = {
         "not valid JSON": good[: len(good) // 2],  # truncated
         "not an nbagent recording": json.dumps({"steps": []}),
@@ -259,6 +286,21 @@ def test_broken_recordings_are_refused_before_anything_runs(tmp_path: Path) -> N
         ),
         "ends without a finish": json.dumps(
             {**data, "steps": [{**data["steps"][0], "events": data["steps"][0]["events"][:2]}]}
+        ),
+        "not valid JSON.*recursion": json.dumps({**data, "steps": []}).replace(
+            '"steps": []', '"steps": ' + "[" * 100_000 + "]" * 100_000
+        ),
+        "no valid format version": json.dumps({**data, "version": True}),
+        "nothing after its finish": events([*first, first[-1]]),
+        "'t' must be a non-negative number": events([{**first[0], "t": float("inf")}, *first[1:]]),
+        "'complete' must be true or false": events(
+            [{**e, "complete": "no"} if e["type"] == "call" else e for e in first]
+        ),
+        "'provider_executed' must be true or false": events(
+            [{**e, "provider_executed": "false"} if e["type"] == "call" else e for e in first]
+        ),
+        "'signature' must be a string": events(
+            [{"type": "reasoning", "text": "x", "signature": {"a": 1}}, *first]
         ),
     }
     for words, text in cases.items():

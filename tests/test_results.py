@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -58,6 +61,25 @@ async def test_a_hand_built_image_that_does_not_decode_never_reaches_the_model()
     assert finished.status == "error"
 
 
+async def test_bytes_that_are_no_image_give_the_same_error_text_in_every_run() -> None:
+    first, _ = await result_of(b"plain text, not an image")
+    second, _ = await result_of(b"plain text, not an image")
+    assert first.is_error and "does not decode" in first.text
+    assert first.text == second.text  # a replay compares results: no memory address in it
+    assert " at 0x" not in first.text
+
+
+class _Thing:
+    pass
+
+
+async def test_an_error_naming_an_object_reads_the_same_in_every_run() -> None:
+    failing = ValueError(f"cannot use {_Thing()!r}")
+    first, _ = await result_of(failing)
+    assert first.is_error and "cannot use <tests.test_results._Thing object>" in first.text
+    assert " at 0x" not in first.text
+
+
 async def test_a_hand_built_valid_image_is_sent() -> None:
     data = png()
     part, _ = await result_of(ToolResult((ImagePart(data, "image/png", 8, 6),)))
@@ -99,3 +121,58 @@ async def test_a_prompt_image_that_does_not_decode_is_a_clear_error() -> None:
 def test_images_in_a_given_conversation_are_checked() -> None:
     with pytest.raises(ImageError):
         Agent(ScriptedModel([]), messages=[user("look", ImagePart(b"\x89PNG junk", "image/png"))])
+
+
+class _SlowText:
+    """A returned value whose ``str()`` blocks until released (user code run on conversion)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __str__(self) -> str:
+        self.release.wait(10)
+        return "slow"
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_turning_a_result_into_text_is_bounded_by_the_timeout_and_never_blocks_the_loop(
+    kind: str,
+) -> None:
+    slow = _SlowText()
+
+    def run(ctx: ToolContext) -> Any:
+        return slow
+
+    async def run_async(ctx: ToolContext) -> Any:
+        return slow
+
+    tool = Tool(
+        name="t",
+        input_schema={"type": "object"},
+        execute=run if kind == "sync" else run_async,
+        timeout=0.3,
+    )
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    model = ScriptedModel([Turn(Call("t", {})), "ok"])
+    agent = Agent(model, [tool])
+    started = time.monotonic()
+    try:
+        await asyncio.wait_for(agent.run("go"), 5)
+    finally:
+        slow.release.set()
+        ticker.cancel()
+    assert time.monotonic() - started < 3
+    assert ticks >= 5  # the loop kept running while str() was stuck
+    assert_history_valid(agent.messages)
+    [message] = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert message.results[0].is_error and "within 0.3 s" in message.results[0].text

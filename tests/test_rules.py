@@ -3,6 +3,9 @@ applies them before asking anyone."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +46,7 @@ def request(arguments: dict[str, Any], name: str = "write_file") -> ApprovalRequ
         ("data/*", "data\\..\\secrets", False),  # nor with Windows separators
         ("data/*", "other/data/a.csv", False),  # the whole value must match
         ("data/*", "data/a\nb", False),  # wildcards never match control characters
+        ("data/**", "data/a\x85b", False),  # C1 ones included (NEL breaks a line)
         ("*.csv", "a.csv", True),
         ("*.csv", "dir/a.csv", False),
         ("report-?.txt", "report-1.txt", True),
@@ -73,6 +77,14 @@ def test_literals_for_numbers_and_booleans_are_typed() -> None:
     assert not rule.matches("write_file", {"overwrite": False, "size": True})  # true is not 1
     assert not rule.matches("write_file", {"overwrite": False})  # every named argument needed
     assert not rule.matches("other_tool", {"overwrite": False, "size": 3})
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_number_pattern_no_argument_can_equal_is_refused(literal: str) -> None:
+    with pytest.raises(RuleError, match="not a string: write a JSON value"):
+        parse_rule(f"deny write_file size={literal}").check(write_file)
+    with pytest.raises(RuleError, match="can never be"):
+        RuleApprover().deny("write_file", size=float(literal))
 
 
 def test_parse_and_text_round_trip() -> None:
@@ -219,3 +231,116 @@ async def test_an_always_allow_that_cannot_become_a_rule_still_approves(
     assert decision.approved
     assert [r.text for r in full] == ["deny tag"]
     assert "could not keep 'allow write_file' as a rule: at most 1 rules" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [
+        ("secrets/**", "secrets/a\tb"),  # a deny pattern's wildcards match control characters
+        ("secrets/*", "secrets/a\nb"),
+        ("/secrets/**", "//secrets/k"),  # doubled slashes, leading or not
+        ("secrets/*", "secrets//k"),
+        ("secrets/*", "secrets\\k"),
+        ("secrets/*", "secrets/k/"),
+        ("secrets/*", "./secrets/./k"),
+        ("secrets/*", "x/../secrets/k"),
+        ("secrets/caf\u00e9", "secrets/cafe\u0301"),  # decomposed accent (one file on macOS)
+        ("secrets/cafe\u0301", "secrets/caf\u00e9"),
+    ],
+)
+def test_a_deny_pattern_matches_every_spelling_of_a_path(pattern: str, value: str) -> None:
+    rule = ApprovalRule("deny", "write_file", (("path", pattern),))
+    assert rule.matches("write_file", {"path": value})
+    assert not rule.matches("write_file", {"path": "data/" + value})
+
+
+def test_a_deny_pattern_matches_absolute_relative_and_home_spellings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, home = tmp_path / "work", tmp_path / "home"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("HOME", str(home))
+    relative = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert relative.matches("write_file", {"path": f"{here}/secrets/k"})
+    assert relative.matches("write_file", {"path": f"{here}/data/../secrets/k"})
+    assert not relative.matches("write_file", {"path": f"{tmp_path}/secrets/k"})  # elsewhere
+    absolute = ApprovalRule("deny", "write_file", (("path", f"{here}/secrets/**"),))
+    assert absolute.matches("write_file", {"path": "secrets/k"})
+    assert not absolute.matches("write_file", {"path": "data/k"})
+    dotfiles = ApprovalRule("deny", "write_file", (("path", f"{home}/.ssh/**"),))
+    assert dotfiles.matches("write_file", {"path": "~/.ssh/id_rsa"})
+    allow = ApprovalRule("allow", "write_file", (("path", "data/*"),))
+    assert not allow.matches("write_file", {"path": f"{here}/data/a"})  # allow stays as written
+
+
+def test_a_deny_pattern_matches_inside_arrays_and_objects() -> None:
+    rule = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert rule.matches("write_file", {"path": ["ok.txt", "secrets/k"]})
+    assert rule.matches("write_file", {"path": {"to": "secrets/k"}})
+    assert not rule.matches("write_file", {"path": ["ok.txt"]})
+    allow = ApprovalRule("allow", "write_file", (("path", "data/**"),))
+    assert not allow.matches("write_file", {"path": ["data/a"]})  # an allow stays as written
+
+
+@tool
+def delete_file(path: str) -> str:
+    """Delete a file (needs no approval)."""
+    return f"deleted {path}"
+
+
+async def test_a_deny_rule_holds_for_a_tool_that_needs_no_approval() -> None:
+    model = ScriptedModel(
+        [Turn(Call("delete_file", {"path": "a"}, id="c1")), "done"],
+    )
+    approver = RuleApprover(fallback=AutoApprove())
+    approver.deny("delete_file")
+    agent = Agent(model, [delete_file], approver=approver)
+    events = [e async for e in agent.stream("go")]
+    decisions = [e.decision for e in events if isinstance(e, ApprovalResolved)]
+    assert [d.reason for d in decisions] == ["deny delete_file"]
+    results = agent.messages[-2].results  # type: ignore[union-attr]
+    assert "the rule `deny delete_file` denies it" in results[0].text
+    assert results[0].is_error
+
+
+async def test_a_deny_rule_holds_over_a_persons_edit() -> None:
+    model = ScriptedModel([Turn(Call("write_file", {"path": "data/a"}, id="c1")), "done"])
+    asked = ScriptedApprover([Decision(True, arguments={"path": "secrets/k"}, by="person")])
+    approver = RuleApprover(fallback=asked)
+    approver.deny("write_file", path="secrets/**")
+    agent = Agent(model, [write_file], approver=approver)
+    await agent.run("go")
+    results = agent.messages[-2].results  # type: ignore[union-attr]
+    assert "deny write_file path=secrets/**" in results[0].text
+    assert results[0].is_error
+
+
+async def test_a_predicate_that_hangs_denies_its_call_and_never_holds_the_loop() -> None:
+    release = threading.Event()
+
+    def stuck(arguments: Any) -> bool:
+        release.wait(10)
+        return True
+
+    approver = RuleApprover(fallback=AutoApprove())
+    approver.allow("write_file", when=stuck)
+    model = ScriptedModel([Turn(Call("write_file", {"path": "a"})), "done"])
+    agent = Agent(model, [write_file], approver=approver, hook_timeout=0.3)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.02)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        await asyncio.wait_for(agent.run("go"), 5)
+    finally:
+        release.set()
+        ticker.cancel()
+    assert ticks >= 5
+    results = agent.messages[-2].results  # type: ignore[union-attr]
+    assert results[0].is_error and "did not finish within 0.3 s" in results[0].text

@@ -120,13 +120,16 @@ def load_checkpoint(path: str | os.PathLike[str], decode: Any = None) -> LoadedC
                 continue
             try:
                 data = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past all reason
                 loaded.damaged += 1
                 continue
             if first:
                 first = False
                 if isinstance(data, dict) and data.get("format") == FORMAT:
-                    if int(data.get("version", 0)) > VERSION:
+                    version = data.get("version", 0)
+                    if isinstance(version, bool) or not isinstance(version, int):
+                        raise BatchInputError(f"{target} has no valid format version")
+                    if version > VERSION:
                         raise BatchInputError(
                             f"{target} was written by a newer nbagent (format version "
                             f"{data.get('version')}); upgrade nbagent to resume from it"
@@ -136,9 +139,12 @@ def load_checkpoint(path: str | os.PathLike[str], decode: Any = None) -> LoadedC
                     f"{target} is not an nbagent batch checkpoint (its first line is no "
                     "nbagent-batch header): choose another path"
                 )
+            if not isinstance(data, dict) or data.get("status") not in ("done", "failed"):
+                loaded.damaged += 1  # only finished rows are ever written
+                continue
             try:
                 row = row_from_json(data, decode)
-            except (KeyError, TypeError, ValueError):
+            except Exception:  # a hand edit, or an output the decoder now refuses: run it again
                 loaded.damaged += 1
                 continue
             loaded.rows[(row.key, row.digest)] = row

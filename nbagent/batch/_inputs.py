@@ -66,8 +66,9 @@ def label_key(label: Any) -> str:
 class Template:
     """A prompt template such as ``"Grade {answer} against {key}"``: fields name columns.
 
-    Only plain names are allowed (no ``{0}``, ``{a.b}`` or ``{a[0]}``), with an optional
-    conversion and format spec (``{score:.2f}``); ``{{`` and ``}}`` are literal braces.
+    Each field is a column's whole name (``{0}`` names column 0, ``{q.1}`` the column named
+    ``q.1``; nothing is read as an attribute or an index), with an optional conversion and
+    format spec (``{score:.2f}``); ``{{`` and ``}}`` are literal braces.
     """
 
     def __init__(self, text: str) -> None:
@@ -83,16 +84,14 @@ class Template:
         fields: list[str] = []
         for literal, name, spec, conversion in parsed:
             if name is not None:
-                if name == "" or name.isdigit():
+                if name == "":
                     raise BatchInputError(
-                        f"the template {text!r} has a positional field {{{name}}}: name a "
-                        "column, e.g. {answer}"
+                        f"the template {text!r} has an empty field {{}}: name a column, e.g. "
+                        "{answer}"
                     )
-                if any(c in name for c in ".["):
-                    raise BatchInputError(
-                        f"the template field {{{name}}} may only name a column (no attributes "
-                        "or indexing)"
-                    )
+                # A field is a column's whole name, read as it is: ``{0}`` names column 0 (a
+                # CSV read without a header), ``{q.1}`` the column pandas named so. Nothing is
+                # looked up as an attribute or an index, so check() decides what exists.
                 if spec and "{" in spec:
                     raise BatchInputError(f"the template field {{{name}}} has a nested field")
                 if name not in fields:
@@ -113,8 +112,13 @@ class Template:
         if missing:
             hints = []
             for name in missing:
+                base = name.split(".")[0].split("[")[0]
                 close = difflib.get_close_matches(name, columns, n=1)
-                if close:
+                if base != name and base in columns:
+                    hints.append(
+                        f"{{{name}}}: a field names a whole column (no attributes or indexing)"
+                    )
+                elif close:
                     hints.append(f"{{{name}}}: did you mean {{{close[0]}}}?")
             shown = ", ".join(columns[:20]) + (" …" if len(columns) > 20 else "")
             raise BatchInputError(
@@ -186,9 +190,10 @@ def prepare(
     kind = _table_kind(inputs)
     tmpl = Template(template) if template is not None else None
     if kind == "Series":
-        inputs = inputs.to_frame(name=inputs.name if inputs.name is not None else "value")
-        if tmpl is None:
-            tmpl = Template("{" + str(inputs.columns[0]) + "}")
+        if tmpl is None:  # the values are the prompts, whatever the Series is named
+            inputs, tmpl = inputs.to_frame(name="value"), Template("{value}")
+        else:
+            inputs = inputs.to_frame(name=inputs.name if inputs.name is not None else "value")
         kind = "DataFrame"
     if kind == "DataFrame":
         if len(inputs) > max_inputs:

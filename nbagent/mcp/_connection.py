@@ -53,6 +53,19 @@ def _short(text: str, limit: int = _MESSAGE_LIMIT) -> str:
     return text if len(text) <= limit else f"{text[:limit]} [... {len(text) - limit:,} cut]"
 
 
+def _answered_error(exc: BaseException) -> str | None:
+    """The message of an error the server (or the transport, for it) answered a request with;
+    None for anything else, a closed connection included (its exit says more)."""
+    try:
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+    except ImportError:  # pragma: no cover - the SDK is there whenever a server runs
+        return None
+    if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+        return str(exc.error.message)
+    return None
+
+
 def _leaves(exc: BaseException) -> list[BaseException]:
     """The exceptions inside (possibly nested) exception groups, or the exception itself."""
     inner = getattr(exc, "exceptions", None)
@@ -274,6 +287,9 @@ class Connection:
             return f"could not start: the command {command!r} was not found (is it installed?)"
         if isinstance(first, PermissionError) and self.target.url is None:
             return f"could not start: the command {command!r} may not be run ({first})"
+        answered = _answered_error(first)
+        if answered is not None:  # the server answered, with an error: that is why
+            return f"failed: {_short(answered, 500)}"
         exited = self._exited()
         if exited is not None:
             return exited
@@ -325,6 +341,11 @@ class Connection:
                 )
             except NbagentError as exc:
                 rejected.append(_short(str(exc)))
+                continue
+            except Exception as exc:  # one odd listing costs that tool only, never the server
+                rejected.append(
+                    _short(f"tool {item.name!r} could not be read: {type(exc).__name__}: {exc}")
+                )
                 continue
             if made.name in kept:
                 rejected.append(f"tool {item.name!r} is listed twice; the first one is used")

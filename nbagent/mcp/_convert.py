@@ -80,7 +80,7 @@ def make_tool(
     label = f"tool {listed.name!r} of MCP server {server!r}"
     try:
         size = len(json.dumps(listed.input_schema))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise NbagentError(f"{label}: its input schema is not JSON ({exc})") from None
     if size > limits.max_schema_bytes:
         raise NbagentError(
@@ -98,6 +98,8 @@ def make_tool(
         raise SchemaError(reason, where) from None
     except NbagentError as exc:
         raise NbagentError(f"{label}: {_unlabelled(str(exc))}") from None
+    except RecursionError:
+        raise NbagentError(f"{label}: its input schema nests too deeply to be used") from None
     return made
 
 

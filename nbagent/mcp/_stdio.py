@@ -84,19 +84,22 @@ def _response_id(head: bytes, tail: bytes) -> Any:
 
 def _too_large(request_id: Any, limit: int) -> Any:
     """The error response that answers a call whose real answer was too large to read."""
+    return _answered_with(
+        request_id,
+        f"the server's answer was larger than {limit:,} bytes, so nbagent did not read it "
+        "(MCPLimits.max_message_bytes)",
+    )
+
+
+def _answered_with(request_id: Any, message: str) -> Any:
+    """An error response for ``request_id`` in place of an answer that cannot be used."""
     import mcp_types
     from mcp.shared.message import SessionMessage
 
     error = mcp_types.JSONRPCError(
         jsonrpc="2.0",
         id=request_id,
-        error=mcp_types.ErrorData(
-            code=mcp_types.INTERNAL_ERROR,
-            message=(
-                f"the server's answer was larger than {limit:,} bytes, so nbagent did not read "
-                "it (MCPLimits.max_message_bytes)"
-            ),
-        ),
+        error=mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=message),
     )
     return SessionMessage(error)
 
@@ -109,6 +112,33 @@ def _parse(line: bytes) -> Any:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         return exc
+
+
+def _readable(line: bytes) -> Any:
+    """The message on ``line``; an answer that cannot be parsed (nested too deeply, not valid
+    for its request) becomes an error answer to its request, which would otherwise wait for its
+    timeout; anything else unreadable goes to the session as the exception it is."""
+    parsed = _parse(line)
+    if isinstance(parsed, Exception):
+        request_id = _response_id(line[:_EDGE], line[-_EDGE:])
+        if request_id is not None:
+            reason = _first_error(parsed)
+            return _answered_with(
+                request_id, f"the server's answer could not be read (not valid JSON-RPC: {reason})"
+            )
+    return parsed
+
+
+def _first_error(exc: Exception) -> str:
+    """The first thing pydantic found wrong (its type, its message), else the exception."""
+    errors = getattr(exc, "errors", None)
+    try:
+        first = errors()[0] if callable(errors) else None
+    except Exception:  # not pydantic's: say what it is
+        first = None
+    if isinstance(first, dict) and first.get("msg"):
+        return f"{first.get('type', 'error')}: {first['msg']}"[:300]
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 class _Lines:
@@ -190,7 +220,7 @@ async def stdio_transport(
                             continue  # not an answer to anyone: skipped
                         await read_in.send(_too_large(request_id, max_message_bytes))
                     else:
-                        await read_in.send(_parse(line))
+                        await read_in.send(_readable(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         # Output ended: learn how the process ended (and its last words) before the session

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -179,12 +180,12 @@ class Recording:
         """Parse and check a recording; :class:`RecordingError` says what is wrong and where."""
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past all reason
             raise RecordingError(f"{source} is not valid JSON (truncated?): {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise RecordingError(f"{source} is not an nbagent recording (no format {FORMAT!r})")
         version = data.get("version")
-        if not isinstance(version, int) or version < 1:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise RecordingError(f"{source} has no valid format version")
         if version > VERSION:
             raise RecordingError(
@@ -205,8 +206,15 @@ class Recording:
             previous = request
             if not isinstance(events, list):
                 raise RecordingError(f"{where} has no list of events")
+            ended = False
             for index, event in enumerate(events):
                 _check_event(event, f"{where}, event {index + 1}")
+                if ended:
+                    raise RecordingError(
+                        f"{where}, event {index + 1}: a stream has nothing after its finish, "
+                        "error or raise"
+                    )
+                ended = event["type"] in ("finish", "error", "raise")
             parsed.append(Step(request, events))
         return cls(
             parsed,
@@ -288,6 +296,21 @@ def _dumps(value: Any) -> str:
     return json.dumps(_ordered(value), ensure_ascii=False, separators=(", ", ": "))
 
 
+#: Optional event fields with one meaning each: a hand edit that gives another type (the
+#: string "false" for a flag, which is true in Python) is refused, never reinterpreted.
+_OPTIONAL: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("complete", bool, "true or false"),
+    ("provider_executed", bool, "true or false"),
+    ("is_error", bool, "true or false"),
+    ("final", str, "a string"),
+    ("text", str, "a string"),
+    ("signature", str, "a string"),
+    ("redacted", str, "a string"),
+    ("raw_reason", str, "a string"),
+    ("error", str, "a string"),
+)
+
+
 def _check_event(event: Any, where: str) -> None:
     """Refuse an event that could not have come from a stream (hand edits, truncation)."""
     if not isinstance(event, dict) or event.get("type") not in _EVENT_TYPES:
@@ -305,6 +328,9 @@ def _check_event(event: Any, where: str) -> None:
     for key in strings:
         if not isinstance(event.get(key), str):
             raise RecordingError(f"{where}: a {kind} event needs a string {key!r}")
+    for key, types, named in _OPTIONAL:
+        if key in event and event[key] is not None and not isinstance(event[key], types):
+            raise RecordingError(f"{where}: {key!r} must be {named}, not {event[key]!r:.40}")
     if kind == "finish" and event["reason"] not in (
         "stop",
         "tool_calls",
@@ -324,5 +350,8 @@ def _check_event(event: Any, where: str) -> None:
     ):
         raise RecordingError(f"{where}: usage must hold non-negative integers")
     for key in ("t", "d"):
-        if key in event and not (isinstance(event[key], (int, float)) and event[key] >= 0):
+        value = event.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecordingError(f"{where}: {key!r} must be a non-negative number")
+        if not (math.isfinite(value) and value >= 0):
             raise RecordingError(f"{where}: {key!r} must be a non-negative number")

@@ -59,7 +59,11 @@ class _Coalescer:
 
     def _close_reasoning(self) -> None:
         if self._reasoning is not None:
-            self._reasoning["text"] = redact_secrets("".join(self._reasoning_parts))
+            text = "".join(self._reasoning_parts)
+            # Reasoning is model output too; signed reasoning is kept as it is, since the
+            # provider checks its signature when a replay goes on live.
+            signed = "signature" in self._reasoning
+            self._reasoning["text"] = text if signed else redact_secrets(text)
             self._reasoning = None
             self._reasoning_parts = []
 
@@ -119,9 +123,9 @@ class _Coalescer:
                     "type": "provider_result",
                     "call_id": result.call_id,
                     "name": result.name,
-                    "content": result.content,
+                    "content": _redacted(result.content),
                     "is_error": result.is_error,
-                    "raw": result.raw,
+                    "raw": _redacted(result.raw),
                     "t": now,
                 }
             )
@@ -161,7 +165,7 @@ class _Coalescer:
             found["final"] = redact_secrets(call.arguments)
         raw = getattr(call, "raw", None)
         if raw is not None:
-            found["raw"] = raw
+            found["raw"] = _redacted(raw)
 
     def finish(self) -> list[dict[str, Any]]:
         """The recorded events; a stream that stopped without an end gets one saying so."""
@@ -214,6 +218,20 @@ class RecordingGenerator:
         finally:
             if not step.events:
                 step.events = coalescer.finish()
+
+
+def _redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` (JSON from a provider: a server-side tool's result, a raw block) with every
+    string's credential-shaped text replaced by ``***``."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if depth > 64:
+        return value if value is None or isinstance(value, (bool, int, float)) else "***"
+    if isinstance(value, dict):
+        return {key: _redacted(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item, depth + 1) for item in value]
+    return value
 
 
 def record(generator: Generator) -> RecordingGenerator:

@@ -55,6 +55,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    """An object schema with an object property nested ``depth`` levels down."""
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+if os.environ.get("DEMO_DEEP_SCHEMA"):  # a listing too deeply nested to parse
+    SCHEMAS["add"] = _nested(int(os.environ["DEMO_DEEP_SCHEMA"]))
+
+
 class DemoServer(MCPServer):
     async def list_tools(self) -> Any:
         listed = await super().list_tools()

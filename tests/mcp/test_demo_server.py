@@ -164,6 +164,32 @@ def test_a_server_that_cannot_start_says_why(
     assert words in str(caught.value)
 
 
+def test_an_answer_that_cannot_be_parsed_fails_its_request_at_once_saying_why() -> None:
+    started = time.monotonic()
+    with pytest.raises(MCPServerError) as caught:
+        mcp_server("deep", demo_command(), env={"DEMO_DEEP_SCHEMA": "99"})
+    assert time.monotonic() - started < 15  # not the 30 s start timeout
+    assert "the server's answer could not be read" in str(caught.value)
+    assert "recursion" in str(caught.value)
+
+
+def test_a_tool_whose_schema_nests_too_deeply_costs_only_itself() -> None:
+    import mcp_types
+
+    from nbagent.errors import NbagentError
+    from nbagent.mcp._convert import make_tool
+
+    async def unused(*args: Any) -> Any:
+        raise AssertionError("never called")
+
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(400):
+        schema = {"type": "object", "properties": {"a": schema}}
+    listed = mcp_types.Tool(name="deep", input_schema=schema)
+    with pytest.raises(NbagentError, match="tool 'deep' of MCP server 's'"):
+        make_tool("s", listed, unused, needs_approval=True, limits=MCPLimits())
+
+
 # --- the tool list follows the server ---------------------------------------------------------
 
 
