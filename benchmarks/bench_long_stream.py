@@ -6,8 +6,10 @@ notebook run does with them: a recording generator (record / replay), the agent 
 ``Transcript`` (what the live view and the saved output are built from).
 
 Each of those once grew a string by ``+=`` on an attribute or dict entry, which copies the whole
-text for every piece: 300,000 pieces took minutes. Measured: seconds per piece at N = 75,000 and
-N = 300,000, paired per round. Goal: per-piece cost at 4x the length within 1.5x (linear).
+text for every piece: 300,000 pieces took minutes. A second case times the live view's text
+widget alone, which redacted its whole text on every send (6 s for 1 MB). Measured: seconds per
+piece at N = 75,000 and N = 300,000, paired per round. Goal: per-piece cost at 4x the length
+within 1.5x (linear), for each.
 """
 
 from __future__ import annotations
@@ -74,6 +76,29 @@ def _timed(n: int) -> Callable[[], float]:
     return measure
 
 
+def _live(n: int) -> Callable[[], float]:
+    """The live view's text widget: ``n`` pieces appended, a send every 25 (no frontend)."""
+
+    def measure() -> float:
+        from nbagent.notebook.stream import TextStream
+
+        gc.collect()
+        stream = TextStream()
+        words = "the model wrote, word by word: {json} and more "
+        started = time.perf_counter()
+        for index in range(n):
+            stream.append(words[(index * 4) % 44 : (index * 4) % 44 + 4])
+            if index % 25 == 24:
+                stream.flush()
+        stream.finish()
+        elapsed = time.perf_counter() - started
+        if len(stream.shown) != n * 4:
+            raise RuntimeError("the stream lost text")
+        return elapsed / n
+
+    return measure
+
+
 def build(quick: bool) -> Section:
     section = Section("long_stream", "13. A long streamed answer: cost per piece (nbagent only)")
     label = "reasoning + text pieces"
@@ -87,12 +112,23 @@ def build(quick: bool) -> Section:
         unit="us",
         scale=1e6,
     )
-    ratio = median_ratio(section.row(label, f"N={LONG:,}"))
-    section.goal(
-        "per-piece cost at 4x the length within 1.5x (linear)",
-        None if ratio is None else ratio <= 1.5,
-        "not measured" if ratio is None else f"paired ratio {ratio:.2f}x",
+    live = "live view text stream (a send every 25 pieces)"
+    compare(
+        section,
+        live,
+        {name: lambda n=n: _live(n) for name, n in names.items()},
+        rounds=3 if quick else 5,
+        reference=f"N={SHORT:,}",
+        unit="us",
+        scale=1e6,
     )
+    for case, what in ((label, "the run"), (live, "the live view's text")):
+        ratio = median_ratio(section.row(case, f"N={LONG:,}"))
+        section.goal(
+            f"{what}: per-piece cost at 4x the length within 1.5x (linear)",
+            None if ratio is None else ratio <= 1.5,
+            "not measured" if ratio is None else f"paired ratio {ratio:.2f}x",
+        )
     section.notes.append(
         "per piece of the whole run: recording generator, loop and history, events(), and the "
         "notebook Transcript; 4 characters a piece"

@@ -8,10 +8,11 @@ replaced as a whole with :meth:`TextStream.replace`.
 
 What leaves the kernel is the text with credential-shaped parts replaced
 (:func:`nbagent.redact.redact_secrets`), like every other output: a model may echo a key, or pass
-one as an argument. A key streams in pieces, so each send redacts the whole text, and a last
+one as an argument. A key streams in pieces, so each send redacts the text as it now is, and a last
 word that more characters could still turn into a key (``sk-proj-Zq8``) waits for the next send;
 should redaction still change text the browser already has, the whole text is sent again instead
-of a delta.
+of a delta. Each send re-reads only the new text and a window before it (:class:`GrowingRedaction`):
+redacting the whole text every time cost the square of its length (6 s for 1 MB).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import traitlets
 
 from ..redact import redact_secrets
 
-__all__ = ["PlainStream", "TextFormat", "TextStream", "sendable", "utf16_len"]
+__all__ = ["GrowingRedaction", "PlainStream", "TextFormat", "TextStream", "sendable", "utf16_len"]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -62,6 +63,119 @@ def sendable(text: str) -> int:
     return end
 
 
+#: Characters no credential shape continues through (whitespace aside): a match crosses one only
+#: through a header's name and separator or a URL's user and password, a few hundred characters.
+_BREAKS = frozenset("\"',;}]<>")
+#: Text re-read before the checkpoint: longer than any match that can cross a break.
+_WINDOW = 1024
+#: With no break in this many characters the checkpoint moves anyway (no key is that long).
+_FORCE = 16384
+
+
+class GrowingRedaction:
+    """A text that only grows, and what of it may be shown: the text so far, redacted.
+
+    :meth:`advance` moves what is shown up to what may be shown now (all of it, or all but a last
+    word that could still become a key, see :func:`sendable`) and says what is new. It costs the
+    new text and a bounded window, never the whole text: a checkpoint marks where earlier text is
+    settled, each advance redacts from a window before the checkpoint to the end and checks that
+    the window reads as before; when a match crossed the checkpoint (``Authorization: Bearer``
+    whose token just arrived) the whole text is redacted again, and the caller is told to send it
+    whole. Then the checkpoint moves to the last break before the end, and settled text older
+    than the window is set aside, joined only when the whole text is asked for.
+    """
+
+    __slots__ = (
+        "_base",
+        "_checkpoint",
+        "_head",
+        "_new",
+        "_open",
+        "_pending",
+        "_shown_head",
+        "_tail",
+    )
+
+    def __init__(self, text: str = "") -> None:
+        self._start(text, len(text))
+
+    def _start(self, text: str, end: int) -> str:
+        self._head: list[str] = []  # raw text before _base, settled
+        self._base = 0  # where _open starts in the whole text
+        self._open = text  # raw text from _base, joined
+        self._new: list[str] = []  # raw pieces appended since the last advance
+        self._pending = len(text) - end
+        self._checkpoint = 0  # settled up to here (in the whole text); never before _base
+        self._shown_head: list[str] = []  # shown for the text before the checkpoint
+        self._tail = redact_secrets(text[:end])  # shown for the text from the checkpoint on
+        return self._tail
+
+    def append(self, piece: str) -> None:
+        self._new.append(piece)
+        self._pending += len(piece)
+
+    @property
+    def pending(self) -> int:
+        """Characters appended but not shown yet."""
+        return self._pending
+
+    @property
+    def text(self) -> str:
+        """Everything appended (as it came: not redacted)."""
+        return "".join((*self._head, self._open, *self._new))
+
+    @property
+    def shown(self) -> str:
+        """What has been shown: the text up to the pending part, redacted."""
+        return "".join((*self._shown_head, self._tail))
+
+    def replace(self, text: str) -> str:
+        """Start over with ``text``, all of it shown; returns what to show."""
+        return self._start(text, len(text))
+
+    def advance(self, *, everything: bool = False) -> tuple[str, bool]:
+        """Show what may be shown now: ``(new text, False)`` to append to what was shown, or
+        ``(the whole shown text, True)`` when text already shown reads differently now."""
+        if self._new:
+            self._open += "".join(self._new)
+            self._new = []
+        text, base = self._open, self._base
+        end = len(text) if everything else sendable(text)
+        self._pending = len(text) - end
+        checkpoint = self._checkpoint - base
+        start = max(0, checkpoint - _WINDOW)
+        before = redact_secrets(text[start:checkpoint])
+        after = redact_secrets(text[start:end])
+        if end < checkpoint or not after.startswith(before):  # a match crossed the checkpoint
+            whole = self.text
+            return self._start(whole, len(whole) - self._pending), True
+        tail = after[len(before) :]
+        shown = self._tail
+        self._tail = tail
+        if not tail.startswith(shown):
+            return self.shown, True
+        delta = tail[len(shown) :]
+        cut = end
+        floor = max(checkpoint, end - _FORCE)
+        while cut > floor and not (text[cut - 1].isspace() or text[cut - 1] in _BREAKS):
+            cut -= 1
+        if cut == floor and end - checkpoint >= _FORCE:
+            cut = end - _WINDOW
+        if cut > checkpoint:
+            middle = redact_secrets(text[start:cut])
+            if after.startswith(middle):
+                settled = len(middle) - len(before)
+                self._shown_head.append(tail[:settled])
+                self._tail = tail[settled:]
+                self._checkpoint = base + cut
+                keep_from = cut - _WINDOW
+                if keep_from > _FORCE:  # set old settled text aside, now and then
+                    self._head.append(text[:keep_from])
+                    self._open = text[keep_from:]
+                    self._base = base + keep_from
+        return delta, False
+
+
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units: what a browser's ``string.length`` counts."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
@@ -81,10 +195,8 @@ class TextStream(anywidget.AnyWidget):
 
     def __init__(self, text: str = "", *, format: TextFormat = "markdown", **kwargs: Any) -> None:
         self._lock = threading.RLock()
-        self._raw: list[str] = [text] if text else []  # everything appended, as it came
-        self._shown = redact_secrets(text)  # what the browser has
-        self._sent_units = utf16_len(self._shown)
-        self._pending_chars = 0
+        self._text = GrowingRedaction(text)  # everything appended, and what the browser has
+        self._sent_units = utf16_len(self._text.shown)
         super().__init__(format=format, **kwargs)
         self.on_msg(self._on_frontend_message)
 
@@ -92,25 +204,24 @@ class TextStream(anywidget.AnyWidget):
     def text(self) -> str:
         """Everything appended so far, sent or not (as it came: not redacted)."""
         with self._lock:
-            return "".join(self._raw)
+            return self._text.text
 
     @property
     def shown(self) -> str:
         """What the browser has been sent: the text so far with secrets replaced."""
         with self._lock:
-            return self._shown
+            return self._text.shown
 
     @property
     def pending_chars(self) -> int:
         """Characters appended but not yet sent."""
-        return self._pending_chars
+        return self._text.pending
 
     def append(self, text: str) -> None:
         """Add text; nothing is sent until :meth:`flush`."""
         if text:
             with self._lock:
-                self._raw.append(text)
-                self._pending_chars += len(text)
+                self._text.append(text)
 
     def flush(self, *, everything: bool = False) -> bool:
         """Send the buffered text as one delta; True if something was sent.
@@ -118,21 +229,14 @@ class TextStream(anywidget.AnyWidget):
         A last word that could still become a key waits, unless ``everything``.
         """
         with self._lock:
-            if not self._pending_chars:
+            if not self._text.pending:
                 return False
-            raw = "".join(self._raw)
-            self._raw = [raw]
-            end = len(raw) if everything else sendable(raw)
-            self._pending_chars = len(raw) - end
-            shown = redact_secrets(raw[:end])
-            if not shown.startswith(self._shown):  # a secret completed across two sends
-                self._shown = shown
-                self._sent_units = utf16_len(shown)
+            chunk, whole = self._text.advance(everything=everything)
+            if whole:  # a secret completed across two sends: text already shown changed
+                self._sent_units = utf16_len(chunk)
                 self.send_state("value")
                 return True
-            chunk = shown[len(self._shown) :]
             offset = self._sent_units
-            self._shown = shown
             self._sent_units += utf16_len(chunk)
             if chunk:
                 self.send([offset, chunk])
@@ -141,10 +245,7 @@ class TextStream(anywidget.AnyWidget):
     def replace(self, text: str) -> None:
         """Show ``text`` instead of everything so far (sent once, whole)."""
         with self._lock:
-            self._raw = [text]
-            self._pending_chars = 0
-            self._shown = redact_secrets(text)
-            self._sent_units = utf16_len(self._shown)
+            self._sent_units = utf16_len(self._text.replace(text))
             self.send_state("value")
 
     def finish(self) -> None:
@@ -168,7 +269,7 @@ class TextStream(anywidget.AnyWidget):
         )
         if wants_value:
             with self._lock:
-                state["value"] = self._shown
+                state["value"] = self._text.shown
         return state
 
     def _on_frontend_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
