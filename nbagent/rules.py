@@ -18,9 +18,10 @@ So that "paths under ``data/``" cannot be walked out of, an *allow* pattern neve
 with a ``..`` path segment (unless the pattern itself has one). A *deny* pattern is never
 narrower than written: it matches a path in every spelling (``data/../secrets/k``,
 ``//secrets/k``, ``secrets\\k``, either Unicode normal form, absolute or relative to the working
-folder, ``~`` for home), its wildcards match control characters too, and it matches a string
-anywhere inside an array or object argument. Paths are read as text: symbolic links are not
-followed, and letter case counts.
+folder, ``~`` for home), its wildcards match control characters too, it matches a string
+anywhere inside an array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies
+the folder ``secrets`` itself, through which a tool reaches everything in it. Paths are read as
+text: symbolic links are not followed, and letter case counts.
 
 Deny rules win over allow rules and hold for every call to their tool: one that needs no
 approval, and one a person approved with edited arguments. A call no rule matches goes to the
@@ -114,6 +115,17 @@ def _spellings(text: str) -> set[str]:
             if slashed.startswith("~"):  # a tool that expands ~ reads the home folder
                 paths.add(posixpath.normpath(os.path.expanduser(slashed).replace("\\", "/")))
     return forms | paths | _from_here(paths)
+
+
+def _folders(patterns: set[str]) -> set[str]:
+    """The folder a ``folder/**`` or ``folder/*`` pattern protects, as a pattern of its own: a
+    tool given the folder itself (to delete, move or list it) reaches everything in it."""
+    out = set()
+    for pattern in patterns:
+        for suffix in ("/**", "/*"):
+            if pattern.endswith(suffix):
+                out.add(pattern[: -len(suffix)] or "/")
+    return out
 
 
 def _from_here(paths: set[str]) -> set[str]:
@@ -292,7 +304,8 @@ class ApprovalRule:
         """Whether a deny pattern matches one scalar, in any spelling of it (never narrower
         than written: a path is denied however it is spelled, wherever it sits in an array)."""
         if isinstance(value, str):
-            regexes = {_glob_regex(form, True) for form in _spellings(pattern) - {""} or {""}}
+            forms = _spellings(pattern) - {""} or {""}
+            regexes = {_glob_regex(form, True) for form in forms | _folders(forms)}
             return any(r.fullmatch(form) for r in regexes for form in _spellings(value) | {value})
         literal, expected = _json_literal(pattern)
         return literal and _same_literal(expected, value)

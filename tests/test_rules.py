@@ -254,6 +254,19 @@ def test_a_deny_pattern_matches_every_spelling_of_a_path(pattern: str, value: st
     assert not rule.matches("write_file", {"path": "data/" + value})
 
 
+@pytest.mark.parametrize("pattern", ["secrets/**", "secrets/*", "./secrets/**"])
+@pytest.mark.parametrize("value", ["secrets", "secrets/", "./secrets", "x/../secrets", "secrets\\"])
+def test_a_deny_pattern_on_a_folders_contents_denies_the_folder_itself(
+    pattern: str, value: str
+) -> None:
+    rule = ApprovalRule("deny", "delete_path", (("path", pattern),))
+    assert rule.matches("delete_path", {"path": value})  # deleting the folder deletes them all
+    assert not rule.matches("delete_path", {"path": "secrets-old"})
+    assert not rule.matches("delete_path", {"path": "data"})
+    allow = ApprovalRule("allow", "delete_path", (("path", "data/**"),))
+    assert not allow.matches("delete_path", {"path": "data"})  # an allow stays as written
+
+
 def test_a_deny_pattern_matches_absolute_relative_and_home_spellings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
