@@ -154,7 +154,9 @@ def split_options(line: str) -> tuple[list[str], str]:
 def interpolate(text: str, namespace: dict[str, Any]) -> str:
     """Replace ``{name}`` and ``{name.attr}`` with values from the namespace.
 
-    Unknown names stay as written; ``{{`` and ``}}`` give literal braces. No code is evaluated.
+    Unknown names stay as written; ``{{`` and ``}}`` give literal braces. No expression is
+    evaluated: only names and attribute lookups, which run the object's own code as Python does
+    (a property, ``__getattr__``, then ``__str__``), like an f-string with a bare name.
     """
 
     def replace(match: re.Match[str]) -> str:
