@@ -471,18 +471,12 @@ def _timeline_bundle(transcript: Transcript) -> Bundle | None:
     timeline = transcript.timeline()
     if timeline is None:
         return None
-    return ({"image/svg+xml": timeline.svg(), "text/plain": timeline.summary()}, {})
+    return (timeline._repr_mimebundle_(), {})
 
 
 def _timeline_html(transcript: Transcript) -> str:
     timeline = transcript.timeline()
-    if timeline is None:
-        return ""
-    data = base64.b64encode(timeline.svg().encode()).decode("ascii")
-    return (
-        f'<img src="data:image/svg+xml;base64,{data}" alt="{_esc(timeline.summary())}" '
-        'style="max-width:100%;display:block;margin:4px 0">'
-    )
+    return "" if timeline is None else timeline.html()
 
 
 def _with_images(piece: _Piece) -> list[Bundle]:

@@ -132,6 +132,16 @@ def page_problems(page: Any) -> list[str]:
     return problems
 
 
+#: Images wider than the output they are in (cut at its edge), as "alt: how many px past".
+WIDE_IMAGES = """() => Array.from(
+  document.querySelectorAll('.jp-OutputArea-output img')
+).flatMap(img => {
+  const over = img.getBoundingClientRect().right
+    - img.closest('.jp-OutputArea-output').getBoundingClientRect().right;
+  return over > 1 ? [`${img.alt || img.src.slice(0, 30)}: ${Math.round(over)} px`] : [];
+})"""
+
+
 def output_text(page: Any) -> str:
     return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
 
@@ -150,6 +160,10 @@ def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
             assert approved == 2  # the two %agent calls that ask
         if path.stem == "04_rich_results":
             assert page.locator(".jp-OutputArea-output img").count() >= 2
+        # every picture fits the notebook's width, here and at 760 px (the timeline did not)
+        assert page.evaluate(WIDE_IMAGES) == []
+        page.set_viewport_size({"width": 760, "height": 1000})
+        assert page.evaluate(WIDE_IMAGES) == []
         # a finished run keeps no widget in the notebook
         assert page.locator(".jp-OutputArea-output .jupyter-widgets").count() == 0
     except Exception:
