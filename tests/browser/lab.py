@@ -215,6 +215,57 @@ def cells_done(page: Any) -> bool:
     return bool(prompts) and all(p.strip() not in ("[ ]:", "[*]:", "") for p in prompts)
 
 
+#: Text in the cells' outputs (not stderr or tracebacks, which Jupyter itself colours) whose
+#: contrast with what is behind it is below ``limit``: ``[text, ratio, color, background]``.
+#: The colour is blended with the background by its alpha and every ancestor's opacity.
+_FAINT_TEXT = """(limit) => {
+  const rgba = (css) => {
+    const m = css.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const [r, g, b, a] = m[1].split(',').map(Number);
+    return { r, g, b, a: Number.isNaN(a) || a === undefined ? 1 : a };
+  };
+  const lin = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+  const lum = (c) => 0.2126 * lin(c.r) + 0.7152 * lin(c.g) + 0.0722 * lin(c.b);
+  const behind = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgba(getComputedStyle(el).backgroundColor);
+      if (c && c.a > 0.5) return c;
+    }
+    return { r: 255, g: 255, b: 255, a: 1 };
+  };
+  const found = [];
+  const outputs = document.querySelectorAll(
+    '.jp-OutputArea-output:not([data-mime-type*="stderr"]):not([data-mime-type*="error"])'
+  );
+  for (const output of outputs) {
+    const walker = document.createTreeWalker(output, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const el = node.parentElement;
+      if (!node.textContent.trim() || !el.getClientRects().length) continue;
+      let alpha = rgba(getComputedStyle(el).color).a;
+      for (let up = el; up; up = up.parentElement) alpha *= Number(getComputedStyle(up).opacity);
+      const fg = rgba(getComputedStyle(el).color);
+      const bg = behind(el);
+      const mix = (k) => fg[k] * alpha + bg[k] * (1 - alpha);
+      const seen = lum({ r: mix('r'), g: mix('g'), b: mix('b') });
+      const ratio = (Math.max(seen, lum(bg)) + 0.05) / (Math.min(seen, lum(bg)) + 0.05);
+      if (ratio < limit) {
+        const text = node.textContent.trim().slice(0, 60);
+        const color = getComputedStyle(el).color;
+        found.push([text, ratio.toFixed(2), color, `rgb(${bg.r}, ${bg.g}, ${bg.b})`]);
+      }
+    }
+  }
+  return found;
+}"""
+
+
+def faint_text(page: Any, limit: float = 3.0) -> list[Any]:
+    """Output text a person can hardly read (see :data:`_FAINT_TEXT`)."""
+    return list(page.evaluate(_FAINT_TEXT, limit))
+
+
 def main() -> None:  # pragma: no cover - by hand
     import tempfile
 
