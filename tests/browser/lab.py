@@ -113,8 +113,10 @@ def running_lab(
     *,
     args: tuple[str, ...] = (),
     quiet_news: bool = True,
+    app: str = "jupyterlab",
 ) -> Iterator[Lab]:
-    """Start ``jupyter lab`` serving ``root``; stop it (API, then signals) on exit."""
+    """Start ``jupyter lab`` (or with ``app="notebook"``, Notebook 7) serving ``root``; stop it
+    (API, then signals) on exit."""
     home.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     port = _free_port()
@@ -122,9 +124,11 @@ def running_lab(
     log = log_path.open("w")
     server = subprocess.Popen(
         [
-            *(python, "-m", "jupyterlab", "--no-browser", "--allow-root"),
+            *(python, "-m", app, "--no-browser", "--allow-root"),
             *("--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"),
-            *(f"--ServerApp.root_dir={root}", "--LabApp.news_url=None", *args),
+            f"--ServerApp.root_dir={root}",
+            *(("--LabApp.news_url=None",) if app == "jupyterlab" else ()),
+            *args,
         ],
         env=lab_env(home, env, quiet_news=quiet_news),
         stdout=log,
@@ -196,6 +200,22 @@ def open_notebook(page: Any, lab: Lab, notebook: str, timeout: float = 60_000) -
 
     page.goto(lab.page_url(notebook))
     expect(page.locator(".jp-StatusBar-TextItem", has_text=IDLE)).to_be_visible(timeout=timeout)
+
+
+def open_in_notebook7(page: Any, lab: Lab, notebook: str, timeout: float = 60.0) -> None:
+    """Open a notebook in Notebook 7 (a server started with ``app="notebook"``) and wait until
+    its kernel is idle with the page connected to it (Notebook 7 has no status bar to read)."""
+    page.goto(f"{lab.url}/notebooks/{notebook}?token={lab.token}")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kernels = [
+            s["kernel"] for s in lab.api("/api/sessions") if s.get("path", "").endswith(notebook)
+        ]
+        if any(k.get("execution_state") == "idle" and k.get("connections") for k in kernels):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the kernel of {notebook} did not become idle in Notebook 7")
 
 
 def menu(page: Any, *path: str) -> None:
