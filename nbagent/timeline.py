@@ -13,6 +13,7 @@ drawn on its lane before its work; a retried answer is a mark on the model's lan
 
 from __future__ import annotations
 
+import base64
 import html
 import time
 from collections.abc import Callable
@@ -156,8 +157,19 @@ class Timeline:
         out.append("</svg>")
         return "".join(out)
 
+    def html(self) -> str:
+        """The picture as an ``<img>`` that shrinks to fit a narrow output: JupyterLab shows an
+        ``image/svg+xml`` output as an image it never scales down, so a 720 px timeline ran
+        past the edge of a narrow notebook. Escaped: the SVG is base64 data, the alt text words."""
+        data = base64.b64encode(self.svg().encode()).decode("ascii")
+        return (
+            f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(self.summary())}" '
+            'style="max-width:100%;height:auto;display:block;margin:4px 0">'
+        )
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"image/svg+xml": self.svg(), "text/plain": self.summary()}
+        # text/html first for every front end that shows HTML; the SVG for those that do not
+        return {"text/html": self.html(), "image/svg+xml": self.svg(), "text/plain": self.summary()}
 
     def summary(self) -> str:
         """The timeline in one line of words."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -72,6 +74,22 @@ def test_waiting_for_a_person_is_its_own_bar_and_names_are_escaped() -> None:
     assert wait.lane == work.lane and wait.end <= work.start + 1e-6
     assert wait.duration >= 0.04 and wait.status == "approved"
     assert "waiting for a person" in timeline.summary()
+
+
+def test_the_picture_shrinks_to_a_narrow_output() -> None:
+    # JupyterLab shows image/svg+xml as an <img> with no max-width, so a 720 px picture ran
+    # past a narrow notebook's edge; the HTML form (preferred by Lab, Notebook 7, nbconvert and
+    # VS Code) is the same SVG as an image that never grows wider than its output
+    from nbagent.timeline import Span, Timeline
+
+    timeline = Timeline(spans=(Span("tool", "<b>x</b>", 0.0, 1.0, 1),), total=1.0, steps=1, lanes=2)
+    bundle = timeline._repr_mimebundle_()
+    page = bundle["text/html"]
+    assert page.startswith("<img ") and "max-width:100%" in page and "height:auto" in page
+    match = re.search(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', page)
+    assert match and base64.b64decode(match.group(1)).decode() == bundle["image/svg+xml"]
+    assert "<b>" not in page  # the alt text is escaped too
+    assert timeline.summary() in bundle["text/plain"]
 
 
 def test_a_budget_ends_the_run_before_a_request_it_cannot_pay_for() -> None:

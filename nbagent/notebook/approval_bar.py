@@ -20,6 +20,7 @@ import ipywidgets as widgets
 from ..approval import ApprovalRequest, Decision
 from ..errors import ArgumentsError
 from .edit_form import EditForm, FormError
+from .render import STATUS_COLORS
 
 __all__ = ["ApprovalBar"]
 
@@ -166,9 +167,8 @@ class ApprovalBar:
         return True
 
     def _say(self, text: str) -> None:
-        self.notice.value = (
-            f'<span style="color:#ad1457;font-size:0.9em">{html.escape(text)}</span>'
-        )
+        style = f"color:{STATUS_COLORS['denied']};font-size:0.9em"
+        self.notice.value = f'<span style="{style}">{html.escape(text)}</span>'
         self.notice.layout.display = None
 
     # --- the end ----------------------------------------------------------------------------

@@ -258,6 +258,9 @@ async def agent_cell(line: str, cell: str | None = None, *, value: bool = False)
     cell does not echo it). A kernel interrupt cancels the run and is re-raised once the run
     wound down.
     """
+    # IPython leaves frames that set this out of a traceback: an interrupted run's shows the
+    # person's cell and the frame that raised, not nbagent's awaiting between them
+    __tracebackhide__ = True
     from . import current_session
     from .magics import AgentMagics
 

@@ -25,6 +25,7 @@ from .._edits import MISSING
 from .._strict_json import parse_arguments
 from ..errors import ArgumentsError
 from ..limits import Limits
+from .render import STATUS_COLORS
 
 __all__ = ["MAX_DEPTH", "MAX_FIELDS", "MAX_ITEMS", "EditForm", "FormError"]
 
@@ -521,8 +522,8 @@ class EditForm:
             return
         items = "".join(f"<li>{html.escape(line)}</li>" for line in lines[:10])
         self.error.value = (
-            '<div style="color:#c62828;font-size:0.9em"><b>Not run: these arguments do not fit '
-            f"the tool.</b><ul style='margin:2px 0'>{items}</ul></div>"
+            f'<div style="color:{STATUS_COLORS["error"]};font-size:0.9em"><b>Not run: these '
+            f"arguments do not fit the tool.</b><ul style='margin:2px 0'>{items}</ul></div>"
         )
 
     def disable(self) -> None:

@@ -295,6 +295,7 @@ class AgentMagics(Magics):
 
     async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | Any:
         """The awaited form (see :mod:`.cells`): returns when the run ended, with its result."""
+        __tracebackhide__ = True  # see agent_cell
         if mapmagic.matches(line):
             return await mapmagic.run_map(self, line, cell)
         plan = self._parse(line, cell)

@@ -95,6 +95,12 @@ _PRE_STYLE = (
     "font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);"
     "background:var(--jp-layout-color2,#f3f3f3);border-radius:3px"
 )
+#: An error result: the theme's text on its error background (red text on the code background
+#: was unreadable in a dark theme).
+_ERROR_PRE_STYLE = _PRE_STYLE.replace(
+    "background:var(--jp-layout-color2,#f3f3f3)",
+    "background:var(--jp-rendermime-error-background,#fdd)",
+)
 _LABEL_STYLE = "font-size:0.85em;opacity:0.7;margin-top:4px"
 _DIM_STYLE = "opacity:0.7"
 
@@ -171,7 +177,7 @@ def _result_html(result: ToolResult) -> str:
     parts: list[str] = []
     for output in result_outputs(result, limit=PREVIEW):
         if output["output_type"] == "stream":
-            parts.append(_pre(output.get("text", ""), _PRE_STYLE + ";color:#c62828"))
+            parts.append(_pre(output.get("text", ""), _ERROR_PRE_STYLE))
             continue
         data = output.get("data", {})
         if any(mime in data for mime in _SHOWN_IMAGES) or "text/plain" not in data:
@@ -394,7 +400,8 @@ def _head(transcript: Transcript) -> _Piece:
 def _tail(transcript: Transcript) -> _Piece:
     parts, md, plain = [], [], []
     if transcript.error:
-        parts.append(f'<div style="color:#c62828"><b>Error:</b> {_esc(transcript.error)}</div>')
+        color = STATUS_COLORS["error"]
+        parts.append(f'<div style="color:{color}"><b>Error:</b> {_esc(transcript.error)}</div>')
         md.append(f"**Error:** {safe_markdown(transcript.error)}")
         plain.append(f"Error: {transcript.error}")
     footer = transcript.footer()
@@ -471,18 +478,12 @@ def _timeline_bundle(transcript: Transcript) -> Bundle | None:
     timeline = transcript.timeline()
     if timeline is None:
         return None
-    return ({"image/svg+xml": timeline.svg(), "text/plain": timeline.summary()}, {})
+    return (timeline._repr_mimebundle_(), {})
 
 
 def _timeline_html(transcript: Transcript) -> str:
     timeline = transcript.timeline()
-    if timeline is None:
-        return ""
-    data = base64.b64encode(timeline.svg().encode()).decode("ascii")
-    return (
-        f'<img src="data:image/svg+xml;base64,{data}" alt="{_esc(timeline.summary())}" '
-        'style="max-width:100%;display:block;margin:4px 0">'
-    )
+    return "" if timeline is None else timeline.html()
 
 
 def _with_images(piece: _Piece) -> list[Bundle]:

@@ -113,8 +113,10 @@ def running_lab(
     *,
     args: tuple[str, ...] = (),
     quiet_news: bool = True,
+    app: str = "jupyterlab",
 ) -> Iterator[Lab]:
-    """Start ``jupyter lab`` serving ``root``; stop it (API, then signals) on exit."""
+    """Start ``jupyter lab`` (or with ``app="notebook"``, Notebook 7) serving ``root``; stop it
+    (API, then signals) on exit."""
     home.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     port = _free_port()
@@ -122,9 +124,11 @@ def running_lab(
     log = log_path.open("w")
     server = subprocess.Popen(
         [
-            *(python, "-m", "jupyterlab", "--no-browser", "--allow-root"),
+            *(python, "-m", app, "--no-browser", "--allow-root"),
             *("--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"),
-            *(f"--ServerApp.root_dir={root}", "--LabApp.news_url=None", *args),
+            f"--ServerApp.root_dir={root}",
+            *(("--LabApp.news_url=None",) if app == "jupyterlab" else ()),
+            *args,
         ],
         env=lab_env(home, env, quiet_news=quiet_news),
         stdout=log,
@@ -198,6 +202,22 @@ def open_notebook(page: Any, lab: Lab, notebook: str, timeout: float = 60_000) -
     expect(page.locator(".jp-StatusBar-TextItem", has_text=IDLE)).to_be_visible(timeout=timeout)
 
 
+def open_in_notebook7(page: Any, lab: Lab, notebook: str, timeout: float = 60.0) -> None:
+    """Open a notebook in Notebook 7 (a server started with ``app="notebook"``) and wait until
+    its kernel is idle with the page connected to it (Notebook 7 has no status bar to read)."""
+    page.goto(f"{lab.url}/notebooks/{notebook}?token={lab.token}")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kernels = [
+            s["kernel"] for s in lab.api("/api/sessions") if s.get("path", "").endswith(notebook)
+        ]
+        if any(k.get("execution_state") == "idle" and k.get("connections") for k in kernels):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the kernel of {notebook} did not become idle in Notebook 7")
+
+
 def menu(page: Any, *path: str) -> None:
     """Click through the main menu, e.g. ``menu(page, "Run", "Run All Cells")``."""
     page.locator(".lm-MenuBar-itemLabel", has_text=path[0]).first.click()
@@ -213,6 +233,57 @@ def cells_done(page: Any) -> bool:
     """Every code cell has run (an execution count, no ``[*]``)."""
     prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
     return bool(prompts) and all(p.strip() not in ("[ ]:", "[*]:", "") for p in prompts)
+
+
+#: Text in the cells' outputs (not stderr or tracebacks, which Jupyter itself colours) whose
+#: contrast with what is behind it is below ``limit``: ``[text, ratio, color, background]``.
+#: The colour is blended with the background by its alpha and every ancestor's opacity.
+_FAINT_TEXT = """(limit) => {
+  const rgba = (css) => {
+    const m = css.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const [r, g, b, a] = m[1].split(',').map(Number);
+    return { r, g, b, a: Number.isNaN(a) || a === undefined ? 1 : a };
+  };
+  const lin = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+  const lum = (c) => 0.2126 * lin(c.r) + 0.7152 * lin(c.g) + 0.0722 * lin(c.b);
+  const behind = (el) => {
+    for (; el; el = el.parentElement) {
+      const c = rgba(getComputedStyle(el).backgroundColor);
+      if (c && c.a > 0.5) return c;
+    }
+    return { r: 255, g: 255, b: 255, a: 1 };
+  };
+  const found = [];
+  const outputs = document.querySelectorAll(
+    '.jp-OutputArea-output:not([data-mime-type*="stderr"]):not([data-mime-type*="error"])'
+  );
+  for (const output of outputs) {
+    const walker = document.createTreeWalker(output, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const el = node.parentElement;
+      if (!node.textContent.trim() || !el.getClientRects().length) continue;
+      let alpha = rgba(getComputedStyle(el).color).a;
+      for (let up = el; up; up = up.parentElement) alpha *= Number(getComputedStyle(up).opacity);
+      const fg = rgba(getComputedStyle(el).color);
+      const bg = behind(el);
+      const mix = (k) => fg[k] * alpha + bg[k] * (1 - alpha);
+      const seen = lum({ r: mix('r'), g: mix('g'), b: mix('b') });
+      const ratio = (Math.max(seen, lum(bg)) + 0.05) / (Math.min(seen, lum(bg)) + 0.05);
+      if (ratio < limit) {
+        const text = node.textContent.trim().slice(0, 60);
+        const color = getComputedStyle(el).color;
+        found.push([text, ratio.toFixed(2), color, `rgb(${bg.r}, ${bg.g}, ${bg.b})`]);
+      }
+    }
+  }
+  return found;
+}"""
+
+
+def faint_text(page: Any, limit: float = 3.0) -> list[Any]:
+    """Output text a person can hardly read (see :data:`_FAINT_TEXT`)."""
+    return list(page.evaluate(_FAINT_TEXT, limit))
 
 
 def main() -> None:  # pragma: no cover - by hand

@@ -21,7 +21,17 @@ from typing import Any
 
 import pytest
 
-from .lab import BUTTONS, CHROMIUM, Lab, cells_done, menu, missing, open_notebook, running_lab
+from .lab import (
+    BUTTONS,
+    CHROMIUM,
+    Lab,
+    cells_done,
+    faint_text,
+    menu,
+    missing,
+    open_notebook,
+    running_lab,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -132,6 +142,16 @@ def page_problems(page: Any) -> list[str]:
     return problems
 
 
+#: Images wider than the output they are in (cut at its edge), as "alt: how many px past".
+WIDE_IMAGES = """() => Array.from(
+  document.querySelectorAll('.jp-OutputArea-output img')
+).flatMap(img => {
+  const over = img.getBoundingClientRect().right
+    - img.closest('.jp-OutputArea-output').getBoundingClientRect().right;
+  return over > 1 ? [`${img.alt || img.src.slice(0, 30)}: ${Math.round(over)} px`] : [];
+})"""
+
+
 def output_text(page: Any) -> str:
     return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
 
@@ -150,6 +170,11 @@ def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
             assert approved == 2  # the two %agent calls that ask
         if path.stem == "04_rich_results":
             assert page.locator(".jp-OutputArea-output img").count() >= 2
+        assert faint_text(page) == []
+        # every picture fits the notebook's width, here and at 760 px (the timeline did not)
+        assert page.evaluate(WIDE_IMAGES) == []
+        page.set_viewport_size({"width": 760, "height": 1000})
+        assert page.evaluate(WIDE_IMAGES) == []
         # a finished run keeps no widget in the notebook
         assert page.locator(".jp-OutputArea-output .jupyter-widgets").count() == 0
     except Exception:
@@ -215,3 +240,39 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
     for text in ("⚙ sketch", "temperatures", "Pune", "data:image/png;base64"):
         assert text in exported, text
     assert "widget-view+json" not in exported
+
+
+DARK = "JupyterLab Dark"
+
+
+def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None:
+    """Settings > Theme > JupyterLab Dark, as a person does, then Run All on the lessons with
+    failed, cancelled and denied calls: no text of a run may be dark on dark (a saved error
+    result was red on grey at 1.8:1)."""
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    themes = "/lab/api/settings/@jupyterlab/apputils-extension:themes"
+    try:
+        open_notebook(page, lab, "05_streaming_and_control.ipynb")
+        menu(page, "Settings", "Theme", DARK)
+        page.wait_for_function(
+            "() => document.body.dataset.jpThemeName === 'JupyterLab Dark'", timeout=30_000
+        )
+        for name in ("05_streaming_and_control.ipynb", "03_approvals.ipynb"):
+            if name != "05_streaming_and_control.ipynb":
+                page.close()
+                page = browser.new_page(viewport={"width": 1100, "height": 1000})
+                open_notebook(page, lab, name)
+            run_all(page)
+            assert page.evaluate("() => document.body.dataset.jpThemeLight") == "false"
+            assert page_problems(page) == []
+            assert faint_text(page) == [], name
+            SHOTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"course-dark-{name[:2]}.png"))
+    except Exception:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "course-dark-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+        # the other tests of this server expect the light theme
+        lab.api(themes, method="PUT", body={"raw": json.dumps({"theme": "JupyterLab Light"})})

@@ -6,6 +6,7 @@ behind the one before. Interrupts are the kernel manager's real SIGINT.
 
 from __future__ import annotations
 
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -91,6 +92,9 @@ def _after_interrupt(kernel: Kernel, cell: str, tail: str) -> None:
     reply = kernel.replies[cell]["content"]
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
     assert "NOT REACHED" not in kernel.cell_text(cell)
+    # the person sees their cell and what stopped, not a page of nbagent's awaiting frames
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
+    assert "magics.py" not in shown and "cells.py" not in shown, shown
     record = kernel.wait_for(lambda: run_record(kernel, cell), what="the static output")
     assert record["stop_reason"] == "cancelled"
     messages = "nbagent.notebook.current_session().agent.messages"

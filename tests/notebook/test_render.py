@@ -177,3 +177,35 @@ def test_streamed_text_and_reasoning_join_per_step_in_order() -> None:
     reasoning = [b for b in transcript.blocks if type(b).__name__ == "ReasoningRecord"]
     assert [b.text for b in reasoning] == ["Thinking."]
     assert "Thinking." in transcript.to_plain()
+
+
+def _contrast(color: str, background: str) -> float:
+    def luminance(hex_color: str) -> float:
+        channels = [int(hex_color.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(color), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_status_colors_are_readable_in_light_and_dark_themes() -> None:
+    # the same colours are used whatever the theme (a saved run cannot know it): on white and
+    # on JupyterLab Dark's page (#111) alike, every status stays readable (denied was 2.7:1
+    # and running 3.3:1 on dark, waiting 3.1:1 on white)
+    from nbagent.notebook.render import STATUS_COLORS
+
+    for status, color in STATUS_COLORS.items():
+        for page in ("#ffffff", "#111111"):
+            assert _contrast(color, page) >= 4.0, (status, color, page)
+
+
+def test_an_error_result_is_shown_on_the_themes_error_background() -> None:
+    # red text on the grey code background was 1.8:1 in JupyterLab Dark: the text keeps the
+    # theme's colour and the box takes the theme's error background, as Jupyter's stderr does
+    from nbagent.notebook.static import _result_html
+
+    html = _result_html(error_result("the run was cancelled"))
+    assert "the run was cancelled" in html
+    assert "background:var(--jp-rendermime-error-background," in html
+    assert "color:#" not in html
