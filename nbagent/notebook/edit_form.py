@@ -429,6 +429,8 @@ class EditForm:
             value='<span style="font-size:0.85em;opacity:0.75">* required. Approve runs the call '
             "with these arguments (they are checked against the tool's schema first).</span>"
         )
+        self.note.add_class("nbagent-note")
+        self.error.add_class("nbagent-note")
         self.body = widgets.VBox(layout=widgets.Layout(width="100%"))
         self.form: _Field | None = None
         self.raw: widgets.Textarea | None = None

@@ -103,6 +103,7 @@ class RunView:
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run")
         self.stop.on_click(self._on_stop)
         self.footer = widgets.HTML(self._footer_html(), **html)
+        self.footer.add_class("nbagent-note")
         self.errors: widgets.Output | None = None
         controls = widgets.HBox([self.stop, self.footer], layout=shared.layout)
         self.widget = widgets.VBox([self.header, self.body, controls], layout=shared.layout)
