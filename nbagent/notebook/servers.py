@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["USAGE", "accepts", "run", "split"]
+
+_SHADOWED = "tool {0!r}: a tool of the notebook has that name and is kept (rename one of them)"
 
 USAGE = """\
 %agent mcp add NAME [--env VAR[=VALUE]] [--timeout SECONDS] -- COMMAND ARGS...
@@ -158,10 +161,10 @@ def show(session: Session, only: str | None = None) -> None:
     ]
     _table(("server", "status", "started with", "tools", "says it is"), rows)
     for server in servers:
-        _details(server)
+        _details(server, session.mcp_shadowed.get(server.name, ()))
 
 
-def _details(server: MCPServer) -> None:
+def _details(server: MCPServer, shadowed: Sequence[str]) -> None:
     blocks: list[str] = []  # Markdown paragraphs and lists
     plain: list[str] = []
     status = server.status
@@ -180,10 +183,11 @@ def _details(server: MCPServer) -> None:
         blocks.append("\n".join(lines))
         plain.append(f"Tools of {server.name} (nbagent name <- the server's name):")
         plain.extend(f"  {mine} <- {theirs}" for mine, theirs in origins.items())
-    if server.rejected:
+    rejected = [*server.rejected, *(_SHADOWED.format(name) for name in shadowed)]
+    if rejected:
         blocks.append(f"Not registered from **{safe_markdown(server.name)}**:")
-        blocks.append("\n".join(f"- {safe_markdown(reason)}" for reason in server.rejected))
+        blocks.append("\n".join(f"- {safe_markdown(reason)}" for reason in rejected))
         plain.append(f"Not registered from {server.name}:")
-        plain.extend(f"  {reason}" for reason in server.rejected)
+        plain.extend(f"  {reason}" for reason in rejected)
     if blocks:
         _show("\n\n".join(blocks), "\n".join(plain))

@@ -119,6 +119,8 @@ class Session:
         self.recordings = RecordingStore()
         self.mcp_servers: dict[str, MCPServer] = {}
         self._mcp_tools: dict[str, str] = {}  # tool name -> the MCP server it comes from
+        #: per server, its tools left out because a tool of the notebook has their name
+        self.mcp_shadowed: dict[str, tuple[str, ...]] = {}
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -248,6 +250,7 @@ class Session:
         with self._lock:
             for item in made:
                 self.tools[item.name] = item
+                self._take_from_mcp(item.name)
                 self._explicit.add(item.name)
                 self._from_namespace.discard(item.name)
         from . import report
@@ -296,6 +299,7 @@ class Session:
                         f"several tools are named {name!r} ({names}); using the one in {var}"
                     )
                 self.tools[name] = chosen
+                self._take_from_mcp(name)
                 self._from_namespace.add(name)
                 self._explicit.discard(name)
                 problems += self.provider_problems([chosen])
@@ -331,12 +335,25 @@ class Session:
         for name in [n for n, o in self._mcp_tools.items() if o == owner]:
             del self._mcp_tools[name]
             registry.pop(name, None)
+        shadowed: list[str] = []
         for item in tools:
+            if item.name in registry:  # a tool of the notebook's: the person's own tool wins
+                shadowed.append(item.name)
+                continue
             registry[item.name] = item
             self._mcp_tools[item.name] = owner
-            self._explicit.discard(item.name)
-            self._from_namespace.discard(item.name)
+        if shadowed:
+            self.mcp_shadowed[owner] = tuple(shadowed)
+        else:
+            self.mcp_shadowed.pop(owner, None)
         self.tools = registry
+
+    def _take_from_mcp(self, name: str) -> None:
+        """A tool of the person's now holds ``name``: the MCP tool of that name is left out
+        (and said so), so its server's changes and removal never touch the person's tool."""
+        owner = self._mcp_tools.pop(name, None)
+        if owner is not None:
+            self.mcp_shadowed[owner] = (*self.mcp_shadowed.get(owner, ()), name)
 
     def remove_mcp_server(self, name: str) -> MCPServer | None:
         """Stop the server ``name`` and drop its tools; returns it (None if there was none)."""
