@@ -32,6 +32,8 @@ __all__ = ["Connection", "Target"]
 
 _MAX_PAGES = 64
 _MESSAGE_LIMIT = 2_000
+#: The SDK's loggers: its modules', and the bare "client" its client session logs under.
+_SDK_LOGGERS = ("mcp", "mcp_types", "client")
 _JOIN = 15.0  # seconds to wait for the thread after a close: stop grace periods, then reaping
 
 
@@ -64,6 +66,24 @@ def _answered_error(exc: BaseException) -> str | None:
     if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
         return str(exc.error.message)
     return None
+
+
+def _quiet_sdk_logging() -> None:
+    """Keep the SDK's log records out of stderr unless the person configured logging.
+
+    The SDK logs a warning with a traceback for each message of a server it cannot use (a
+    notification that does not validate, a bad event); with no handler anywhere, Python prints
+    them to stderr, which in a kernel is whichever cell runs, and a server can send thousands.
+    A NullHandler (the library convention) stops that last resort; records still propagate
+    to handlers the person set up. nbagent reports what matters itself (a call's result, the
+    server's status).
+    """
+    import logging
+
+    for name in _SDK_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -113,6 +133,7 @@ class Connection:
 
     def start(self) -> None:
         """Start the server and list its tools; raise MCPServerError saying why it failed."""
+        _quiet_sdk_logging()
         self._thread.start()
         try:
             ready = self._ready.wait(self.limits.start_timeout + _JOIN)

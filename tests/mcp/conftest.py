@@ -18,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(Path(__file__).with_name("demo_server.py"))
+RAW = str(Path(__file__).with_name("raw_server.py"))
 EVERYTHING = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
 
 NO_SDK = "the mcp SDK is not installed (scripts/test installs the extra: pip install -e '.[mcp]')"

@@ -4,6 +4,7 @@ registration, results, bad input of every kind, tool-list changes, lifetime."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from typing import Any
@@ -16,7 +17,7 @@ from nbagent.content import ImagePart, ToolResult
 from nbagent.errors import MCPServerError
 from nbagent.mcp import MCPLimits, mcp_server, tool_name
 
-from .conftest import alive, by_name, call, demo_command, wait_until
+from .conftest import RAW, ROOT, alive, by_name, call, demo_command, wait_until
 
 # --- registration -----------------------------------------------------------------------------
 
@@ -243,3 +244,22 @@ def test_close_stops_and_reaps_the_process_and_later_calls_say_so() -> None:
     result = call(add, {"a": 1, "b": 2})
     assert result.is_error and "MCP server 'short' is not running: it was removed" in result.text
     server.close()  # twice is fine
+
+
+def test_what_the_sdk_logs_about_a_misbehaving_server_never_reaches_stderr() -> None:
+    # In a kernel, stderr is the cell: the SDK logs a traceback for every notification it
+    # cannot validate, and a server can send thousands. A fresh interpreter, because pytest's
+    # own log capture would hide the stderr a notebook shows.
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from nbagent.mcp import mcp_server
+from tests.mcp.conftest import by_name, call
+with mcp_server("loud", [sys.executable, {RAW!r}]) as server:
+    print(call(by_name(server, "loud__babble"), {{"count": 200}}).text)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "babbled", done.stderr[-2000:]
+    assert done.stderr == ""
