@@ -31,6 +31,7 @@ from ..tools import ToolCall
 from ._http import StreamFailure
 from ._shared import (
     DAMAGED_ARGUMENTS,
+    INCOMPLETE_ARGUMENTS,
     RESPONSES_REASONING_MARK,
     damaged,
     retryable_error,
@@ -461,6 +462,8 @@ class ResponseEventParser:
             self.out.append(ToolInputDelta(call.call_id, arguments))
         if call.damaged:
             arguments = DAMAGED_ARGUMENTS + arguments
+        elif item.get("status") == "incomplete":  # its arguments may have stopped short
+            arguments = INCOMPLETE_ARGUMENTS + arguments
         elif not arguments.strip():
             arguments = "{}"
         elif call.name in self._strict:

@@ -13,6 +13,7 @@ from ..tools import Definition
 __all__ = [
     "CHAT_REASONING_MARK",
     "DAMAGED_ARGUMENTS",
+    "INCOMPLETE_ARGUMENTS",
     "RESPONSES_REASONING_MARK",
     "b64",
     "damaged",
@@ -30,6 +31,9 @@ __all__ = [
 DAMAGED_ARGUMENTS = (
     "(not run: the provider sent these arguments with invalid UTF-8 bytes, shown as U+FFFD) "
 )
+#: Put before the arguments of a call the provider itself marked incomplete: not JSON, so the
+#: loop never runs what may be only the start of the arguments, and the model reads why.
+INCOMPLETE_ARGUMENTS = "(not run: the provider marked this call incomplete) "
 
 #: Starts the ``signature`` of a reasoning part that carries an OpenAI Responses reasoning item
 #: (see :mod:`nbagent.providers.responses`): no other API may take it for a signature of its own.

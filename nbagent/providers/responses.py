@@ -68,7 +68,9 @@ How a response ends:
 Text with invalid UTF-8 keeps going with U+FFFD in place of each bad byte. A call whose own
 arguments held invalid bytes is passed on with arguments that are not JSON (prefixed
 ``(not run: …)``), so the loop answers it with an error the model reads; its clean siblings
-run. Any field of an unexpected type ends the response with a clear ``StreamError``.
+run. So is a call the final response itself marks ``"status": "incomplete"`` (its arguments
+may have stopped short, even where what came is valid JSON). Any field of an unexpected type
+ends the response with a clear ``StreamError``.
 """
 
 from __future__ import annotations

@@ -609,3 +609,25 @@ async def test_items_whose_id_changes_from_event_to_event_are_read_once(server: 
     assert reasoning.text == "The user wants the weather.\n\nTwo calls."
     payload = read_reasoning_signature(reasoning.signature)
     assert payload is not None and payload["item"]["encrypted_content"] == RS_ENCRYPTED
+
+
+async def test_a_call_whose_arguments_never_complete_is_never_run(server: Server) -> None:
+    # Its deltas stop short of the end; no done event comes; the final response lists the call
+    # as incomplete (its arguments so far happen to be valid JSON) or leaves it out.
+    cut = ResponsesTurn()
+    cut.call("c1", "rm", '{"path": "/"}')  # then the rest of its arguments never came
+    cut.call("c2", "rm", '{"path": "/"}')
+    cut.events = [
+        (n, d)
+        for n, d in cut.events
+        if not (n.endswith(".done") and "fc_c1" in (d.get("item_id"), d.get("item", {}).get("id")))
+    ]
+    cut.output[0] = {**cut.output[0], "status": "incomplete"}
+    server.queue(Reply(cut.completed().body()))
+    model = responses(server)
+    answer = answer_of(await collect(model))
+    await model.aclose()
+    calls = {call.id: call for call in answer.tool_calls()}
+    assert calls["c1"].arguments.startswith("(not run: ")
+    assert "incomplete" in calls["c1"].arguments
+    assert calls["c2"].arguments == '{"path": "/"}'  # its sibling, complete, is unaffected
