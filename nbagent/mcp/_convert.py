@@ -185,7 +185,8 @@ def tool_result(result: mcp_types.CallToolResult, limits: MCPLimits) -> ToolResu
             )
         )
     if not parts:
-        parts.append(TextPart("(the tool returned no content)"))
+        empty = "failed without saying why" if result.is_error else "returned no content"
+        parts.append(TextPart(f"(the tool {empty})"))
     return ToolResult(tuple(parts), is_error=bool(result.is_error))
 
 

@@ -75,6 +75,8 @@ def test_structured_content_alone_becomes_json_text_and_is_error_is_kept() -> No
     mapped = tool_result(result(structured_content={"t": 21.5}, is_error=True), MCPLimits())
     assert mapped.text == '{"t": 21.5}' and mapped.is_error
     assert tool_result(result(), MCPLimits()).text == "(the tool returned no content)"
+    failed = tool_result(result(is_error=True), MCPLimits())  # a failure that says nothing
+    assert failed.is_error and failed.text == "(the tool failed without saying why)"
 
 
 def test_bad_images_become_notes_and_images_beyond_the_limit_are_left_out() -> None:
