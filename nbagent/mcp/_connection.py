@@ -368,8 +368,17 @@ class Connection:
                     _short(f"tool {item.name!r} could not be read: {type(exc).__name__}: {exc}")
                 )
                 continue
-            if made.name in kept:
+            first = kept.get(made.name)
+            if first is not None and first.name == item.name:
                 rejected.append(f"tool {item.name!r} is listed twice; the first one is used")
+                continue
+            if first is not None:  # a made-safe name met a real one (see tool_name)
+                rejected.append(
+                    _short(
+                        f"tool {item.name!r} would have the nbagent name {made.name!r} of the "
+                        f"tool {first.name!r}, which is kept"
+                    )
+                )
                 continue
             old = previous.get(made.name)
             if old is not None and self._listed.get(made.name) == item:

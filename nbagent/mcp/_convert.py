@@ -3,7 +3,8 @@
 Names: a server's tool ``read-file`` on the server named ``fs`` becomes ``fs__read-file``. A name
 that holds characters providers refuse (anything but letters, digits, ``_`` and ``-``), or that
 would be longer than 64 characters, has them replaced by ``_``, is shortened, and gets ``_`` and
-six hex digits of a hash of the original name, so that two server names never meet in one.
+six hex digits of a hash of the original name, so that two server names do not meet in one
+(a server may still name a tool like a made-safe name: the connection keeps the first).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """An MCP server written by hand over stdio, for what the SDK's own server never sends:
-``python raw_server.py``. It answers the handshake and lists one tool, ``babble``, whose call
-is answered only after ``count`` notifications that no client can validate."""
+``python raw_server.py [NAME ...]``. It answers the handshake and lists one tool, ``babble``
+(or tools of the names given, any names, repeats included); a call is answered only after
+``count`` notifications that no client can validate."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ for line in sys.stdin:
         )
     elif method == "tools/list":
         schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
-        answer(request, {"tools": [{"name": "babble", "inputSchema": schema}]})
+        names = sys.argv[1:] or ["babble"]
+        answer(request, {"tools": [{"name": name, "inputSchema": schema} for name in names]})
     elif method == "tools/call":
         for _ in range(request["params"]["arguments"]["count"]):
             send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "?"}})

@@ -263,3 +263,15 @@ with mcp_server("loud", [sys.executable, {RAW!r}]) as server:
     )
     assert done.stdout.strip() == "babbled", done.stderr[-2000:]
     assert done.stderr == ""
+
+
+def test_two_tools_that_would_share_an_nbagent_name_are_told_apart() -> None:
+    # `read.file` becomes `raw__read_file_dd32cd`; a tool may be named `read_file_dd32cd`.
+    names = ["read.file", "read_file_dd32cd", "echo", "echo"]
+    with mcp_server("raw", [sys.executable, RAW, *names]) as server:
+        assert server.origins == {"raw__read_file_dd32cd": "read.file", "raw__echo": "echo"}
+        assert server.rejected == (
+            "tool 'read_file_dd32cd' would have the nbagent name 'raw__read_file_dd32cd' of "
+            "the tool 'read.file', which is kept",
+            "tool 'echo' is listed twice; the first one is used",
+        )
