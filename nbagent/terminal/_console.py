@@ -110,7 +110,9 @@ class Console:
 
     ``max_held_chars`` bounds the outside output (tools' prints) held back at a time, and an
     unfinished line of it; what a waiting question makes it drop is counted, and the count
-    is shown.
+    is shown. A write that fails (the reader of a pipe left, the disk is full, the stream was
+    closed) never raises: it is kept as ``lost`` (with ``lost_stream``), later output is
+    dropped, and whoever runs the session decides how to stop.
     """
 
     def __init__(
@@ -137,6 +139,8 @@ class Console:
         self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._external_open = False  # the last write was a tool's, and its line is open
+        self.lost: OSError | ValueError | None = None
+        self.lost_stream: TextIO | None = None
 
     # --- pieces ------------------------------------------------------------------------------
 
@@ -153,10 +157,26 @@ class Console:
     def _write(self, stream: TextIO, text: str) -> None:
         if not text:
             return
-        stream.write(text)
-        stream.flush()
+        if self.lost is None:
+            try:
+                stream.write(text)
+            except (OSError, ValueError) as exc:
+                self._lose(stream, exc)
+            self.flush(stream)
         self.at_line_start = text.endswith("\n")
         self._external_open = False
+
+    def flush(self, stream: TextIO) -> None:
+        """Flush ``stream``; a failure is kept as ``lost`` instead of raised."""
+        if self.lost is not None:
+            return
+        try:
+            stream.flush()
+        except (OSError, ValueError) as exc:
+            self._lose(stream, exc)
+
+    def _lose(self, stream: TextIO, exc: OSError | ValueError) -> None:
+        self.lost, self.lost_stream = exc, stream
 
     # --- the model's streamed text -----------------------------------------------------------
 
@@ -208,7 +228,7 @@ class Console:
             self._end_line()
             stream = self.err if error else self.out
             if error and self.err is not self.out:
-                self.out.flush()
+                self.flush(self.out)
             self._write(stream, self.style(text, *styles) + "\n")
             self.at_line_start = True
 
@@ -365,7 +385,7 @@ class HeldStream:
 
     def flush(self) -> None:
         self._console.flush_external(self._real)
-        self._real.flush()
+        self._console.flush(self._real)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

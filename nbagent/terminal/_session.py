@@ -12,6 +12,11 @@ Ctrl-C is a loop signal handler, so it acts at once wherever the person is:
   every pending call, and the view says so in one line. A second Ctrl-C before the run has
   wound down quits at once.
 - at the ``you>`` prompt: quit with status 130 (Ctrl-D quits with the session's status).
+
+When the output can no longer be written (the reader of a pipe left, as ``| head`` does; a full
+disk), the run is cancelled and the session ends: nobody would see what comes next, and a
+model would go on spending tokens for nobody. The status is 141 for a closed pipe (what a
+shell reports for a program that SIGPIPE ended) and 1 otherwise.
 """
 
 from __future__ import annotations
@@ -151,6 +156,8 @@ class Session:
                 if self._late_interrupt:
                     return 130
                 outcome = await self._one(prompt)
+                if self.console.lost is not None:
+                    return self.output_lost_status()
                 if outcome in ("cancelled", "quit"):
                     return 130
             return self.status
@@ -164,6 +171,8 @@ class Session:
         while True:
             self._late_interrupt = False
             c.ask(c.style("you> ", "bold", "blue"), interruptible=True)
+            if c.lost is not None:
+                return self.output_lost_status()
             try:
                 line = await self.reader.read_line()
             except InputInterrupted:
@@ -182,9 +191,16 @@ class Session:
             prompt = line.strip()
             if not prompt:
                 continue
-            if await self._one(prompt) == "quit":
+            outcome = await self._one(prompt)
+            if c.lost is not None:
+                return self.output_lost_status()
+            if outcome == "quit":
                 c.line("bye (interrupted)")
                 return 130
+
+    def output_lost_status(self) -> int:
+        """The exit status once the output could not be written (see the module's notes)."""
+        return 141 if isinstance(self.console.lost, BrokenPipeError) else 1
 
     async def _one(self, prompt: str) -> Outcome:
         """One run, rendered; its outcome."""
@@ -223,6 +239,9 @@ class Session:
         view.cancel_hint = "; back to the prompt (Ctrl-C again or Ctrl-D quits)" * self._chat
         async for event in run.events():
             view.show(event)
+            if self.console.lost is not None and not self._cancelling:
+                self._cancelling = True  # nobody sees the run any more: stop it
+                run.cancel()
             if isinstance(event, ApprovalRequested):
                 await self._ask(run, event.request)
             elif isinstance(event, RunFailed):
