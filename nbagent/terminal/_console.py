@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Console", "HeldStream", "clean", "clean_strict", "clip", "one_line", "wants_color"]
+__all__ = [
+    "Console",
+    "HeldStream",
+    "clean",
+    "clean_outside",
+    "clean_strict",
+    "clip",
+    "one_line",
+    "wants_color",
+]
 
 _STYLES = {
     "bold": "1",
@@ -51,6 +60,30 @@ def _escape(match: re.Match[str]) -> str:
 def clean(text: str) -> str:
     """``text`` with terminal controls made visible (``\\x1b``) and carriage returns dropped."""
     return _UNSAFE.sub(_escape, text)
+
+
+#: A color or text style (SGR): it cannot move the cursor or touch another line.
+_SGR = re.compile("\x1b\\[[0-9;:]*m")
+
+
+def _escape_keeping_cr(match: re.Match[str]) -> str:
+    return "\r" if match.group() == "\r" else _escape(match)
+
+
+def clean_outside(text: str, *, colors: bool = False) -> str:
+    """Text a tool printed, made as safe as :func:`clean`: a tool may print what the model
+    sent it. Kept: carriage returns (a progress line redrawing itself; the console starts
+    outside output on a line of its own, so they reach no line of ours) and, with ``colors``,
+    color and style codes; every other escape sequence is made visible."""
+    if not colors:
+        return _UNSAFE.sub(_escape_keeping_cr, text)
+    pieces, last = [], 0
+    for match in _SGR.finditer(text):
+        pieces.append(_UNSAFE.sub(_escape_keeping_cr, text[last : match.start()]))
+        pieces.append(match.group())
+        last = match.end()
+    pieces.append(_UNSAFE.sub(_escape_keeping_cr, text[last:]))
+    return "".join(pieces)
 
 
 def clean_strict(text: str) -> str:
@@ -360,9 +393,14 @@ class Console:
                 self._write(self.out, question)
 
     def _external(self, stream: TextIO, text: str) -> None:
+        text = clean_outside(text, colors=self.color)
         if text:
             if not self._external_open:  # continue the tool's own line, never ours
                 self._end_line()
+            if self.color and "\x1b[" in text:
+                # a style left on (concealed text, say) must not reach our lines: reset it
+                body, end = (text[:-1], "\n") if text.endswith("\n") else (text, "")
+                text = body + "\x1b[0m" + end
             self._write(stream, text)
             self._external_open = not self.at_line_start
 
