@@ -187,7 +187,7 @@ class Session:
                 c.answered("")
                 c.line("bye")
                 return self.status
-            c.answered(clean(line) if self.echo_input else None)
+            c.answered(self._echo(line))
             prompt = line.strip()
             if not prompt:
                 continue
@@ -197,6 +197,13 @@ class Session:
             if outcome == "quit":
                 c.line("bye (interrupted)")
                 return 130
+
+    def _echo(self, line: str) -> str | None:
+        """What to write after a line was read: the line itself when nothing showed it, the end
+        of the line when the terminal showed it without one (input ended after it)."""
+        if self.echo_input:
+            return clean(line)
+        return "" if self.reader.unterminated else None
 
     def output_lost_status(self) -> int:
         """The exit status once the output could not be written (see the module's notes)."""
@@ -285,7 +292,7 @@ class Session:
             c.line("  (no answer: the input ended)", "yellow")
             decision = Decision(False, "no answer: the input ended", by="terminal")
         else:
-            c.answered(clean(answer) if self.echo_input else None)
+            c.answered(self._echo(answer))
             decision = parse_answer(answer)
         if not approver.resolve(request.call.id, decision, fingerprint=request.fingerprint):
             c.line("  (too late: this call was settled without this answer)", "yellow")
