@@ -192,7 +192,11 @@ class Console:
             return
         if self.lost is None:
             try:
-                stream.write(text)
+                try:
+                    stream.write(text)
+                except UnicodeEncodeError:  # not a lost stream: text its encoding lacks
+                    encoding = getattr(stream, "encoding", None) or "ascii"
+                    stream.write(text.encode(encoding, "replace").decode(encoding))
             except (OSError, ValueError) as exc:
                 self._lose(stream, exc)
             self.flush(stream)

@@ -116,6 +116,16 @@ async def test_what_a_tool_prints_cannot_drive_the_terminal_either() -> None:
         assert out.getvalue() == expected + "ours\n"  # colors stay, reset before our lines
 
 
+def test_text_a_stream_cannot_encode_is_replaced_and_the_stream_is_not_lost() -> None:
+    raw = io.BytesIO()
+    strict = io.TextIOWrapper(raw, encoding="ascii", errors="strict")
+    console = Console(strict)
+    console.line("caf\u00e9 \u4f60")
+    console.line("next")
+    assert console.lost is None
+    assert raw.getvalue() == b"caf? ?\nnext\n"
+
+
 def test_wants_color_only_on_a_terminal_without_no_color() -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
