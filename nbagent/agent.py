@@ -175,7 +175,10 @@ class Agent:
     def _check_idle(self) -> None:
         if self._running:
             raise RunInProgressError(
-                "this agent is already running: wait for the run to end or stop it first"
+                "this agent is already running: wait for the run to end or cancel it first "
+                "(agent.fork() gives a second conversation). A loop over agent.stream(...) "
+                "left with break ends its run only once the iterator is closed: loop over "
+                "contextlib.aclosing(agent.stream(...))"
             )
 
     # --- running ----------------------------------------------------------------------------

@@ -621,6 +621,17 @@ async def test_second_run_while_running_is_refused() -> None:
     await agent.run("b")
 
 
+async def test_a_run_refused_after_leaving_a_stream_says_how_to_close_it() -> None:
+    agent = Agent(ScriptedModel([Turn(Text("a"), Pause(5), Text("b")), "c"]))
+    events = agent.stream("go")
+    async for _ in events:
+        break  # the newcomer's way: the iterator is not closed yet, so neither is the run
+    with pytest.raises(RunInProgressError, match=r"contextlib\.aclosing"):
+        agent.start("again")
+    await events.aclose()  # what aclosing(...) does on leaving the loop
+    assert (await agent.run("again")).text == "c"
+
+
 def test_start_without_a_loop_says_what_to_use_and_leaves_the_agent_usable() -> None:
     agent = Agent(ScriptedModel(["fine"]))
     with pytest.raises(errors.AgentError, match="run_sync"):
