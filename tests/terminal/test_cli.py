@@ -261,13 +261,7 @@ def test_output_that_cannot_be_written_stops_the_run_with_one_line() -> None:
 
 
 def test_a_closed_standard_output_is_a_setup_error() -> None:
-    proc = _nbagent(
-        "add 1 and 2",
-        stderr=subprocess.PIPE,
-        pass_fds=(),
-        close_fds=True,
-        preexec_fn=lambda: os.close(1),
-    )
+    proc = _nbagent("add 1 and 2", stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
     _, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 2
     assert err.decode() == (
