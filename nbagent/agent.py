@@ -10,6 +10,7 @@ loop (a Jupyter kernel), running the loop on a worker thread.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -27,6 +28,10 @@ from .run import Run, _as_user_message
 from .tools import Tool, validate_tools
 
 __all__ = ["Agent", "Run"]
+
+#: Makes "is this agent idle? then it is mine" one step, for runs started from several threads
+#: (``run_sync`` from a thread pool): held for a check and an assignment only, so one for all.
+_CLAIM = threading.Lock()
 
 
 class Agent:
@@ -170,7 +175,10 @@ class Agent:
     def _check_idle(self) -> None:
         if self._running:
             raise RunInProgressError(
-                "this agent is already running: wait for the run to end or stop it first"
+                "this agent is already running: wait for the run to end or cancel it first "
+                "(agent.fork() gives a second conversation). A loop over agent.stream(...) "
+                "left with break ends its run only once the iterator is closed: loop over "
+                "contextlib.aclosing(agent.stream(...))"
             )
 
     # --- running ----------------------------------------------------------------------------
@@ -191,6 +199,13 @@ class Agent:
         A failed run is reported as the ``RunFailed`` event (and ``stop_reason="failed"``).
         """
         self._check_idle()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise AgentError(
+                "Agent.start needs a running event loop: in a script use agent.run_sync(...), "
+                "in async code await agent.run(...)"
+            ) from None
         if tools is not None:
             names = list(tools)
             unknown = [n for n in names if n not in self.tools]
@@ -200,17 +215,23 @@ class Agent:
         else:
             chosen = dict(self.tools)
         message = prompt_for_history(_as_user_message(prompt))
-        run = Run(
-            self,
-            message,
-            approver or self.approver,
-            max_steps or self.max_steps,
-            chosen,
-            options or self.options,
-            budget or self.budget,
-        )
-        self._running = True
-        run._start()
+        with _CLAIM:  # another thread may have started a run since the check above
+            self._check_idle()
+            self._running = True
+        try:
+            run = Run(
+                self,
+                message,
+                approver or self.approver,
+                max_steps or self.max_steps,
+                chosen,
+                options or self.options,
+                budget or self.budget,
+            )
+            run._start()
+        except BaseException:
+            self._running = False  # no task exists to end the run and free the agent
+            raise
         return run
 
     async def stream(

@@ -621,6 +621,59 @@ async def test_second_run_while_running_is_refused() -> None:
     await agent.run("b")
 
 
+async def test_a_run_refused_after_leaving_a_stream_says_how_to_close_it() -> None:
+    agent = Agent(ScriptedModel([Turn(Text("a"), Pause(5), Text("b")), "c"]))
+    events = agent.stream("go")
+    async for _ in events:
+        break  # the newcomer's way: the iterator is not closed yet, so neither is the run
+    with pytest.raises(RunInProgressError, match=r"contextlib\.aclosing"):
+        agent.start("again")
+    await events.aclose()  # what aclosing(...) does on leaving the loop
+    assert (await agent.run("again")).text == "c"
+
+
+def test_start_without_a_loop_says_what_to_use_and_leaves_the_agent_usable() -> None:
+    agent = Agent(ScriptedModel(["fine"]))
+    with pytest.raises(errors.AgentError, match="run_sync"):
+        agent.start("a")  # a script, no event loop
+    assert agent.run_sync("b").text == "fine"
+
+
+def test_runs_started_from_two_threads_at_once_never_overlap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    import nbagent.agent
+
+    real = nbagent.agent.prompt_for_history
+
+    def slow_prompt(message: Any) -> Any:
+        time.sleep(0.2)  # both threads are between "is it idle?" and "it is mine" now
+        return real(message)
+
+    monkeypatch.setattr(nbagent.agent, "prompt_for_history", slow_prompt)
+    agent = Agent(ScriptedModel([Turn(Pause(0.3), Text("x")), Turn(Pause(0.3), Text("y"))]))
+    start = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            outcomes.append(agent.run_sync("go").text)
+        except RunInProgressError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["refused", "x"]
+    assert_history_valid(agent.messages)
+    assert [m.text for m in agent.messages] == ["go", "x"]  # type: ignore[union-attr]
+
+
 async def test_run_sync_inside_a_running_loop() -> None:
     model = ScriptedModel([Turn(Call("echo", {"x": 3})), "sync done"])
     agent = Agent(model, [recording_tool()])

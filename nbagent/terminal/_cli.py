@@ -53,7 +53,8 @@ examples:
   NO_COLOR=1 python -m nbagent                       no colors (they are off when piped too)
 
 exit status:
-  0 all runs done, 1 a run failed, 2 bad arguments or setup, 130 interrupted with Ctrl-C.
+  0 all runs done, 1 a run failed (or the output could not be written), 2 bad arguments or
+  setup, 130 interrupted with Ctrl-C, 141 the output's reader left (a closed pipe, as | head).
 """
 
 
@@ -106,16 +107,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _error(message: str, exc: BaseException | None = None, *, debug: bool = False) -> None:
     from ._console import clean
 
-    sys.stdout.flush()
-    print(f"nbagent: error: {clean(message)}", file=sys.stderr)
-    if exc is not None:
-        if debug:
-            import traceback
+    try:  # where even the error cannot be written, the status says it
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        err = sys.stderr or sys.stdout
+        print(f"nbagent: error: {clean(message)}", file=err)
+        if exc is not None:
+            if debug:
+                import traceback
 
-            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-        else:
-            print("(run with --debug for the traceback)", file=sys.stderr)
-    sys.stderr.flush()
+                traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+            else:
+                print("(run with --debug for the traceback)", file=err)
+        if err is not None:
+            err.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _model_label(agent: Agent, spec: str | None, from_module: bool) -> tuple[str, bool]:
@@ -243,6 +250,11 @@ def _serve(
 
     limits = limits or TerminalLimits()
     out, err = sys.stdout, sys.stderr
+    if out is None:  # started with standard output closed (>&-)
+        _error("standard output is closed: there is nowhere to show the runs")
+        return 2
+    if err is None:
+        err = out
     if hasattr(out, "reconfigure"):
         out.reconfigure(errors="replace")  # text the locale cannot encode must not crash a run
     console = Console(out, err, color=wants_color(out), max_held_chars=limits.max_held_chars)
@@ -270,6 +282,8 @@ def _serve(
         status = 130
     finally:
         sys.stdout, sys.stderr = out, err
+    if console.lost is not None:
+        _output_lost(console)
     still = view.still_running()  # tools the loop gave up on: their functions have not ended
     if not session.forced and not still:
         _close(loop)
@@ -281,10 +295,25 @@ def _serve(
                 f"(not waiting for {', '.join(names)}: the run gave up on {them} still running)",
                 file=err,
             )
-        out.flush()
-        err.flush()
+        console.flush(out)
+        console.flush(err)
         os._exit(status)
     return status
+
+
+def _output_lost(console: Console) -> None:
+    """Say why the session ended early (a closed pipe needs no words), and point the broken
+    stream at the null device so that the interpreter's last flush does not fail again."""
+    lost, stream = console.lost, console.lost_stream
+    if stream is not None:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):
+            pass
+    if not isinstance(lost, BrokenPipeError):
+        _error(f"the output could not be written ({lost}), so the run was stopped")
 
 
 def _load_model(console: Any, agent: Agent, *, debug: bool) -> bool:

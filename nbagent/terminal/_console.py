@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Console", "HeldStream", "clean", "clean_strict", "clip", "one_line", "wants_color"]
+__all__ = [
+    "Console",
+    "HeldStream",
+    "clean",
+    "clean_outside",
+    "clean_strict",
+    "clip",
+    "one_line",
+    "wants_color",
+]
 
 _STYLES = {
     "bold": "1",
@@ -51,6 +60,30 @@ def _escape(match: re.Match[str]) -> str:
 def clean(text: str) -> str:
     """``text`` with terminal controls made visible (``\\x1b``) and carriage returns dropped."""
     return _UNSAFE.sub(_escape, text)
+
+
+#: A color or text style (SGR): it cannot move the cursor or touch another line.
+_SGR = re.compile("\x1b\\[[0-9;:]*m")
+
+
+def _escape_keeping_cr(match: re.Match[str]) -> str:
+    return "\r" if match.group() == "\r" else _escape(match)
+
+
+def clean_outside(text: str, *, colors: bool = False) -> str:
+    """Text a tool printed, made as safe as :func:`clean`: a tool may print what the model
+    sent it. Kept: carriage returns (a progress line redrawing itself; the console starts
+    outside output on a line of its own, so they reach no line of ours) and, with ``colors``,
+    color and style codes; every other escape sequence is made visible."""
+    if not colors:
+        return _UNSAFE.sub(_escape_keeping_cr, text)
+    pieces, last = [], 0
+    for match in _SGR.finditer(text):
+        pieces.append(_UNSAFE.sub(_escape_keeping_cr, text[last : match.start()]))
+        pieces.append(match.group())
+        last = match.end()
+    pieces.append(_UNSAFE.sub(_escape_keeping_cr, text[last:]))
+    return "".join(pieces)
 
 
 def clean_strict(text: str) -> str:
@@ -110,7 +143,9 @@ class Console:
 
     ``max_held_chars`` bounds the outside output (tools' prints) held back at a time, and an
     unfinished line of it; what a waiting question makes it drop is counted, and the count
-    is shown.
+    is shown. A write that fails (the reader of a pipe left, the disk is full, the stream was
+    closed) never raises: it is kept as ``lost`` (with ``lost_stream``), later output is
+    dropped, and whoever runs the session decides how to stop.
     """
 
     def __init__(
@@ -137,6 +172,8 @@ class Console:
         self._lock = threading.RLock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._external_open = False  # the last write was a tool's, and its line is open
+        self.lost: OSError | ValueError | None = None
+        self.lost_stream: TextIO | None = None
 
     # --- pieces ------------------------------------------------------------------------------
 
@@ -153,10 +190,30 @@ class Console:
     def _write(self, stream: TextIO, text: str) -> None:
         if not text:
             return
-        stream.write(text)
-        stream.flush()
+        if self.lost is None:
+            try:
+                try:
+                    stream.write(text)
+                except UnicodeEncodeError:  # not a lost stream: text its encoding lacks
+                    encoding = getattr(stream, "encoding", None) or "ascii"
+                    stream.write(text.encode(encoding, "replace").decode(encoding))
+            except (OSError, ValueError) as exc:
+                self._lose(stream, exc)
+            self.flush(stream)
         self.at_line_start = text.endswith("\n")
         self._external_open = False
+
+    def flush(self, stream: TextIO) -> None:
+        """Flush ``stream``; a failure is kept as ``lost`` instead of raised."""
+        if self.lost is not None:
+            return
+        try:
+            stream.flush()
+        except (OSError, ValueError) as exc:
+            self._lose(stream, exc)
+
+    def _lose(self, stream: TextIO, exc: OSError | ValueError) -> None:
+        self.lost, self.lost_stream = exc, stream
 
     # --- the model's streamed text -----------------------------------------------------------
 
@@ -208,7 +265,7 @@ class Console:
             self._end_line()
             stream = self.err if error else self.out
             if error and self.err is not self.out:
-                self.out.flush()
+                self.flush(self.out)
             self._write(stream, self.style(text, *styles) + "\n")
             self.at_line_start = True
 
@@ -340,9 +397,14 @@ class Console:
                 self._write(self.out, question)
 
     def _external(self, stream: TextIO, text: str) -> None:
+        text = clean_outside(text, colors=self.color)
         if text:
             if not self._external_open:  # continue the tool's own line, never ours
                 self._end_line()
+            if self.color and "\x1b[" in text:
+                # a style left on (concealed text, say) must not reach our lines: reset it
+                body, end = (text[:-1], "\n") if text.endswith("\n") else (text, "")
+                text = body + "\x1b[0m" + end
             self._write(stream, text)
             self._external_open = not self.at_line_start
 
@@ -365,7 +427,7 @@ class HeldStream:
 
     def flush(self) -> None:
         self._console.flush_external(self._real)
-        self._real.flush()
+        self._console.flush(self._real)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

@@ -50,6 +50,10 @@ class LineReader:
         self._watching = False
         self._thread: threading.Thread | None = None
         self._wanted = threading.Event()  # the thread reads one chunk each time this is set
+        self._tail = False  # the last line queued is the input's end, with no newline
+        #: The line just read ended with the input, not a newline (Ctrl-D typed twice after
+        #: it): a terminal leaves the cursor after it, so whoever writes next ends that line.
+        self.unterminated = False
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -72,6 +76,7 @@ class LineReader:
                 self._unwatch(loop)
         if self._lines:
             line = self._lines.popleft()
+            self.unterminated = self._tail and not self._lines
             if line is _TOO_LONG:
                 raise LineTooLong(self.max_chars)
             assert isinstance(line, str)
@@ -145,6 +150,7 @@ class LineReader:
             self._eof = True
             if self._buffer and not self._discarding:
                 self._lines.append(self._decode(bytes(self._buffer)))
+                self._tail = True
             self._buffer.clear()
         else:
             self._buffer += chunk

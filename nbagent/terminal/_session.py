@@ -12,6 +12,11 @@ Ctrl-C is a loop signal handler, so it acts at once wherever the person is:
   every pending call, and the view says so in one line. A second Ctrl-C before the run has
   wound down quits at once.
 - at the ``you>`` prompt: quit with status 130 (Ctrl-D quits with the session's status).
+
+When the output can no longer be written (the reader of a pipe left, as ``| head`` does; a full
+disk), the run is cancelled and the session ends: nobody would see what comes next, and a
+model would go on spending tokens for nobody. The status is 141 for a closed pipe (what a
+shell reports for a program that SIGPIPE ended) and 1 otherwise.
 """
 
 from __future__ import annotations
@@ -151,6 +156,8 @@ class Session:
                 if self._late_interrupt:
                     return 130
                 outcome = await self._one(prompt)
+                if self.console.lost is not None:
+                    return self.output_lost_status()
                 if outcome in ("cancelled", "quit"):
                     return 130
             return self.status
@@ -164,6 +171,8 @@ class Session:
         while True:
             self._late_interrupt = False
             c.ask(c.style("you> ", "bold", "blue"), interruptible=True)
+            if c.lost is not None:
+                return self.output_lost_status()
             try:
                 line = await self.reader.read_line()
             except InputInterrupted:
@@ -178,13 +187,27 @@ class Session:
                 c.answered("")
                 c.line("bye")
                 return self.status
-            c.answered(clean(line) if self.echo_input else None)
+            c.answered(self._echo(line))
             prompt = line.strip()
             if not prompt:
                 continue
-            if await self._one(prompt) == "quit":
+            outcome = await self._one(prompt)
+            if c.lost is not None:
+                return self.output_lost_status()
+            if outcome == "quit":
                 c.line("bye (interrupted)")
                 return 130
+
+    def _echo(self, line: str) -> str | None:
+        """What to write after a line was read: the line itself when nothing showed it, the end
+        of the line when the terminal showed it without one (input ended after it)."""
+        if self.echo_input:
+            return clean(line)
+        return "" if self.reader.unterminated else None
+
+    def output_lost_status(self) -> int:
+        """The exit status once the output could not be written (see the module's notes)."""
+        return 141 if isinstance(self.console.lost, BrokenPipeError) else 1
 
     async def _one(self, prompt: str) -> Outcome:
         """One run, rendered; its outcome."""
@@ -223,6 +246,9 @@ class Session:
         view.cancel_hint = "; back to the prompt (Ctrl-C again or Ctrl-D quits)" * self._chat
         async for event in run.events():
             view.show(event)
+            if self.console.lost is not None and not self._cancelling:
+                self._cancelling = True  # nobody sees the run any more: stop it
+                run.cancel()
             if isinstance(event, ApprovalRequested):
                 await self._ask(run, event.request)
             elif isinstance(event, RunFailed):
@@ -266,7 +292,7 @@ class Session:
             c.line("  (no answer: the input ended)", "yellow")
             decision = Decision(False, "no answer: the input ended", by="terminal")
         else:
-            c.answered(clean(answer) if self.echo_input else None)
+            c.answered(self._echo(answer))
             decision = parse_answer(answer)
         if not approver.resolve(request.call.id, decision, fingerprint=request.fingerprint):
             c.line("  (too late: this call was settled without this answer)", "yellow")

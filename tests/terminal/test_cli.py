@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import re
+import subprocess
+import sys
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .process import TOOLS_FILE, TOOLS_MODULE, Terminal, environment, run_cli
+from .process import (
+    PATIENCE,
+    ROOT,
+    TOOLS_FILE,
+    TOOLS_MODULE,
+    Terminal,
+    environment,
+    run_cli,
+)
 
 
 def test_help_is_plain_text_with_examples() -> None:
@@ -206,3 +220,50 @@ def test_a_local_model_that_cannot_load_is_one_clear_error(tmp_path: Path) -> No
     assert "nbagent: error: the local model could not load:" in err
     assert "truncated or corrupt" in err
     assert "llama_" not in err  # llama.cpp's own log never reaches the terminal
+
+
+def _nbagent(*args: str, **streams: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "nbagent", *args], cwd=ROOT, env=environment(), **streams
+    )
+
+
+def test_when_the_pipes_reader_leaves_the_session_ends_quietly_with_141() -> None:
+    prompts = b"add 1 and 2\n" * 3000  # far more output than a pipe holds
+    proc = _nbagent("-q", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, prompts), daemon=True)
+    feeder.start()
+    assert proc.stdout.readline().startswith(b"you> ")
+    proc.stdout.close()  # as `| head -1` does
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert proc.wait(timeout=PATIENCE) == 141, err
+    assert err == b""
+
+
+def _feed(stdin: Any, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        stdin.write(data)
+        stdin.close()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_output_that_cannot_be_written_stops_the_run_with_one_line() -> None:
+    with open("/dev/full", "wb") as full:
+        proc = _nbagent("add 1 and 2", stdout=full, stderr=subprocess.PIPE)
+        _, err = proc.communicate(timeout=PATIENCE)
+    assert proc.returncode == 1
+    assert err.decode() == (
+        "nbagent: error: the output could not be written ([Errno 28] No space left on "
+        "device), so the run was stopped\n"
+    )
+
+
+def test_a_closed_standard_output_is_a_setup_error() -> None:
+    proc = _nbagent("add 1 and 2", stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    _, err = proc.communicate(timeout=PATIENCE)
+    assert proc.returncode == 2
+    assert err.decode() == (
+        "nbagent: error: standard output is closed: there is nowhere to show the runs\n"
+    )

@@ -99,6 +99,33 @@ def test_clean_makes_controls_visible() -> None:
     assert clean("👩\u200d💻") == "👩\u200d💻"  # joiners stay in ordinary text
 
 
+async def test_what_a_tool_prints_cannot_drive_the_terminal_either() -> None:
+    # a tool may print what the model sent it: cursor up, erase the line, switch text off
+    printed = "path A\x1b[1A\x1b[2K\x1b]0;t\x07 \x1b[8mhidden\rredrawn\n"
+    for color, expected in (
+        (False, "path A\\x1b[1A\\x1b[2K\\x1b]0;t\\x07 \\x1b[8mhidden\rredrawn\n"),
+        (True, "path A\\x1b[1A\\x1b[2K\\x1b]0;t\\x07 \x1b[8mhidden\rredrawn\x1b[0m\n"),
+    ):
+        out = io.StringIO()
+        console = Console(out, color=color)
+        console.attach(asyncio.get_running_loop())
+        HeldStream(console, out).write(printed)
+        await asyncio.sleep(0)
+        console.line("ours")
+        console.attach(None)
+        assert out.getvalue() == expected + "ours\n"  # colors stay, reset before our lines
+
+
+def test_text_a_stream_cannot_encode_is_replaced_and_the_stream_is_not_lost() -> None:
+    raw = io.BytesIO()
+    strict = io.TextIOWrapper(raw, encoding="ascii", errors="strict")
+    console = Console(strict)
+    console.line("caf\u00e9 \u4f60")
+    console.line("next")
+    assert console.lost is None
+    assert raw.getvalue() == b"caf? ?\nnext\n"
+
+
 def test_wants_color_only_on_a_terminal_without_no_color() -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:

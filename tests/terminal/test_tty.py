@@ -98,3 +98,12 @@ def test_no_color_is_respected_on_a_terminal() -> None:
     term = Pty("--tools", TOOLS_MODULE, "hello", env=environment(TERM="xterm", NO_COLOR="1"))
     assert term.finish() == 0
     assert "echo: hello" in term.text and "\x1b[" not in term.text
+
+
+def test_a_line_ended_by_ctrl_d_instead_of_enter_is_run_on_a_line_of_its_own() -> None:
+    term = Pty("--tools", TOOLS_MODULE, env=environment(TERM="xterm", NO_COLOR="1"))
+    term.wait_for("you> ")
+    term.type("hello there\x04")  # the terminal passes the line on without a newline
+    term.type("\x04")  # and then the end of input
+    assert term.finish() == 0
+    assert "you> hello there\r\necho: hello there\r\n" in term.text
