@@ -206,7 +206,12 @@ def test_a_function_that_cannot_be_stopped_is_shown_as_running_then_ended(kernel
     """
     since = setup_run(kernel, '[Turn("Working.", Call("stubborn", {"seconds": 2.5}))]', tools=tools)
     cell = kernel.submit("%agent --new --approve auto go")
-    kernel.wait_for(lambda: any("running" in h for h in kernel.html_texts(since)), what="running")
+    # the tool's own card says it runs (the run's status line says "running" from the start,
+    # and a stop before the tool starts leaves no function behind)
+    kernel.wait_for(
+        lambda: any("stubborn" in h and "running ·" in h for h in kernel.html_texts(since)),
+        what="the tool running",
+    )
     if in_cell(kernel):
         kernel.click(kernel.buttons("Stop", since=since)[0])
     else:  # ipykernel 6 takes no click while a cell waits: Kernel > Interrupt stops it
