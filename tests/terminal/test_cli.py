@@ -195,10 +195,30 @@ def _needs_local() -> None:
         pytest.skip(reason)
 
 
-def test_a_local_model_loads_before_the_first_prompt_and_says_so_on_stderr() -> None:
+def test_a_local_model_loads_before_the_first_prompt_and_says_so_on_stderr(
+    tmp_path: Path,
+) -> None:
     _needs_local()
+    # The model picks its own calls: with the demo tools it once counted down for 60 s. Here the
+    # only tool asks first (and is denied), and the answer is short.
+    tools = tmp_path / "quiet_tools.py"
+    tools.write_text(
+        "import nbagent\n\n\n@nbagent.tool(needs_approval=True)\n"
+        "def shout(text: str) -> str:\n"
+        '    """Say the text loudly."""\n'
+        "    return text.upper()\n"
+    )
     status, out, err = run_cli(
-        "-m", "local:smollm2", "--approve", "deny", "--max-steps", "1", "Say hello."
+        "-m",
+        "local:smollm2",
+        "--tools",
+        str(tools),
+        "--approve",
+        "deny",
+        "--max-steps",
+        "1",
+        "Say hello.",
+        env=environment(NBAGENT_LOCAL_MAX_TOKENS="48"),
     )
     assert status == 0, err
     assert "loading the local model …" in err
