@@ -141,24 +141,50 @@ class _Progress:
                 self._deliver(update, elapsed)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any, room: int = 256) -> bool:
+    """Whether turning ``value`` into a result runs no user code: a builtin scalar (exact
+    type, so no subclass's ``__str__``), or a small list, tuple or dict of such values."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind in (list, tuple):
+        items: Any = value
+    elif kind is dict:
+        if any(type(key) is not str for key in value):
+            return False
+        items = value.values()
+    else:
+        return False
+    if len(value) > room:
+        return False
+    return all(_plain(item, room // 4) for item in items)
+
+
 def _start(
     execute: Callable[[ToolContext], Any],
     context: ToolContext,
     handle: AbandonedCall,
     convert: Callable[[Any], Outcome],
+    plain: bool = False,
 ) -> asyncio.Future[Outcome]:
     """Start the function; the future settles with ``convert(value)`` when it ends (its
     BaseExceptions wrapped).
 
     The conversion runs user code too (``__str__``, ``to_markdown``, ``to_model_output``,
     ``savefig``, image decoding), so it runs off the loop and inside the call's timeout: on the
-    tool's own thread, or on a thread of its own after an async tool returned.
+    tool's own thread, or on a thread of its own after an async tool returned. ``plain``: the
+    tool has no ``to_model_output``, so a plain value (:func:`_plain`) is converted on the loop.
     """
     loop = asyncio.get_running_loop()
     if inspect.iscoroutinefunction(execute):
 
         async def whole() -> Outcome:
             value = await execute(context)
+            if plain and _plain(value):  # no user code to run: a thread would only cost time
+                return convert(value)
             return await on_thread(convert, value, context.call.name)
 
         task = asyncio.ensure_future(contained(whole(), cancel_requested=context.cancelled))
@@ -281,7 +307,13 @@ async def execute_tool(
     context = ToolContext(call, input_value, found, progress)
     handle = AbandonedCall(call.id, call.name)
     is_task = inspect.iscoroutinefunction(execute)
-    work = _start(execute, context, handle, lambda value: _converted(found, call, value))
+    work = _start(
+        execute,
+        context,
+        handle,
+        lambda value: _converted(found, call, value),
+        plain=found.to_model_output is None,
+    )
     try:
         done, _ = await asyncio.wait({work}, timeout=timeout)
     except asyncio.CancelledError:

@@ -176,3 +176,19 @@ async def test_turning_a_result_into_text_is_bounded_by_the_timeout_and_never_bl
     assert_history_valid(agent.messages)
     [message] = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
     assert message.results[0].is_error and "within 0.3 s" in message.results[0].text
+
+
+def test_only_builtin_values_are_converted_on_the_loop() -> None:
+    """A value whose conversion runs no user code skips the thread hop (a thread per call
+    tripled the loop's cost per step); anything that could run user code does not."""
+    from nbagent._execution import _plain
+
+    class Loud(str):
+        def __str__(self) -> str:
+            raise AssertionError("user code ran")
+
+    assert _plain("ok") and _plain(3) and _plain(None) and _plain(2.5) and _plain(True)
+    assert _plain({"a": [1, "b", None], "c": {"d": 1.0}}) and _plain((1, 2))
+    assert not _plain(Loud("x")) and not _plain(["ok", Loud("x")]) and not _plain({"k": Loud()})
+    assert not _plain({1: "non-string key"}) and not _plain(b"bytes") and not _plain(object())
+    assert not _plain(list(range(10_000)))  # large: converted off the loop
