@@ -58,8 +58,8 @@ def _bench_patch():  # at the first run's first text, when the view's modules ar
     if stream is None or getattr(stream.TextStream.flush, "bench", False):
         return
     original = stream.TextStream.flush
-    def flush(self):
-        sent = original(self)
+    def flush(self, *args, **kwargs):  # finish() passes everything=True
+        sent = original(self, *args, **kwargs)
         if sent and "sent" not in _bench:
             _bench["sent"] = time.perf_counter()
         return sent
