@@ -181,7 +181,12 @@ def test_stop_half_way_on_the_cluster_keeps_finished_rows(cluster: Client) -> No
 def test_a_worker_that_dies_has_its_run_retried_elsewhere_or_reported(tmp_path: Path) -> None:
     """Row 1 kills its worker the first time only: Dask runs it again on another worker and it
     ends done. Row 3 kills every worker it lands on: after the allowed failures it is a failed
-    row saying so. The other rows are done."""
+    row saying so. The other rows are done.
+
+    One run at a time: Dask counts a worker's death against every task that worker held, so
+    with two in flight an innocent run queued behind row 3 on the same worker could be blamed
+    too (seen once in a clean-clone CI run). That is Dask's rule, and the row's message says so;
+    this test is about retries and reporting, not about that race."""
     marker = tmp_path / "died-once"
 
     @tool
@@ -208,7 +213,7 @@ def test_a_worker_that_dies_has_its_run_retried_elsewhere_or_reported(tmp_path: 
         Client(made) as client,
     ):
         out = Agent(FunctionModel(decide), [work]).map_sync(
-            [str(i) for i in range(6)], engine=client, concurrency=2, progress=None
+            [str(i) for i in range(6)], engine=client, concurrency=1, progress=None
         )
     assert marker.exists()
     assert out["status"][1] == "done" and out["text"][1] == "worked 1"

@@ -346,7 +346,9 @@ def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
         if name == "KilledWorker":
             why = (
                 "the Dask worker running it died, and so did the workers it was retried on "
-                f"({describe_error(exc)})"
+                "(Dask counts a death against every task the worker held, so another run on "
+                "the same worker may have been the cause; running the batch again retries "
+                f"only the failed rows) ({describe_error(exc)})"
             )
         else:
             why = describe_error(exc) or "the task failed"
