@@ -15,13 +15,15 @@ characters. On a number, boolean or null the pattern is a JSON literal that must
 (``true`` is not ``1``).
 
 So that "paths under ``data/``" cannot be walked out of, an *allow* pattern never matches a value
-with a ``..`` path segment (unless the pattern itself has one). A *deny* pattern is never
-narrower than written: it matches a path in every spelling (``data/../secrets/k``,
-``//secrets/k``, ``secrets\\k``, either Unicode normal form, absolute or relative to the working
-folder, ``~`` for home), its wildcards match control characters too, it matches a string
-anywhere inside an array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies
-the folder ``secrets`` itself, through which a tool reaches everything in it. Paths are read as
-text: symbolic links are not followed, and letter case counts.
+with a ``..`` path segment (unless the pattern itself has one), nor a path that leads through a
+symbolic link to somewhere the pattern does not cover. A *deny* pattern is never narrower than
+written: it matches a path in every spelling (``data/../secrets/k``, ``//secrets/k``,
+``secrets\\k``, either Unicode normal form, absolute or relative to the working folder, ``~``
+for home, through symbolic links to it), its wildcards match control characters too, it ignores
+letter case where the working folder's filesystem does, it matches a string anywhere inside an
+array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies the folder
+``secrets`` itself, through which a tool reaches everything in it. Links are followed as they
+are when the rules are checked (see :mod:`nbagent._paths`).
 
 Deny rules win over allow rules and hold for every call to their tool: one that needs no
 approval, and one a person approved with edited arguments. A call no rule matches goes to the
@@ -33,20 +35,17 @@ denies the call, saying why. Rules are checked against the tool's schema when th
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import math
-import os
-import posixpath
 import re
 import shlex
 import threading
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._paths import allow_matches, deny_matches
 from .approval import ApprovalRequest, Approver, Decision, DenyAll
 from .errors import NbagentError
 from .schema import normalize_schema
@@ -61,7 +60,6 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 
 _TOOL = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ARGUMENT = re.compile(r"[^\s=]{1,128}")
-_DOTDOT = re.compile(r"(^|[/\\])\.\.([/\\]|$)")
 #: Longest pattern a rule may hold (a rule is something a person reads).
 MAX_PATTERN = 1_000
 #: Rules one set may hold.
@@ -70,79 +68,6 @@ MAX_RULES = 500
 
 class RuleError(NbagentError, ValueError):
     """A rule that cannot be made: bad syntax, an unknown tool or argument, an untestable type."""
-
-
-@functools.lru_cache(maxsize=1024)
-def _glob_regex(pattern: str, control: bool = False) -> re.Pattern[str]:
-    """The glob as an anchored regex (see the module docs for the syntax).
-
-    ``control``: wildcards match control characters too (for deny patterns, which must never
-    be narrower than written: ``secrets/**`` denies ``secrets/a<TAB>b``).
-    """
-    banned = "" if control else r"\x00-\x1f\x7f-\x9f"  # C0, DEL and C1 (NEL is a line break)
-    out: list[str] = []
-    index = 0
-    while index < len(pattern):
-        char = pattern[index]
-        if pattern.startswith("**", index):
-            out.append(f"[^{banned}]*" if banned else ".*")
-            index += 2
-            continue
-        if char == "*":
-            out.append(rf"[^/\\{banned}]*")
-        elif char == "?":
-            out.append(rf"[^/\\{banned}]")
-        else:
-            out.append(re.escape(char))
-        index += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
-def _spellings(text: str) -> set[str]:
-    """``text`` as written, in both Unicode normal forms, and each as a normalized path.
-
-    A path has many spellings of one file: ``\\`` for ``/``, doubled slashes (``//secrets``),
-    ``.`` and ``..`` segments, a trailing slash, composed or decomposed accents (one file on
-    macOS), ``~`` for the home folder, and an absolute or a relative path from the working
-    folder. A deny pattern that matches any spelling denies the call.
-    """
-    forms = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)}
-    paths = set()
-    for form in forms:
-        if form:
-            slashed = re.sub(r"/+", "/", form.replace("\\", "/"))
-            paths.add(posixpath.normpath(slashed))
-            if slashed.startswith("~"):  # a tool that expands ~ reads the home folder
-                paths.add(posixpath.normpath(os.path.expanduser(slashed).replace("\\", "/")))
-    return forms | paths | _from_here(paths)
-
-
-def _folders(patterns: set[str]) -> set[str]:
-    """The folder a ``folder/**`` or ``folder/*`` pattern protects, as a pattern of its own: a
-    tool given the folder itself (to delete, move or list it) reaches everything in it."""
-    out = set()
-    for pattern in patterns:
-        for suffix in ("/**", "/*"):
-            if pattern.endswith(suffix):
-                out.add(pattern[: -len(suffix)] or "/")
-    return out
-
-
-def _from_here(paths: set[str]) -> set[str]:
-    """The same paths spelled the other way round from the working folder (where tools run):
-    ``secrets/k`` also as ``/work/secrets/k``, and ``/work/secrets/k`` also as ``secrets/k``."""
-    try:
-        here = posixpath.normpath(os.getcwd().replace("\\", "/"))
-    except OSError:  # the working folder is gone: there is no other spelling
-        return set()
-    other = set()
-    for path in paths:
-        if path.startswith("/"):
-            if path == here or path.startswith(here.rstrip("/") + "/"):
-                other.add(posixpath.relpath(path, here))
-        elif path not in (".", "") and not path.startswith("~"):
-            other.add(posixpath.normpath(posixpath.join(here, path)))
-    return other
 
 
 def _scalars(value: Any, depth: int = 0) -> Iterator[Any]:
@@ -290,10 +215,7 @@ class ApprovalRule:
         if self.effect == "deny":
             return any(self._denies(pattern, item) for item in _scalars(value))
         if isinstance(value, str):
-            regex = _glob_regex(pattern)
-            if _DOTDOT.search(value) and not _DOTDOT.search(pattern):
-                return False  # "under data/" never reaches out of data/
-            return bool(regex.fullmatch(value))
+            return allow_matches(pattern, value)
         if isinstance(value, (dict, list)):
             return False
         literal, expected = _json_literal(pattern)
@@ -304,9 +226,7 @@ class ApprovalRule:
         """Whether a deny pattern matches one scalar, in any spelling of it (never narrower
         than written: a path is denied however it is spelled, wherever it sits in an array)."""
         if isinstance(value, str):
-            forms = _spellings(pattern) - {""} or {""}
-            regexes = {_glob_regex(form, True) for form in forms | _folders(forms)}
-            return any(r.fullmatch(form) for r in regexes for form in _spellings(value) | {value})
+            return deny_matches(pattern, value)
         literal, expected = _json_literal(pattern)
         return literal and _same_literal(expected, value)
 

@@ -357,3 +357,99 @@ async def test_a_predicate_that_hangs_denies_its_call_and_never_holds_the_loop()
     assert ticks >= 5
     results = agent.messages[-2].results  # type: ignore[union-attr]
     assert results[0].is_error and "did not finish within 0.3 s" in results[0].text
+
+
+def test_a_deny_pattern_follows_symbolic_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link to the protected folder (or into it, walked back out with ``..``) reaches the same
+    files: the deny holds through it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secrets" / "sub").mkdir(parents=True)
+    (tmp_path / "keys").symlink_to(tmp_path / "secrets")
+    (tmp_path / "deep").symlink_to(tmp_path / "secrets" / "sub")
+    (tmp_path / "data").mkdir()
+    rule = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert rule.matches("write_file", {"path": "keys/k"})
+    assert rule.matches("write_file", {"path": f"{tmp_path}/keys/k"})
+    assert rule.matches("write_file", {"path": "keys"})  # the folder itself, by its link
+    assert rule.matches("write_file", {"path": "deep/../k"})  # the system reads it as secrets/k
+    assert not rule.matches("write_file", {"path": "data/k"})
+    assert not rule.matches("write_file", {"path": "deep-not/k"})
+    # a protected folder that is itself a link protects where it leads
+    (tmp_path / "store").mkdir()
+    (tmp_path / "vault").symlink_to(tmp_path / "store")
+    vault = ApprovalRule("deny", "write_file", (("path", "vault/**"),))
+    assert vault.matches("write_file", {"path": "store/k"})
+    assert vault.matches("write_file", {"path": f"{tmp_path}/store/k"})
+    assert not vault.matches("write_file", {"path": "data/k"})
+
+
+def test_an_allow_pattern_does_not_reach_through_a_link_out_of_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "data" / "real").mkdir(parents=True)
+    (tmp_path / "data" / "out").symlink_to(outside)
+    (tmp_path / "data" / "in").symlink_to(tmp_path / "data" / "real")
+    (tmp_path / "data" / "loop").symlink_to("loop")  # a link to itself: unreadable, still text
+    rule = ApprovalRule("allow", "write_file", (("path", "data/**"),))
+    assert rule.matches("write_file", {"path": "data/a.txt"})
+    assert rule.matches("write_file", {"path": "data/in/a.txt"})  # a link that stays inside
+    assert not rule.matches("write_file", {"path": "data/out/a.txt"})  # leads outside
+    assert not rule.matches("write_file", {"path": "data/out"})
+    assert rule.matches("write_file", {"path": "data/loop"})
+    top = ApprovalRule("allow", "write_file", (("path", "*.txt"),))
+    (tmp_path / "notes.txt").symlink_to(outside / "x.txt")
+    assert top.matches("write_file", {"path": "plain.txt"})
+    assert not top.matches("write_file", {"path": "notes.txt"})
+    anything = ApprovalRule("allow", "write_file", (("path", "**"),))
+    assert anything.matches("write_file", {"path": "notes.txt"})  # "**" covers every place
+
+
+def test_a_working_folder_reached_through_a_link_changes_no_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tools often run in a folder reached through a link (/home -> /data/home): every path is
+    then "through a link", and rules must read the same as in the real folder."""
+    real = tmp_path / "real"
+    (real / "data").mkdir(parents=True)
+    (real / "secrets").mkdir()
+    (tmp_path / "linked").symlink_to(real)
+    monkeypatch.chdir(tmp_path / "linked")
+    monkeypatch.setenv("PWD", str(tmp_path / "linked"))
+    allow = ApprovalRule("allow", "write_file", (("path", "data/**"),))
+    assert allow.matches("write_file", {"path": "data/a.txt"})
+    deny = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    assert deny.matches("write_file", {"path": f"{tmp_path}/linked/secrets/k"})
+    assert deny.matches("write_file", {"path": f"{real}/secrets/k"})
+    assert not deny.matches("write_file", {"path": "data/k"})
+
+
+def test_deny_patterns_ignore_case_where_the_filesystem_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On macOS and Windows ``Secrets/K`` is ``secrets/k``. No case-blind filesystem can be
+    mounted here, so the probe's answer is replaced; the probe itself is tested below."""
+    import nbagent._paths as paths
+
+    monkeypatch.chdir(tmp_path)
+    rule = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
+    allow = ApprovalRule("allow", "write_file", (("path", "data/*"),))
+    assert not rule.matches("write_file", {"path": "Secrets/K"})  # this filesystem keeps case
+    monkeypatch.setattr(paths, "case_blind", lambda: True)
+    assert rule.matches("write_file", {"path": "Secrets/K"})
+    assert rule.matches("write_file", {"path": "SECRETS"})
+    assert not allow.matches("write_file", {"path": "DATA/a"})  # an allow stays as written
+
+
+def test_the_case_probe_reads_the_real_filesystem(tmp_path: Path) -> None:
+    import nbagent._paths as paths
+
+    folder = tmp_path / "Probe"
+    folder.mkdir()
+    (tmp_path / "pROBE").mkdir()  # a different folder on a filesystem that keeps case
+    assert paths._ignores_case(str(folder)) is False
+    assert paths._ignores_case("/") is False  # nothing to swap
