@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .content import ToolResult, error_result, stable_text
-from .events import AbandonedCall, CallStatus
+from .events import AbandonedCall, CallStatus, abandonment_is_shown
 from .tools import Tool, ToolCall, ToolContext
 
 __all__ = [
@@ -276,7 +276,8 @@ async def _stop(work: asyncio.Future[Any], context: ToolContext, is_task: bool) 
 
 
 def _abandon(call: ToolCall, handle: AbandonedCall, why: str) -> AbandonedCall:
-    log.warning(
+    log.log(
+        logging.INFO if abandonment_is_shown() else logging.WARNING,
         "tool %r (call %s) is still running %.1f s after %s; it is abandoned and its result "
         "will be ignored",
         call.name,

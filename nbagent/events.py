@@ -6,9 +6,11 @@ into the loop is the Approver. Events are values: frozen, safe to keep and to re
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -48,6 +50,7 @@ __all__ = [
     "ToolPreviewed",
     "ToolProgress",
     "ToolStarted",
+    "abandoned_calls_shown",
 ]
 
 log = logging.getLogger("nbagent")
@@ -263,6 +266,29 @@ class ToolProgress:
     call_id: str
     update: ToolResult
     elapsed: float
+
+
+_SHOWN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nbagent_abandoned_calls_shown", default=False
+)
+
+
+@contextlib.contextmanager
+def abandoned_calls_shown() -> Iterator[None]:
+    """Runs started inside this block are shown by a front end that reports every abandoned
+    call itself (``ToolFinished.abandoned``): the loop then logs its own notice at INFO, where
+    it would otherwise warn, so that it is not repeated, unstyled, beside the front end's."""
+    token = _SHOWN.set(True)
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
+
+
+def abandonment_is_shown() -> bool:
+    """Whether the current run's front end reports abandoned calls (see
+    :func:`abandoned_calls_shown`)."""
+    return _SHOWN.get()
 
 
 class AbandonedCall:

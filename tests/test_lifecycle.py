@@ -7,6 +7,7 @@ fix they would take down the test session itself (as they took down Jupyter kern
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from nbagent.events import (
     ApprovalResolved,
     ToolCallReady,
     ToolFinished,
+    abandoned_calls_shown,
 )
 from nbagent.messages import ToolMessage
 from nbagent.models import Call, ScriptedModel, Turn
@@ -426,3 +428,29 @@ def test_run_errors_survive_pickling() -> None:
     error = RunAbortedError("tool 'x' raised SystemExit: 3", tool="x", raised=SystemExit(3))
     copy = pickle.loads(pickle.dumps(error))
     assert str(copy) == str(error) and copy.tool == "x" and copy.raised.args == (3,)
+
+
+@pytest.mark.parametrize("shown", [False, True])
+async def test_an_abandoned_call_is_logged_as_a_warning_unless_a_front_end_shows_it(
+    shown: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def stubborn(ctx: ToolContext) -> str:
+        release.wait(30)
+        return "late"
+
+    tool = Tool(name="s", input_schema=OBJ, execute=stubborn, timeout=0.05)
+    agent = Agent(ScriptedModel([Turn(Call("s", {})), "ok"]), [tool])
+    caplog.set_level(logging.INFO, logger="nbagent")
+    try:
+        if shown:
+            with abandoned_calls_shown():
+                run = agent.start("go")
+        else:
+            run = agent.start("go")
+        await run.result()
+    finally:
+        release.set()
+    [record] = [r for r in caplog.records if "is abandoned" in r.getMessage()]
+    assert record.levelno == (logging.INFO if shown else logging.WARNING)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from .._threads import run_on_worker_loop
 from ..approval import Approver
 from ..errors import AgentError, NbagentError
-from ..events import AgentEvent, RunResult
+from ..events import AgentEvent, RunResult, abandoned_calls_shown
 from ..redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -200,13 +200,14 @@ class Job:
             agent.generator = choice.generator  # for this run only: runs never interleave
         result: RunResult | None = None
         try:
-            run = agent.start(
-                self.prompt,
-                approver=self.approver,
-                max_steps=self.max_steps,
-                tools=self.tools,
-                budget=self.budget,
-            )
+            with abandoned_calls_shown():  # the card says so: no stderr beside it
+                run = agent.start(
+                    self.prompt,
+                    approver=self.approver,
+                    max_steps=self.max_steps,
+                    tools=self.tools,
+                    budget=self.budget,
+                )
             with self._lock:
                 self.run = run
                 if self.cancelled:

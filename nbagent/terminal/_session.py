@@ -28,7 +28,7 @@ from typing import Literal
 
 from ..agent import Agent
 from ..approval import ApprovalRequest, Decision, InteractiveApprover
-from ..events import ApprovalRequested, RunCancelled, RunFailed
+from ..events import ApprovalRequested, RunCancelled, RunFailed, abandoned_calls_shown
 from ..run import Run
 from ._console import Console, clean
 from ._input import InputInterrupted, LineReader, LineTooLong
@@ -214,7 +214,8 @@ class Session:
         if self.show_prompts:
             self.console.line(f"you> {clean(prompt)}", "bold", "blue")
         self._cancelling = False
-        run = self.agent.start(prompt, approver=self._watched)
+        with abandoned_calls_shown():  # the view reports them: no log line beside it
+            run = self.agent.start(prompt, approver=self._watched)
         self._run = run
         consumer = asyncio.ensure_future(self._render(run))
         self._consumer = consumer
