@@ -101,6 +101,7 @@ class Run:
         self._finished: dict[str, ToolResultPart] = {}
         self._abandoned: dict[str, AbandonedCall] = {}
         self._taken: set[str] = set()
+        self._silenced: set[tuple[str, str]] = set()  # on_input_* callbacks that failed
         self._usage = Usage()
         self._steps = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -359,7 +360,13 @@ class Run:
                             info = ToolInput(
                                 call_id, found.name, delta=event.delta, source=(buffer, end)
                             )
-                            await _input_callback(found.on_delta, info, "on_input_delta")
+                            await _input_callback(
+                                found.on_delta,
+                                info,
+                                "on_input_delta",
+                                self._silenced,
+                                self.agent.hook_timeout,
+                            )
                 elif isinstance(event, TextDelta):
                     if (
                         event.text
@@ -381,13 +388,25 @@ class Run:
                     )
                     if tool is not None and tool.on_input_start is not None:
                         info = ToolInput(event.call_id, event.name)
-                        await _input_callback(tool.on_input_start, info, "on_input_start")
+                        await _input_callback(
+                            tool.on_input_start,
+                            info,
+                            "on_input_start",
+                            self._silenced,
+                            self.agent.hook_timeout,
+                        )
                 elif isinstance(event, ToolCallReceived):
                     call = event.call
                     tool = self.tools.get(call.name)
                     if tool is not None and tool.on_input_available is not None:
                         info = ToolInput(call.id, call.name, call.arguments)
-                        await _input_callback(tool.on_input_available, info, "on_input_available")
+                        await _input_callback(
+                            tool.on_input_available,
+                            info,
+                            "on_input_available",
+                            self._silenced,
+                            self.agent.hook_timeout,
+                        )
                 elif isinstance(event, ReasoningDelta) and event.text:
                     if not (keep and queue.extend_text(ReasoningTextDelta, step, event.text)):
                         self.emit(ReasoningTextDelta(step, event.text))
@@ -504,13 +523,41 @@ class Run:
         self._abandoned[handle.call_id] = handle
 
 
-async def _input_callback(callback: Callable[[ToolInput], Any], info: ToolInput, hook: str) -> None:
+async def _input_callback(
+    callback: Callable[[ToolInput], Any],
+    info: ToolInput,
+    hook: str,
+    silenced: set[tuple[str, str]],
+    timeout: float | None,
+) -> None:
+    """Call one ``on_input_*`` display callback; it never breaks or holds the run.
+
+    An awaitable it returns gets ``timeout`` seconds (``Agent.hook_timeout``). One that raises or
+    overruns is logged once and not called again in this run: it would otherwise fail, or cost
+    a whole timeout, on every fragment of every later call. (A sync callback runs on the loop,
+    as fragments arrive, and must be quick: no thread can stop it.)
+    """
+    key = (info.name, hook)
+    if key in silenced:
+        return
     try:
         outcome = callback(info)
         if inspect.isawaitable(outcome):
-            await outcome
+            await asyncio.wait_for(outcome, timeout)
+    except TimeoutError:
+        silenced.add(key)
+        log.warning(
+            "%s callback of tool %r took longer than %s s; it was stopped and is not called "
+            "again in this run",
+            hook,
+            info.name,
+            timeout,
+        )
     except Exception:  # a display callback must never break the run
-        log.exception("%s callback of tool %r failed", hook, info.name)
+        silenced.add(key)
+        log.exception(
+            "%s callback of tool %r failed; it is not called again in this run", hook, info.name
+        )
 
 
 def _aborted(tool: str | None, raised: BaseException) -> RunAbortedError:

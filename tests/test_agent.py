@@ -587,6 +587,37 @@ async def test_input_streaming_callbacks() -> None:
     assert deltas[-1].partial == {"x": 12345}
 
 
+async def test_an_input_callback_that_hangs_or_raises_is_stopped_once_and_never_holds_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An async ``on_input_delta`` that never returns gets ``hook_timeout`` once, not once per
+    fragment; one that raises is not called again. Both runs end, with the calls run."""
+    calls = {"hang": 0, "raise": 0}
+
+    async def hang(info: Any) -> None:
+        calls["hang"] += 1
+        await asyncio.sleep(3600)
+
+    def explode(info: Any) -> None:
+        calls["raise"] += 1
+        raise RuntimeError("display broke")
+
+    for name, callback in (("hang", hang), ("raise", explode)):
+        tool_ = recording_tool(on_input_delta=callback)
+        turn = Turn(
+            Call("echo", {"x": 1}, id="a", chunks=5), Call("echo", {"x": 2}, id="b", chunks=5)
+        )
+        model = ScriptedModel([turn, "ok"])
+        agent = Agent(model, [tool_], hook_timeout=0.2)
+        result = await asyncio.wait_for(agent.run("go"), 30)
+        assert result.stop_reason == "finished" and result.text == "ok"
+        assert calls[name] == 1, calls  # 10 fragments, one call: then it is left alone
+        assert_history_valid(agent.messages)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("took longer than 0.2 s" in m for m in messages), messages
+    assert any("failed; it is not called again" in m for m in messages), messages
+
+
 async def test_tool_choice_reaches_the_model() -> None:
     model = ScriptedModel(["ok"])
     options = Options(tool_choice=NamedToolChoice("echo"))
