@@ -46,12 +46,11 @@ from nbagent.generation import TextDelta
 from nbagent.models import ScriptedModel, Text, Turn
 
 # Benchmark probes, on the kernel's clock: cell start, the model's first text, the view's first
-# send of text; and the what-if. Nothing here imports what the first run would import.
+# send of text. Nothing here imports what the first run would import.
 _bench = {{"runs": 0}}
 
 def _bench_cell_started(info):
     _bench["cell"] = time.perf_counter()
-    _bench["what_if"] = {what_if!r} in info.raw_cell
 
 def _bench_patch():  # at the first run's first text, when the view's modules are loaded
     stream = sys.modules.get("nbagent.notebook.stream")
@@ -65,25 +64,12 @@ def _bench_patch():  # at the first run's first text, when the view's modules ar
         return sent
     flush.bench = True
     stream.TextStream.flush = flush
-    # What-if, only for prompts that say so: a stream's first words go out at once (then the
-    # view coalesces as before).
-    view = sys.modules["nbagent.notebook.view"]
-    coalesce = view.RunView._maybe_flush
-    def maybe_flush(self):
-        if {what_if!r} in self.transcript.prompt and any(
-            s.pending_chars and s.pending_chars == len(s.text) for s in self._streams
-        ):
-            self.flush()
-            return
-        coalesce(self)
-    view.RunView._maybe_flush = maybe_flush
 
 def _bench_cell_ended(result):
     if "delta" not in _bench:
         return
     record = {{
         "fresh": _bench["fresh"],
-        "what_if": _bench["what_if"],
         "start_to_delta": _bench["delta"] - _bench["cell"],
         "delta_to_sent": _bench["sent"] - _bench["delta"] if "sent" in _bench else None,
     }}
@@ -124,19 +110,16 @@ REST = (
 )
 BASELINE = 'print("x")'
 PROMPT = "describe the harbour at dawn"
-WHAT_IF = "(what-if)"
 CELLS: list[str | tuple[str, str]] = [
     "",  # the setup, filled in per run (it names the probe's log file)
     BASELINE,
     f"%agent {PROMPT}",
-    f"%agent {PROMPT} {WHAT_IF}",
     ("markdown", "Shift-Enter on the last code cell lands here instead of adding a cell."),
 ]
 GOAL_WARM = 0.5
 GOAL_FRESH = 1.5
 FRESH, WARM = "fresh kernel", "warm kernel"
-FIRST_AT_ONCE = "warm, first words sent at once (what-if)"
-CASES = (FRESH, WARM, FIRST_AT_ONCE)
+CASES = (FRESH, WARM)
 AGENT_ROW, BASE_ROW = "%agent: first text", 'print("x"): output'
 VIEW_ROW = "%agent: its view appears"
 START_ROW = "kernel: cell start -> model's first text"
@@ -175,7 +158,7 @@ def measure(quick: bool, section: Section, home: Path) -> None:
     work.mkdir()
     log = work / "probes.jsonl"
     cells = list(CELLS)
-    setup = SETUP.format(log=str(log), marker=MARKER, rest=REST, what_if=WHAT_IF)
+    setup = SETUP.format(log=str(log), marker=MARKER, rest=REST)
     cells[0] = textwrap.dedent(setup).strip()
     write_notebook(work / "first_text.ipynb", cells)
 
@@ -197,12 +180,9 @@ def measure(quick: bool, section: Section, home: Path) -> None:
             page.run(0)  # setup: %load_ext, the probes, the model
             if page.prompt(0) != "[1]:":  # the first cell of a new kernel
                 raise RuntimeError(f"the kernel was not restarted: setup ran as {page.prompt(0)}")
-            plan = [FRESH]
-            for step in range(warm_per_round):  # the warm cases alternate
-                plan += [WARM, FIRST_AT_ONCE] if (index + step) % 2 == 0 else [FIRST_AT_ONCE, WARM]
-            for label in plan:
+            for label in [FRESH] + [WARM] * warm_per_round:
                 base = page.run(1, {"text": "x"}).after_key("text")
-                run = page.run(3 if label == FIRST_AT_ONCE else 2, {"view": PROMPT, "text": MARKER})
+                run = page.run(2, {"view": PROMPT, "text": MARKER})
                 text = run.after_key("text")
                 measured = ((BASE_ROW, base), (AGENT_ROW, text), (VIEW_ROW, run.after_key("view")))
                 for who, value in measured:
@@ -250,8 +230,7 @@ def _kernel_notes(section: Section, log: Path) -> None:
     records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     groups = {
         FRESH: [r for r in records if r["fresh"]],
-        WARM: [r for r in records if not r["fresh"] and not r["what_if"]],
-        FIRST_AT_ONCE: [r for r in records if not r["fresh"] and r["what_if"]],
+        WARM: [r for r in records if not r["fresh"]],
     }
     for label, mine in groups.items():
         if not mine:
@@ -273,11 +252,7 @@ def _kernel_notes(section: Section, log: Path) -> None:
             + f") and the view held the text {sent.median * 1e3:,.0f} ms; about "
             f"{rest * 1e3:,.0f} ms remain for the request, the messages and the page's rendering"
         )
-    section.notes.append(
-        f"the view's coalescing: {_coalescing()}. What-if row: for prompts marked {WHAT_IF}, "
-        "the notebook wraps RunView._maybe_flush (benchmark code, nbagent unchanged) so that a "
-        "stream's first words are sent at once and the rest is coalesced as before"
-    )
+    section.notes.append(f"the view's coalescing: {_coalescing()}")
     if groups[FRESH] and groups[FRESH][0].get("imported"):
         section.notes.append(_import_profile(groups[FRESH][0]["imported"]))
 
