@@ -299,7 +299,7 @@ def _make_tool(
 ) -> Tool:
     import inspect
 
-    from ._hints import function_schema
+    from ._signature import function_schema
 
     if not callable(fn):
         raise ToolDefinitionError(f"@tool needs a function, got {type(fn).__name__}")

@@ -92,7 +92,7 @@ def output_spec(output: Any) -> OutputSpec:
         schema = dict(output)
         target = None
     else:
-        from .._hints import function_schema
+        from .._signature import function_schema
 
         def answer(value: Any) -> None:
             """The answer."""
