@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nbagent.schema as schema_module
+import nbagent._schema_validator as validator_module
 from nbagent.errors import ArgumentsError, SchemaError
 from nbagent.schema import SCHEMA_DIALECT, CompiledSchema, compile_schema, normalize_schema
 
@@ -357,7 +357,7 @@ def network_watch(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
         seen["network"].append(args)
         raise AssertionError("network access attempted")
 
-    real_refuse = schema_module._refuse_retrieval
+    real_refuse = validator_module._refuse_retrieval
 
     def watched_refuse(uri: str) -> None:
         seen["retrieve"].append(uri)
@@ -365,7 +365,7 @@ def network_watch(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
 
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
     monkeypatch.setattr(socket.socket, "connect", no_network)
-    monkeypatch.setattr(schema_module, "_refuse_retrieval", watched_refuse)
+    monkeypatch.setattr(validator_module, "_refuse_retrieval", watched_refuse)
     return seen
 
 
@@ -410,8 +410,8 @@ def test_the_registry_itself_refuses_even_if_the_policy_were_bypassed(
     network_watch: dict[str, list[object]],
 ) -> None:
     # Build the validator directly, skipping compile_schema's checks, as a bug might.
-    validator = schema_module._validator_class()(
-        {"$ref": "https://example.com/remote.json"}, registry=schema_module._new_registry()
+    validator = validator_module._validator_class()(
+        {"$ref": "https://example.com/remote.json"}, registry=validator_module._new_registry()
     )
     with pytest.raises(Exception, match=r"refusing to retrieve|Unretrievable|remote\.json"):
         validator.is_valid({})
