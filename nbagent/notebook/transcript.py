@@ -160,6 +160,8 @@ class CallRecord:
     preview: ToolResult | None = field(default=None, repr=False)
     preview_status: str = ""
     has_preview: bool = False
+    #: The newest preview of an edit the person asked to see (revision ≥ 1), if any.
+    edit_preview: ToolPreviewed | None = field(default=None, repr=False)
     timeout: float | None = None
     model_result: ToolResult | None = field(default=None, repr=False)
 
@@ -408,9 +410,13 @@ class Transcript:
                 )
         elif isinstance(event, ToolPreviewed):
             found = self.calls.get(event.call_id)
-            if found is not None:
+            if found is None:
+                pass
+            elif event.revision == 0:
                 found.preview = event.result
                 found.preview_status = event.status
+            elif found.edit_preview is None or event.revision > found.edit_preview.revision:
+                found.edit_preview = event  # an older edit's preview never replaces a newer one
         elif isinstance(event, ApprovalResolved):
             found = self.calls.get(event.call_id)
             if found is not None:
