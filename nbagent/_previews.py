@@ -15,7 +15,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ._execution import copy_json
 from ._history import result_for_model
@@ -146,6 +146,8 @@ class Previews:
             for future in self._waiters.pop(older):
                 if not future.done():
                     future.set_result(None)
+        for older in [r for r, task in self._tasks.items() if r != 0 and task.done()]:
+            del self._tasks[older]  # keep only what may still run
         self._tasks[revision] = asyncio.ensure_future(self._show(revision, arguments))
 
     async def _show(self, revision: int, arguments: Any) -> None:
@@ -155,7 +157,7 @@ class Previews:
             return result_for_model(validate_result(to_tool_result(value)), limits)
 
         started = time.monotonic()
-        status: Any = "done"
+        status: Literal["done", "error", "timeout"] = "done"
         try:
             result = await call_user(
                 self._preview, copy_json(arguments), timeout=self.timeout, after=converted

@@ -408,11 +408,9 @@ class Transcript:
                 found.hook_notes.append(
                     f"{event.stage}-tool hook {event.hook} {event.action}{detail}"
                 )
-        elif isinstance(event, ToolPreviewed):
-            found = self.calls.get(event.call_id)
-            if found is None:
-                pass
-            elif event.revision == 0:
+        elif isinstance(event, ToolPreviewed) and event.call_id in self.calls:
+            found = self.calls[event.call_id]
+            if event.revision == 0:
                 found.preview = event.result
                 found.preview_status = event.status
             elif found.edit_preview is None or event.revision > found.edit_preview.revision:
