@@ -11,7 +11,6 @@ they became, while the person sees the tool's own result (``ToolFinished.origina
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -19,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ._decide import decide_call
 from ._edits import arguments_note, checked_arguments, with_note
 from ._execution import Outcome, copy_json
-from ._history import result_for_model
+from ._previews import Previews
 from ._usercode import UserCodeFailed, call_user, describe
 from .approval import arguments_hash
 from .content import ToolResult, error_result, to_tool_result, validate_result
 from .errors import ArgumentsError
-from .events import ToolArgumentsChanged, ToolHookApplied, ToolPreviewed
+from .events import ToolArgumentsChanged, ToolHookApplied
 from .hooks import Veto
 from .tools import Tool, ToolCall
 
@@ -117,7 +116,7 @@ async def run_valid_call(
         run.emit,
         run_id=run.id,
         checker=checker,
-        preview=_previewer(run, found, call, arguments) if found.preview is not None else None,
+        previews=_previews(run, found, call, arguments, checker),
         schema=schema.schema if schema is not None else None,
         rule_timeout=agent.hook_timeout,
     )
@@ -210,37 +209,24 @@ async def _execute(
         )
 
 
+def _previews(
+    run: Run, found: Tool, call: ToolCall, arguments: Any, checker: Callable[[Any], Any]
+) -> Previews | None:
+    """The previews of this call (None when its tool has none), reported as ToolPreviewed."""
+    if found.preview is None:
+        return None
+    return Previews(
+        found.preview,
+        call.id,
+        call.name,
+        arguments,
+        emit=run.emit,
+        limits=run.limits,
+        timeout=run.agent.preview_timeout,
+        checker=checker,
+    )
+
+
 def _short(text: str, limit: int = _DETAIL) -> str:
     """Text a hook gave (a reason, an error) as events carry it: bounded, for people."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _previewer(run: Run, found: Tool, call: ToolCall, arguments: Any) -> Callable[[], Any]:
-    """The preview of this call as a coroutine factory that reports through ToolPreviewed."""
-    preview = found.preview
-    assert preview is not None
-    limits = run.limits
-
-    def converted(value: Any) -> ToolResult:
-        return result_for_model(validate_result(to_tool_result(value)), limits)
-
-    async def show() -> None:
-        started = time.monotonic()
-        try:
-            result = await call_user(
-                preview, copy_json(arguments), timeout=run.agent.preview_timeout, after=converted
-            )
-        except asyncio.CancelledError:
-            raise
-        except UserCodeFailed as exc:
-            text = f"The preview of {call.name} failed: {exc}. The call has not run."
-            elapsed = time.monotonic() - started
-            failed = error_result(text)
-            if exc.timed_out:
-                run.emit(ToolPreviewed(call.id, failed, "timeout", elapsed))
-            else:
-                run.emit(ToolPreviewed(call.id, failed, "error", elapsed))
-            return
-        run.emit(ToolPreviewed(call.id, result, "done", time.monotonic() - started))
-
-    return show

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ._execution import ToolRaised, contained, copy_json
+from ._previews import Previews
 from ._usercode import UserCodeFailed, call_user
 from .approval import ApprovalBinding, ApprovalRequest, Approver, Decision, arguments_hash
 from .errors import ArgumentsError
@@ -46,15 +47,15 @@ async def decide_call(
     *,
     run_id: str = "",
     checker: Callable[[Any], Any] | None = None,
-    preview: Callable[[], Awaitable[None]] | None = None,
+    previews: Previews | None = None,
     schema: Mapping[str, Any] | None = None,
     rule_timeout: float | None = None,
 ) -> Decided | None:
     """None when the call needs no approval; else the decision for exactly this call.
 
     The rule and the approver each get their own copy of the input. ``checker`` turns edited
-    arguments into the ones that run (raising ArgumentsError to refuse them); ``preview``, when
-    the tool has one, is started once a person is asked and cancelled once they answer.
+    arguments into the ones that run (raising ArgumentsError to refuse them); ``previews``, when
+    the tool has a preview, are started once a person is asked and stopped once they answer.
     ``rule_timeout`` bounds the tool's ``needs_approval`` function, which runs off the loop
     (one that fails or takes too long denies the call).
     """
@@ -76,9 +77,10 @@ async def decide_call(
         found.title,
         run_id=run_id,
         timeout=timeout,
-        preview=found.preview is not None and preview is not None,
+        preview=found.preview is not None and previews is not None,
         checker=checker,
         schema=schema,
+        previews=previews if found.preview is not None else None,
     )
     known = getattr(approver, "known_decision", None)
     if known is not None:
@@ -100,7 +102,11 @@ async def decide_call(
                 approver,
                 rule_timeout,
             )
-    decision = await _ask(approver, request, timeout, emit, preview)
+    try:
+        decision = await _ask(approver, request, timeout, emit, request.previews)
+    finally:
+        if request.previews is not None:
+            request.previews.close()
     return await _settle(decision, input_value, call, run_id, checker, emit, approver, rule_timeout)
 
 
@@ -204,13 +210,13 @@ async def _ask(
     request: ApprovalRequest,
     timeout: float | None,
     emit: Callable[[AgentEvent], None],
-    preview: Callable[[], Awaitable[None]] | None = None,
+    previews: Previews | None = None,
 ) -> Decision:
     """``approver.decide(request)`` on its own task, so that its failures stay its own.
 
     ApprovalRequested is emitted once ``decide`` has begun (an interactive approver has then
     registered the request), so a reader may answer it as soon as it sees the event. The
-    preview runs beside the question and is cancelled when it is answered.
+    previews run beside the question and stop when it is answered.
     """
     try:
         pending: Any = approver.decide(request)
@@ -228,20 +234,19 @@ async def _ask(
         return stopping
 
     asked = asyncio.ensure_future(contained(pending, cancel_requested=cancel_requested))
-    previewing: asyncio.Future[None] | None = None
     try:
         await asyncio.sleep(0)  # let decide() run up to its first wait
         emit(ApprovalRequested(request))
-        if preview is not None and request.preview and not asked.done():
-            previewing = asyncio.ensure_future(preview())
+        if previews is not None and request.preview and not asked.done():
+            previews.start()
         done, _ = await asyncio.wait({asked}, timeout=timeout)
     except asyncio.CancelledError:
         stopping = True
         asked.cancel()
         raise
     finally:
-        if previewing is not None and not previewing.done():
-            previewing.cancel()
+        if previews is not None:
+            previews.close()
     if not done:
         stopping = True
         asked.cancel()

@@ -28,6 +28,7 @@ from .tools import ToolCall
 if TYPE_CHECKING:
     import asyncio
 
+    from ._previews import Previews
     from .rules import RuleApprover as RuleApprover
 
 __all__ = [
@@ -73,7 +74,9 @@ class ApprovalRequest:
     ``timeout``: seconds until the call is answered "approval timed out" (None: no limit).
     ``preview``: the tool declared a preview, which front ends show while the call waits.
     ``schema``: the tool's input schema (read-only), for front ends that offer an edit form;
-    :meth:`check_arguments` says whether edited arguments would be accepted.
+    :meth:`check_arguments` says whether edited arguments would be accepted. ``previews``
+    (when ``preview``): the call's previews, to wait for the first one (``wait``) or to preview
+    an edit before approving it (``ask``); see :class:`~nbagent._previews.Previews`.
     """
 
     call: ToolCall
@@ -85,6 +88,7 @@ class ApprovalRequest:
     preview: bool = False
     checker: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
     schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    previews: Previews | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def for_call(
@@ -98,9 +102,12 @@ class ApprovalRequest:
         preview: bool = False,
         checker: Callable[[Any], Any] | None = None,
         schema: Mapping[str, Any] | None = None,
+        previews: Previews | None = None,
     ) -> ApprovalRequest:
         fingerprint = _fingerprint(call, input, run_id)
-        return cls(call, input, title, fingerprint, run_id, timeout, preview, checker, schema)
+        return cls(
+            call, input, title, fingerprint, run_id, timeout, preview, checker, schema, previews
+        )
 
     @property
     def tool_name(self) -> str:

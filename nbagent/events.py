@@ -234,12 +234,18 @@ class ApprovalRequested:
 class ToolPreviewed:
     """What a call waiting for approval would do, from its tool's preview: ``status`` "done"
     (``result`` is the preview), "error" (it raised) or "timeout"; then ``result`` says why.
-    For the person only: a preview never enters the conversation."""
+    For the person only: a preview never enters the conversation.
+
+    ``arguments`` are the arguments it previewed; ``revision`` 0 means those the call was
+    proposed with, 1, 2, … the edits a person asked to preview, in order (only the newest edit's
+    preview is ever reported)."""
 
     call_id: str
     result: ToolResult
     status: Literal["done", "error", "timeout"]
     elapsed: float = 0.0
+    arguments: Any = None
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,3 +222,59 @@ async def test_turning_an_async_previews_value_into_text_never_blocks_the_loop()
     assert ticks >= 5  # the loop kept running while str() was stuck
     [previewed] = [e for e in events if isinstance(e, ToolPreviewed)]
     assert previewed.status == "timeout"
+
+
+async def test_an_edit_is_previewed_only_if_it_fits_and_only_while_the_call_waits() -> None:
+    from nbagent.errors import ArgumentsError
+
+    approver = InteractiveApprover()
+    agent = Agent(model(), [delete_rows], approver=approver)
+    run = agent.start("go")
+    seen: list[ToolPreviewed] = []
+    request = None
+    async for event in run.events():
+        if isinstance(event, ApprovalRequested):
+            request = event.request
+            assert request.previews is not None
+            with pytest.raises(ArgumentsError, match="prefix"):
+                request.previews.ask({"table": "users"})  # refused: nothing is previewed
+            assert request.previews.ask({"table": "users", "prefix": "c"}) == 1
+            first = await request.previews.wait(0)
+            assert first is not None and first.result.text == "bob"
+            edited = await request.previews.wait(1)
+            assert edited is not None and edited.result.text == "cy"
+            assert edited.arguments == {"table": "users", "prefix": "c"}
+            approver.resolve(request.call.id, Decision(False, "no"))
+        if isinstance(event, ToolPreviewed):
+            seen.append(event)
+    await run.result()
+    assert [(e.revision, e.result.text) for e in seen] == [(0, "bob"), (1, "cy")]
+    assert request is not None and request.previews is not None
+    assert request.previews.ask({"table": "users", "prefix": "a"}) is None  # answered: too late
+    assert await request.previews.wait(2) is None
+
+
+@pytest.mark.parametrize("sync", [True, False])
+async def test_a_callback_approver_can_wait_for_the_preview(sync: bool) -> None:
+    from nbagent import CallbackApprover
+    from nbagent.approval import ApprovalRequest
+
+    shown: list[str] = []
+
+    def ask(request: ApprovalRequest) -> bool:
+        assert request.previews is not None
+        found = request.previews.wait_blocking(timeout=30)
+        shown.append(found.result.text if found is not None else "none")
+        return True
+
+    async def ask_async(request: ApprovalRequest) -> bool:
+        assert request.previews is not None
+        found = await request.previews.wait()
+        shown.append(found.result.text if found is not None else "none")
+        return False
+
+    approver = CallbackApprover(ask if sync else ask_async)
+    agent = Agent(model(), [delete_rows], approver=approver)
+    await agent.run("go")
+    assert shown == ["bob"]
+    assert deleted == (["b"] if sync else [])

@@ -5,7 +5,8 @@ A click hands one :class:`~nbagent.approval.Decision` to ``decide`` (the approve
 after checking them against the tool's schema: an edit that does not fit says why inline and
 nothing is decided, so the person can fix it. The first decision that counts wins: the bar
 disables itself, and later clicks — a double click, a click after Stop, a click that arrives
-after the run ended — do nothing but say so.
+after the run ended — do nothing but say so. When the tool has a preview, **Preview edit** (shown
+while editing) checks the edit the same way and, if it fits, asks the loop to preview it.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ class ApprovalBar:
         request: ApprovalRequest,
         decide: Callable[[Decision], bool],
         on_edit: Callable[[], None] | None = None,
+        on_preview_edit: Callable[[int, Any], None] | None = None,
     ) -> None:
         self.request = request
         self._decide = decide
         self._on_edit_shown = on_edit  # told when the edit form opens or closes
+        self._on_preview_edit = on_preview_edit  # told (revision, arguments) of each edit preview
         self._lock = threading.Lock()
         self.decision: Decision | None = None
         self.closed = False
@@ -80,13 +83,20 @@ class ApprovalBar:
             icon="pencil",
             tooltip="Change the arguments before approving",
         )
+        self.preview_edit = widgets.Button(
+            description="Preview edit",
+            layout=widgets.Layout(width="auto", min_width="fit-content", display="none"),
+            icon="eye",
+            tooltip="Show what the call would do with your edited arguments (nothing runs)",
+        )
         self.notice = widgets.HTML(value="", layout=widgets.Layout(display="none"))
+        self.preview_edit.on_click(self._on_preview_edit_click)
         self.approve.on_click(self._on_approve)
         self.deny.on_click(self._on_deny)
         self.always.on_click(self._on_always)
         self.edit.on_click(self._on_edit)
         self.buttons = widgets.HBox(
-            [self.approve, self.deny, self.reason, self.always, self.edit],
+            [self.approve, self.deny, self.reason, self.always, self.edit, self.preview_edit],
             layout=widgets.Layout(flex_flow="row wrap"),  # buttons keep their margins
         )
         self.widget = widgets.VBox([self.buttons, self.notice])
@@ -117,6 +127,8 @@ class ApprovalBar:
             self.form.widget.layout.display = "none" if shown else None
             self.edit.description = "Edit" if shown else "Cancel edit"
             self.edit.icon = "pencil" if shown else "undo"
+        if self.request.previews is not None and self._on_preview_edit is not None:
+            self.preview_edit.layout.display = None if self._editing() else "none"
         if self._on_edit_shown is not None:
             self._on_edit_shown()
 
@@ -127,21 +139,43 @@ class ApprovalBar:
     def _editing(self) -> bool:
         return self.form is not None and self.form.widget.layout.display != "none"
 
+    def _checked_edit(self, check: Callable[[Any], Any]) -> tuple[bool, Any]:
+        """``check(the form's value)``, or (False, None) after showing why it does not fit."""
+        assert self.form is not None
+        try:
+            value = check(self.form.value())
+        except FormError as exc:
+            self.form.show_error([str(exc)])
+            return False, None
+        except ArgumentsError as exc:
+            lines = [f"{where or '/'}: {what}" for where, what in exc.violations]
+            self.form.show_error(lines or [str(exc)])
+            return False, None
+        self.form.show_error([])
+        return True, value
+
     def _approve(self, *, always: bool) -> None:
         arguments = None
         if self._editing():
-            assert self.form is not None
-            try:
-                arguments = self.request.check_arguments(self.form.value())
-            except FormError as exc:
-                self.form.show_error([str(exc)])
+            ok, arguments = self._checked_edit(self.request.check_arguments)
+            if not ok:
                 return
-            except ArgumentsError as exc:
-                lines = [f"{where or '/'}: {what}" for where, what in exc.violations]
-                self.form.show_error(lines or [str(exc)])
-                return
-            self.form.show_error([])
         self.click(Decision(True, None, always=always, by="person", arguments=arguments))
+
+    def _on_preview_edit_click(self, _button: Any) -> None:
+        """Preview the edit as it stands, once it passes the checks an approval would make."""
+        previews = self.request.previews
+        if self.closed or previews is None or not self._editing():
+            return
+        ok, checked = self._checked_edit(self.request.check_arguments)
+        if not ok:
+            return  # nothing is previewed for arguments that would be refused
+        revision = previews.ask(checked)
+        if revision is None:
+            self._say("This call was already answered: there is nothing left to preview.")
+            return
+        if self._on_preview_edit is not None:
+            self._on_preview_edit(revision, checked)
 
     def click(self, decision: Decision) -> bool:
         """Give ``decision`` unless one was given already or the bar is closed."""
@@ -184,6 +218,7 @@ class ApprovalBar:
             self.reason,
             self.always,
             self.edit,
+            self.preview_edit,
         ]
         if self.form is not None:
             made += self.form.all_widgets()
@@ -194,7 +229,8 @@ class ApprovalBar:
         bar away once the card's header says what was decided."""
         with self._lock:
             self.closed = True
-        for control in (self.approve, self.deny, self.reason, self.always, self.edit):
+        controls = (self.approve, self.deny, self.reason, self.always, self.edit, self.preview_edit)
+        for control in controls:
             control.disabled = True
         if self.form is not None:
             self.form.disable()

@@ -14,11 +14,12 @@ from typing import Any
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from .._edits import canonical
 from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
-from .render import STATUS_COLORS, pretty_arguments, result_outputs
+from .render import STATUS_COLORS, pretty_arguments, result_outputs, shorten
 from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
 from .transcript import CallRecord, call_line
@@ -37,6 +38,8 @@ class Shared:
 
 #: Arguments longer than this are not re-sent indented once complete.
 PRETTY_LIMIT = 2_000
+#: The arguments named in the label of an edit's preview, at most this long.
+EDIT_LABEL = 200
 
 
 class ToolCard:
@@ -67,6 +70,7 @@ class ToolCard:
         )
         self.widget.add_class("nbagent-card")
         self._header_text = ""
+        self._edit_asked: tuple[int, Any] | None = None  # the newest edit preview asked for
         self.refresh()
 
     def _add(self, child: widgets.Widget) -> None:
@@ -108,13 +112,24 @@ class ToolCard:
         if request.preview:
             self.show_preview()
         self.approval = ApprovalBar(
-            request, decide, on_edit=self.show_preview if request.preview else None
+            request,
+            decide,
+            on_edit=self.show_preview if request.preview else None,
+            on_preview_edit=self._preview_edit_asked if request.preview else None,
         )
         self._add(self.approval.widget)
         return self.approval
 
+    def _preview_edit_asked(self, revision: int, arguments: Any) -> None:
+        """The person asked to preview their edit: show "computing…" for exactly those."""
+        if self._edit_asked is None or revision > self._edit_asked[0]:
+            self._edit_asked = (revision, arguments)
+        self.show_preview()
+
     def show_preview(self) -> None:
-        """The tool's preview: "computing…" until it arrives, then rendered like a result."""
+        """The preview shown: of the person's edit while editing, once they asked for it (the
+        newest they asked for, labelled with its arguments), else of the model's arguments;
+        "computing…" until it arrives, then rendered like a result."""
         if self.preview_label is None:
             self.preview_label = widgets.HTML(
                 layout=self.shared.layout, style=self.shared.html_style
@@ -124,18 +139,39 @@ class ToolCard:
             self._add(self.preview)
         assert self.preview is not None
         record = self.record
-        if record.preview is None:
+        editing = self.approval is not None and self.approval.editing()
+        if editing and self._edit_asked is not None and record.open:
+            text = self._show_edit_preview(*self._edit_asked)
+        elif record.preview is None:
             text = "Preview: computing what this call would do… (you can decide meanwhile)"
         else:
             text = preview_label(record)
             if record.open and record.preview_status == "done":
                 text = "Preview: what this call would do (nothing has run yet)"
-                if self.approval is not None and self.approval.editing():
-                    text = "Preview: what the model's arguments would do, not your edit"
+                if editing:
+                    text = (
+                        "Preview: what the model's arguments would do, not your edit "
+                        "(Preview edit shows yours)"
+                    )
             self.preview.outputs = tuple(result_outputs(record.preview))
         self.preview_label.value = (
             f'<span style="font-size:0.85em;opacity:0.7">{html.escape(text)}</span>'
         )
+
+    def _show_edit_preview(self, revision: int, arguments: Any) -> str:
+        """Show the preview of edit ``revision`` (or "computing…"); its label."""
+        assert self.preview is not None
+        shown = shorten(redact_secrets(canonical(arguments)), EDIT_LABEL)
+        found = self.record.edit_preview
+        if found is None or found.revision != revision:  # not there yet (or an older edit's)
+            self.preview.outputs = ()
+            return f"Preview of your edit {shown}: computing… (you can decide meanwhile)"
+        self.preview.outputs = tuple(result_outputs(found.result))
+        how = {
+            "error": "it failed",
+            "timeout": "it did not finish in time",
+        }.get(found.status, "what the call would do with it (nothing has run yet)")
+        return f"Preview of your edit {shown}: {how}"
 
     def show_notes(self) -> None:
         """What changed the call before it ran (hooks, an edit) and what after-tool hooks did

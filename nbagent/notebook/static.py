@@ -246,11 +246,15 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
 
 
 def preview_label(record: CallRecord) -> str:
-    """The heading of a call's preview, saying how it ended."""
-    return {
+    """The heading of a call's preview, saying how it ended (and, when the person edited the
+    call, that it is of the model's arguments, not those that ran)."""
+    label = {
         "error": "Preview (it failed)",
         "timeout": "Preview (it did not finish in time)",
     }.get(record.preview_status, "Preview (what the call would do, shown before it was approved)")
+    if any(change.by == "person" for change in record.changes):
+        label = label.replace("Preview", "Preview of the model's arguments, not your edit", 1)
+    return label
 
 
 def change_notes(record: CallRecord) -> list[str]:

@@ -160,6 +160,8 @@ class CallRecord:
     preview: ToolResult | None = field(default=None, repr=False)
     preview_status: str = ""
     has_preview: bool = False
+    #: The newest preview of an edit the person asked to see (revision ≥ 1), if any.
+    edit_preview: ToolPreviewed | None = field(default=None, repr=False)
     timeout: float | None = None
     model_result: ToolResult | None = field(default=None, repr=False)
 
@@ -406,11 +408,13 @@ class Transcript:
                 found.hook_notes.append(
                     f"{event.stage}-tool hook {event.hook} {event.action}{detail}"
                 )
-        elif isinstance(event, ToolPreviewed):
-            found = self.calls.get(event.call_id)
-            if found is not None:
+        elif isinstance(event, ToolPreviewed) and event.call_id in self.calls:
+            found = self.calls[event.call_id]
+            if event.revision == 0:
                 found.preview = event.result
                 found.preview_status = event.status
+            elif found.edit_preview is None or event.revision > found.edit_preview.revision:
+                found.edit_preview = event  # an older edit's preview never replaces a newer one
         elif isinstance(event, ApprovalResolved):
             found = self.calls.get(event.call_id)
             if found is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from ..agent import Agent
 from ..approval import ApprovalRequest, Decision, InteractiveApprover
@@ -37,6 +37,9 @@ from ._view import TerminalView
 __all__ = ["Session", "parse_answer"]
 
 Outcome = Literal["done", "failed", "cancelled", "quit"]
+#: What waiting before the question may end with besides an answer: ask now, or nothing to ask.
+_ASK = object()
+_GONE = object()
 
 
 def parse_answer(answer: str) -> Decision:
@@ -272,20 +275,16 @@ class Session:
             c.line(line)
         self._asking, self._withdrawn = request.call.id, False
         try:
-            while True:
-                c.ask(self.view.question(request))
-                try:
-                    answer = await self.reader.read_line()
-                except InputInterrupted:
-                    c.answered("")
-                    if self._withdrawn:  # the events that follow say how it was settled
-                        c.line("  (no answer needed any more: this call was settled without it)")
-                    return  # or Ctrl-C: the run is being cancelled, the view reports it next
-                except LineTooLong as exc:
-                    c.answered("")
-                    c.line(str(exc), "yellow")
-                    continue
-                break
+            answer = await self._preview(request)
+            if answer is _ASK:
+                if self._cancelling or run.done():
+                    return  # the run is ending: the view reports it next
+                if request.call.id not in {r.call.id for r in approver.pending()}:
+                    c.line("  (no answer needed any more: this call was settled without it)")
+                    return  # settled while the preview was computed: the events say how
+                answer = await self._question(request)
+            if answer is _GONE:
+                return
         finally:
             self._asking = None
         if answer is None:
@@ -293,7 +292,77 @@ class Session:
             c.line("  (no answer: the input ended)", "yellow")
             decision = Decision(False, "no answer: the input ended", by="terminal")
         else:
+            assert isinstance(answer, str)
             c.answered(self._echo(answer))
             decision = parse_answer(answer)
         if not approver.resolve(request.call.id, decision, fingerprint=request.fingerprint):
             c.line("  (too late: this call was settled without this answer)", "yellow")
+
+    async def _question(self, request: ApprovalRequest) -> object:
+        """Ask, and read the answer: a line, None at the end of input, or _GONE when the call
+        was settled without it (or Ctrl-C)."""
+        c = self.console
+        while True:
+            c.ask(self.view.question(request))
+            try:
+                return await self.reader.read_line()
+            except InputInterrupted:
+                c.answered("")
+                if self._withdrawn:  # the events that follow say how it was settled
+                    c.line("  (no answer needed any more: this call was settled without it)")
+                return _GONE  # or Ctrl-C: the run is being cancelled, the view reports it next
+            except LineTooLong as exc:
+                c.answered("")
+                c.line(str(exc), "yellow")
+
+    async def _preview(self, request: ApprovalRequest) -> object:
+        """Wait for the call's preview (bounded) and show it before the question: _ASK then.
+
+        At a terminal the person need not wait: Enter asks at once, and any other line typed
+        meanwhile is the answer (returned as it is; None at the end of input, _GONE after
+        Ctrl-C or when the call was settled). From a pipe the answers wait for the preview,
+        which the agent's ``preview_timeout`` (and ``TerminalLimits.max_preview_wait``) bound.
+        """
+        previews = request.previews
+        if not request.preview or previews is None:
+            return _ASK
+        c = self.console
+        wait = self.view.limits.max_preview_wait
+        if previews.timeout is not None:
+            wait = min(wait, previews.timeout + 1.0)
+        hint = "" if self.echo_input else "; press Enter to be asked without it"
+        bound = f"up to {previews.timeout:g} s" if previews.timeout is not None else "a while"
+        c.line(f"  … computing the preview of this call ({bound}{hint})", "dim")
+        waiting = asyncio.ensure_future(previews.wait())
+        pending: set[asyncio.Future[Any]] = {waiting}
+        reading = None
+        if not self.echo_input:  # a person at a terminal may answer at once
+            reading = asyncio.ensure_future(self.reader.read_line())
+            pending.add(reading)
+        try:
+            done, _ = await asyncio.wait(pending, timeout=wait, return_when="FIRST_COMPLETED")
+        finally:
+            for future in pending:
+                future.cancel()
+            if reading is not None:
+                await asyncio.gather(reading, return_exceptions=True)
+        if reading is not None and reading in done and not reading.cancelled():
+            try:
+                line = reading.result()
+            except InputInterrupted:  # Ctrl-C, or the call was settled without an answer
+                if self._withdrawn:
+                    c.line("  (no answer needed any more: this call was settled without it)")
+                return _GONE
+            except LineTooLong as exc:
+                c.line(str(exc), "yellow")
+                return _ASK
+            if line is not None and not line.strip():
+                c.line("  (not waiting for the preview)", "dim")
+                return _ASK
+            return line
+        event = waiting.result() if waiting in done and not waiting.cancelled() else None
+        if event is not None:
+            self.view.show_preview(event)
+        elif not previews.closed:
+            c.line(f"  ! the preview did not come within {wait:g} s: asking without it", "yellow")
+        return _ASK

@@ -55,6 +55,8 @@ class TerminalLimits:
     the approval question. ``max_result_chars`` / ``max_result_lines``: a tool result.
     ``max_error_chars``: one error line. ``max_held_chars``: what tools may print while a
     question waits. ``progress_interval``: seconds between two progress lines of one call.
+    ``max_preview_wait``: seconds the question waits for a call's preview at most (the agent's
+    ``preview_timeout`` usually ends it sooner).
     """
 
     max_input_chars: int = 100_000
@@ -65,6 +67,7 @@ class TerminalLimits:
     max_error_chars: int = 500
     max_held_chars: int = 100_000
     progress_interval: float = 0.5
+    max_preview_wait: float = 30.0
 
 
 def plural(count: int, word: str) -> str:
@@ -128,6 +131,8 @@ class TerminalView:
         self._shown_denials: set[str] = set()
         self._progress_at: dict[str, float] = {}
         self._cancelled: list[ToolFinished] = []  # answered as cancelled, not reported yet
+        self._previewed: set[tuple[str, int]] = set()  # (call id, revision) shown
+        self._resolved: set[str] = set()  # calls whose approval was answered
         self.abandoned: list[AbandonedCall] = []
 
     def show(self, event: AgentEvent) -> None:
@@ -245,6 +250,7 @@ class TerminalView:
         return c.style(f"  ? Run {call}? ", "yellow", "bold") + c.style(f"{choices}: ", "yellow")
 
     def _on_ApprovalResolved(self, event: ApprovalResolved) -> None:
+        self._resolved.add(event.call_id)
         c = self.console
         decision = event.decision
         reason = one_line(clean(decision.reason or ""), self.limits.max_error_chars)
@@ -283,15 +289,30 @@ class TerminalView:
         c.line(f"  ! {self._about(event.call_id)}{what}" + (f": {detail}" if detail else ""), color)
 
     def _on_ToolPreviewed(self, event: ToolPreviewed) -> None:
+        """A preview the session did not show before its question (an approver other than the
+        session's asked); none once the call was answered: it would only be noise then."""
+        if (event.call_id, event.revision) in self._previewed or event.call_id in self._resolved:
+            return
+        self.show_preview(event)
+
+    def show_preview(self, event: ToolPreviewed) -> None:
+        """What the call would do, as text: its text (a table's text, clipped) and a line per
+        image; or why there is none (the preview failed or did not finish in time)."""
+        self._previewed.add((event.call_id, event.revision))
         c = self.console
-        text = clip(
-            clean(event.result.text), self.limits.max_result_chars, self.limits.max_result_lines
-        )
-        c.line(
-            f"  {c.symbol('more')} {self._about(event.call_id)}preview: "
-            + text.replace("\n", "\n    "),
-            "dim",
-        )
+        limits = self.limits
+        about = self._about(event.call_id)
+        if event.status != "done":
+            text = one_line(clean(event.result.text), limits.max_error_chars)
+            c.line(f"  ! {about}{text}", "yellow")  # it says the preview failed, and why
+            return
+        pieces = [clip(clean(event.result.text), limits.max_result_chars, limits.max_result_lines)]
+        for image in event.result.images:
+            size = f"{image.width}x{image.height}, " if image.width else ""
+            pieces.append(f"[image: {image.mime_type}, {size}{len(image.data) // 1024} KB]")
+        body = "\n".join(p for p in pieces if p) or "(an empty preview)"
+        c.line(f"  {c.symbol('more')} {about}preview (what it would do; nothing has run yet):")
+        c.line("    " + body.replace("\n", "\n    "))
 
     def _on_ToolProgress(self, event: ToolProgress) -> None:
         now = self.clock()

@@ -1,5 +1,5 @@
-"""End to end in JupyterLab: a person edits a call's argument on the card, sees the preview, and
-approves; the call runs with the edit and the saved output shows what changed.
+"""End to end in JupyterLab: a person edits a call's argument on the card, sees the preview of the
+edit, and approves; the call runs with the edit and the saved output shows what changed.
 
 Screenshots of the waiting card (edit form open, preview shown) and of the finished run go to
 test-output/ at 1100 px and 760 px wide, so that a person can look at them; the test says why
@@ -8,6 +8,7 @@ and skips when Chromium, Playwright or JupyterLab is missing.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,11 +74,17 @@ def test_edit_an_argument_and_approve_in_jupyterlab(lab: Lab) -> None:
             expect(page.get_by_text("would remove 3 lines from logs/app.log").first).to_be_visible(
                 timeout=timeout
             )
-            page.locator(BUTTONS, has_text="Edit").click()
+            page.locator(BUTTONS, has_text=re.compile(r"^\s*Edit\s*$")).click()
             path_box = page.locator(".nbagent-edit input[type='text']").first
             expect(path_box).to_have_value("logs/app.log", timeout=timeout)
             path_box.fill("logs/old.log")
             path_box.press("Tab")  # the browser sends the new value
+            page.locator(BUTTONS, has_text="Preview edit").click()
+            expect(page.get_by_text("would remove 3 lines from logs/old.log").first).to_be_visible(
+                timeout=timeout
+            )
+            label = 'Preview of your edit {"path": "logs/old.log", "mode": "trim"'
+            expect(page.get_by_text(label).first).to_be_visible(timeout=timeout)
             card = page.locator(".nbagent-card").first
             card.scroll_into_view_if_needed()
             card.screenshot(path=str(SHOTS / "edit-card-1100.png"))

@@ -197,6 +197,7 @@ async def test_edit_then_approve_in_the_card(wire: Wire) -> None:
     assert "Proposed by the model" in html and "Ran with" in html
     assert "by you: /path &quot;a.txt&quot; → &quot;data/a.txt&quot;" in html
     assert "would overwrite a.txt" in html  # the preview is kept in the saved card
+    assert "Preview of the model&#x27;s arguments, not your edit" in html  # not of what ran
     assert "What the model read instead" in html
     record = view.transcript.to_metadata()["calls"][0]
     assert record["proposed_arguments"] == {"path": "a.txt"}

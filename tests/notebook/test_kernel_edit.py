@@ -125,6 +125,62 @@ def test_a_preview_shows_while_the_call_waits_and_deny_still_works(kernel: Kerne
     assert "would delete tmp/a.txt (12 lines)" in kernel.cell_text(cell, "text/html")
 
 
+def test_preview_edit_shows_the_edited_arguments_preview_before_approving(kernel: Kernel) -> None:
+    tools = '''
+        previewed = []
+
+        def rows(arguments):
+            previewed.append(arguments["path"])
+            return f"would delete {arguments['path']} (12 lines)"
+
+        @tool(needs_approval=True, preview=rows, schema={
+            "type": "object",
+            "properties": {"path": {"type": "string", "pattern": "^tmp/"}},
+            "required": ["path"],
+        })
+        def delete_file(path):
+            """Delete a file under tmp/."""
+            ran.append(path)
+            return f"deleted {path}"
+    '''
+    since = setup_run(kernel, ONE_CALL, tools=tools)
+    cell = kernel.submit("%agent --new Delete it")
+    kernel.wait_for(
+        lambda: "would delete tmp/a.txt (12 lines)" in kernel.all_output_text(since),
+        what="the model's preview",
+    )
+    (edit,) = kernel.buttons("Edit", enabled=True, since=since)
+    kernel.click(edit)
+    type_text(kernel, since, "tmp/a.txt", "/etc/passwd")
+    (preview_edit,) = kernel.buttons("Preview edit", enabled=True, since=since)
+    kernel.click(preview_edit)
+    kernel.wait_for(
+        lambda: [t for t in kernel.html_texts(since) if "do not fit" in t and "/path" in t],
+        what="the inline error (nothing is previewed for a refused edit)",
+    )
+    (box,) = kernel.widget_ids("TextModel", since=since, value="/etc/passwd")
+    kernel.type_into(box, "tmp/b.txt")
+    kernel.click(preview_edit)
+    kernel.wait_for(
+        lambda: "would delete tmp/b.txt (12 lines)" in kernel.all_output_text(since),
+        what="the edit's preview",
+    )
+    kernel.wait_for(
+        lambda: [
+            t
+            for t in kernel.html_texts(since)
+            if "Preview of your edit {&quot;path&quot;: &quot;tmp/b.txt&quot;}" in t
+            and "nothing has run yet" in t
+        ],
+        what="the label naming the edit",
+    )
+    (approve,) = kernel.buttons("Approve", enabled=True, since=since)
+    kernel.click(approve)
+    wait_ended(kernel, cell)
+    assert kernel.eval("ran") == ["tmp/b.txt"]
+    assert kernel.eval("previewed") == ["tmp/a.txt", "tmp/b.txt"]
+
+
 def test_rules_from_the_magic_decide_and_can_be_removed(kernel: Kernel) -> None:
     since = setup_run(kernel, ONE_CALL)
     out = printed(kernel.execute("%agent allow delete_file path=tmp/*"))

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from nbagent import ToolContext, tool
+from nbagent import ToolContext, text_and_image_result, tool
 from nbagent.generation import (
     Finish,
     ReasoningDelta,
@@ -37,6 +37,29 @@ _ids = iter(range(1, 10_000))
 def remove(path: str) -> str:
     """Remove a file (pretend)."""
     return f"removed {path}"
+
+
+def _rows_to_drop(arguments: dict) -> object:
+    """The preview of drop_rows: a table, a table with a picture, a failure, or a hang."""
+    import pandas as pd
+    from PIL import Image
+
+    table = arguments["table"]
+    rows = pd.DataFrame({"name": ["ada", "bob"], "age": [36, 41]})
+    if table == "users":
+        return rows
+    if table == "pictures":
+        return text_and_image_result("one picture would go", Image.new("RGB", (40, 30), "red"))
+    if table == "broken":
+        raise LookupError("no such table: broken")
+    _wait_for_file(table)  # a path: hangs until the test creates it
+    return rows
+
+
+@tool(needs_approval=True, preview=_rows_to_drop)
+def drop_rows(table: str) -> str:
+    """Drop every row of a table (pretend)."""
+    return f"dropped {table}"
 
 
 @tool
@@ -180,6 +203,9 @@ def decide(request: Request) -> AsyncIterator[StreamEvent]:
     if prompt.startswith("approve"):
         events = [*_text("I will remove the file", 5), 0.05, *_call("remove", '{"path": "a.txt"}')]
         return _play([*events, Finish("tool_calls", usage)])
+    if prompt.startswith("drop "):
+        arguments = json.dumps({"table": prompt.removeprefix("drop ")})
+        return _play([*_call("drop_rows", arguments), Finish("tool_calls", usage)])
     if prompt.startswith("long"):
         arguments = '{"path": "' + "x" * 500 + 'END"}'
         return _play([*_call("remove", arguments), Finish("tool_calls", usage)])
