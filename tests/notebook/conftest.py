@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -109,6 +110,9 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
             item.add_marker(pytest.mark.timeout(180))
 
 
+_COMM_IDS = itertools.count()
+
+
 class RecordingComm:
     """Stands in for a kernel comm: records what a widget sends, delivers what a browser sends."""
 
@@ -116,7 +120,10 @@ class RecordingComm:
 
     def __init__(self, wire: Wire, kwargs: dict[str, Any]) -> None:
         self.wire = wire
-        self.comm_id = kwargs.get("comm_id") or f"comm-{len(wire.comms)}"
+        # Unique across tests: ipywidgets keeps every live widget in one dict by this id, and
+        # a widget an earlier test left to close late (a preview ending after its test) would
+        # otherwise take the entry of this test's widget with the same number with it.
+        self.comm_id = kwargs.get("comm_id") or f"comm-{next(_COMM_IDS)}"
         self.handler: Any = None
 
     def send(self, data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
