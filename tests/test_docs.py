@@ -149,3 +149,26 @@ def test_links_between_pages_point_at_pages_that_exist(page: str) -> None:
     text = (DOCS / "howto" / page).read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)#:]+\.(?:md|ipynb))(?:#[^)]*)?\)", text):
         assert (DOCS / "howto" / target).resolve().exists(), target
+
+
+def test_the_events_table_names_every_event_and_its_fields() -> None:
+    from typing import get_args
+
+    from nbagent import events
+
+    documented: dict[str, list[str]] = {}
+    for first, second in _table("concepts/events.md", r"`[A-Z]\w+`.*").items():
+        for name in re.findall(r"`(\w+)`", first):
+            documented[name] = re.findall(r"`(\w+)`", second)
+    for cls in get_args(events.AgentEvent):
+        assert cls.__name__ in documented, f"{cls.__name__} is missing from the events table"
+        said = set(documented[cls.__name__])
+        fields = {  # dataclasses and hand-written events alike (keyword-only: internal)
+            p.name
+            for p in inspect.signature(cls).parameters.values()
+            if p.kind is not p.KEYWORD_ONLY
+        }
+        assert fields <= said, f"{cls.__name__}: {fields - said} undocumented"
+        if "error" not in fields:  # the last row shares `error` with RunFailed
+            said.discard("error")
+        assert all(hasattr(cls, f) or f in fields for f in said), cls.__name__
