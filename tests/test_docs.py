@@ -172,3 +172,11 @@ def test_the_events_table_names_every_event_and_its_fields() -> None:
         if "error" not in fields:  # the last row shares `error` with RunFailed
             said.discard("error")
         assert all(hasattr(cls, f) or f in fields for f in said), cls.__name__
+
+
+def test_api_pages_render_autodoc_through_rst() -> None:
+    # A bare ```{automodule} block in MyST emitted its members as raw `.. py:method::` text:
+    # the rules, hooks and MCP pages showed no API at all
+    for page in sorted((DOCS / "api").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"^```\{auto\w+\}", text, re.M), page.name
