@@ -180,3 +180,8 @@ def test_api_pages_render_autodoc_through_rst() -> None:
     for page in sorted((DOCS / "api").glob("*.md")):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r"^```\{auto\w+\}", text, re.M), page.name
+
+
+def test_the_tool_returns_example_terminates(tmp_path: Path) -> None:
+    (code,) = _blocks("concepts/schemas.md", "python")
+    assert _run_script(code, tmp_path).strip() == "terminated"
