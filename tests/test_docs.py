@@ -18,7 +18,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def _blocks(page: str, language: str) -> list[str]:
-    text = (DOCS / page).read_text(encoding="utf-8")
+    text = (DOCS / page).read_text(encoding="utf-8")  # "../README.md" for the README
     return re.findall(rf"^```{language}\n(.*?)^```$", text, re.S | re.M)
 
 
@@ -185,3 +185,9 @@ def test_api_pages_render_autodoc_through_rst() -> None:
 def test_the_tool_returns_example_terminates(tmp_path: Path) -> None:
     (code,) = _blocks("concepts/schemas.md", "python")
     assert _run_script(code, tmp_path).strip() == "terminated"
+
+
+def test_the_readme_s_script_adds(tmp_path: Path) -> None:
+    script = next(b for b in _blocks("../README.md", "python") if "run_sync" in b)
+    out = _run_script(script, tmp_path)
+    assert out.startswith("[offline model]") and "returned: 5.0" in out
