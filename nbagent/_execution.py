@@ -63,18 +63,28 @@ class ToolRaised(Exception):
 async def contained(awaitable: Awaitable[T], *, cancel_requested: Callable[[], bool]) -> T:
     """Await user code inside a task without letting asyncio see its BaseExceptions.
 
-    A ``CancelledError`` passes through only when ``cancel_requested()`` says we asked for it.
+    A ``CancelledError`` passes through when ``cancel_requested()`` says we asked for it, or when
+    this task itself was cancelled from outside (``asyncio.run`` ending cancels every task):
+    only one raised by user code on its own is wrapped.
     """
     try:
         return await awaitable
     except asyncio.CancelledError as exc:
-        if cancel_requested():
+        if cancel_requested() or _cancelled_from_outside():
             raise
         raise ToolRaised(exc) from None
     except (Exception, GeneratorExit):  # GeneratorExit: an abandoned coroutine being closed
         raise
     except BaseException as exc:
         raise ToolRaised(exc) from None
+
+
+def _cancelled_from_outside() -> bool:
+    """True when someone called ``cancel()`` on the running task (Python 3.11+ can tell; before
+    that, every unrequested ``CancelledError`` counts as the user code's own)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling is not None and cancelling())
 
 
 def copy_json(value: Any) -> Any:

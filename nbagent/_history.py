@@ -211,8 +211,9 @@ def result_for_model(result: ToolResult, limits: Limits) -> ToolResult:
     return ToolResult(tuple(parts), result.is_error, result.terminate, result.value)
 
 
-def prompt_for_history(message: UserMessage) -> UserMessage:
-    """The prompt with clean text and decode-checked images (raises :class:`ImageError`)."""
+def prompt_for_history(message: UserMessage, what: str = "the prompt") -> UserMessage:
+    """The prompt with clean text and decode-checked images (raises :class:`ImageError`, naming
+    ``what`` the message is)."""
     parts: list[Part] = []
     for index, part in enumerate(message.content):
         if isinstance(part, TextPart):
@@ -221,9 +222,7 @@ def prompt_for_history(message: UserMessage) -> UserMessage:
             try:
                 parts.append(checked_image(part))
             except ImageError as exc:
-                raise ImageError(
-                    f"the prompt's image (part {index}) is not usable: {exc}"
-                ) from None
+                raise ImageError(f"{what}'s image (part {index}) is not usable: {exc}") from None
         else:
             raise AgentError(
                 f"a prompt holds text and images only; part {index} is a {type(part).__name__}"
@@ -236,15 +235,22 @@ def prompt_for_history(message: UserMessage) -> UserMessage:
 def checked_history(messages: list[Message]) -> list[Message]:
     """A conversation given to an Agent, its images decode-checked (raises ImageError)."""
     out: list[Message] = []
-    for message in messages:
+    for number, message in enumerate(messages):
+        what = f"message {number} of the conversation"
         if isinstance(message, UserMessage):
-            message = prompt_for_history(message)
+            message = prompt_for_history(message, what)
         elif isinstance(message, ToolMessage):
             results = []
             for result in message.results:
-                content = tuple(
-                    checked_image(p) if isinstance(p, ImagePart) else p for p in result.content
-                )
+                try:
+                    content = tuple(
+                        checked_image(p) if isinstance(p, ImagePart) else p for p in result.content
+                    )
+                except ImageError as exc:
+                    raise ImageError(
+                        f"{what}: the image in the result of call {result.call_id} is not "
+                        f"usable: {exc}"
+                    ) from None
                 results.append(replace(result, content=content))
             message = ToolMessage(tuple(results))
         out.append(message)

@@ -399,6 +399,7 @@ class RunCancelled:
     result: RunResult
 
 
+#: Every event a run emits, the one stream every front end reads (see the events concept page).
 AgentEvent = Union[
     RunStarted,
     StepStarted,

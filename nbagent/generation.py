@@ -192,6 +192,7 @@ class StreamRetry:
     delay: float = 0.0
 
 
+#: Every event a Generator streams for one model answer (nothing else knows a wire format).
 StreamEvent = Union[
     StreamRetry,
     TextDelta,

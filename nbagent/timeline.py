@@ -66,6 +66,10 @@ _COLORS = {
 }
 
 
+#: Who decided (``Decision.by``) when a standing policy answered at once: nobody waited.
+_POLICIES = frozenset({"auto", "deny"})
+
+
 def _seconds(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
 
@@ -175,7 +179,9 @@ class Timeline:
         """The timeline in one line of words."""
         tools = [s for s in self.spans if s.kind == "tool"]
         waits = sum(s.duration for s in self.spans if s.kind == "approval")
-        parts = [f"{self.steps} steps", f"{len(tools)} tool calls", f"{_seconds(self.total)}"]
+        calls = f"{len(tools)} tool call" + ("" if len(tools) == 1 else "s")
+        steps = f"{self.steps} step" + ("" if self.steps == 1 else "s")
+        parts = [steps, calls, _seconds(self.total)]
         if waits:
             parts.append(f"{_seconds(waits)} waiting for a person")
         return "timeline: " + ", ".join(parts)
@@ -239,7 +245,7 @@ class TimelineBuilder:
 
     def _resolved(self, event: ApprovalResolved, now: float) -> None:
         found = self._waits.pop(event.call_id, None)
-        if found is not None:
+        if found is not None and event.decision.by not in _POLICIES:
             began, name = found
             lane = self._lane(event.call_id)
             verdict = "approved" if event.decision.approved else "denied"

@@ -132,6 +132,23 @@ def test_validate_result_decode_checks_hand_built_images(part: ImagePart, fragme
         checked_image(part)
 
 
+def test_a_bad_image_in_a_given_conversation_names_its_message() -> None:
+    # Agent(messages=...) said "the prompt's image (part 0)" for any message, and nothing at all
+    # about where a bad image in a tool result was
+    from nbagent import Agent
+    from nbagent.messages import AssistantMessage, ToolMessage, ToolResultPart, UserMessage
+    from nbagent.tools import ToolCall
+
+    bad = ImagePart(b"not a png", "image/png")
+    ok = UserMessage((TextPart("hi"),))
+    with pytest.raises(ImageError, match=r"^message 2 of the conversation's image \(part 0\)"):
+        Agent(messages=[ok, AssistantMessage((TextPart("yes"),)), UserMessage((bad,))])
+    call = AssistantMessage((ToolCall("c1", "draw", "{}"),))
+    answer = ToolMessage((ToolResultPart("c1", "draw", (bad,)),))
+    with pytest.raises(ImageError, match=r"^message 2 of the conversation: .* call c1 "):
+        Agent(messages=[ok, call, answer])
+
+
 def test_hand_built_bomb_is_refused() -> None:
     buffer = io.BytesIO()
     Image.new("1", (20000, 20000)).save(buffer, format="PNG")

@@ -175,6 +175,44 @@ async def test_a_tool_raising_cancelled_error_by_itself_is_an_error_result() -> 
     assert agent.messages[-1].text == "after"  # type: ignore[union-attr]
 
 
+ENDS_MID_RUN = """
+import asyncio, sys
+from nbagent import Agent, InteractiveApprover, tool
+from nbagent.models import Call, ScriptedModel, Turn
+
+@tool(needs_approval=sys.argv[1] == "approval")
+async def slow() -> str:
+    \"\"\"Take a while.\"\"\"
+    await asyncio.sleep(10)
+    return "late"
+
+async def main():
+    agent = Agent(ScriptedModel([Turn(Call("slow", {})), "ok"]), [slow],
+                  approver=InteractiveApprover())
+    agent.start("go")
+    await asyncio.sleep(0.3)  # the tool runs, or its call waits for a person
+    raise SystemExit("the script gives up")
+
+try:
+    asyncio.run(main())
+except SystemExit as stop:
+    print(stop)
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is Python 3.11+")
+@pytest.mark.parametrize("waiting_on", ["tool", "approval"])
+def test_a_script_ending_mid_run_prints_no_stray_error(waiting_on: str) -> None:
+    # asyncio.run cancels every task at its end; a tool's or an approver's task cancelled that
+    # way was taken for user code raising CancelledError by itself, and asyncio printed
+    # "unhandled exception during asyncio.run() shutdown ... ToolRaised: CancelledError"
+    done = subprocess.run(
+        [sys.executable, "-c", ENDS_MID_RUN, waiting_on], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "the script gives up"
+    assert done.stderr == ""
+
+
 # --- 9. tools that will not stop are abandoned, truthfully ---------------------------------
 
 

@@ -118,6 +118,21 @@ def test_the_file_is_versioned_stable_json_with_coalesced_events(tmp_path: Path)
     }
 
 
+def test_a_recording_made_in_code_names_its_prompt_for_people() -> None:
+    # The file's "prompt" is for people (and `%agent recording` lists it), but record() used
+    # in a script left it empty: only the notebook filled it in
+    key = "sk-proj-" + "A1b2C3d4" * 6
+    recorder = record(script())
+    agent = Agent(recorder, [weather_tool([])], approver=AutoApprove())
+    agent.run_sync(f"Weather in Oslo? (my key is {key})")
+    data = json.loads(recorder.recording.to_json())
+    assert data["prompt"].startswith("Weather in Oslo?") and key not in data["prompt"]
+    named = record(script())
+    named.recording.prompt = "set by hand"  # a prompt given is kept
+    Agent(named, [weather_tool([])], approver=AutoApprove()).run_sync("Weather in Oslo?")
+    assert named.recording.prompt == "set by hand"
+
+
 def test_a_recording_holds_no_secret() -> None:
     key = "sk-proj-" + "A1b2C3d4" * 6
 

@@ -76,6 +76,26 @@ def test_waiting_for_a_person_is_its_own_bar_and_names_are_escaped() -> None:
     assert "waiting for a person" in timeline.summary()
 
 
+def test_a_standing_policy_is_no_wait_for_a_person() -> None:
+    # A headless notebook run denied by policy showed "0 ms waiting for a person" and a
+    # picture for a one-call run: nobody waited, so there is no waiting bar and no picture
+    from nbagent import DenyAll
+
+    @tool(needs_approval=True)
+    def delete_file(path: str) -> str:
+        """Pretend."""
+        return "deleted"
+
+    for approver in (AutoApprove(), DenyAll()):
+        model = ScriptedModel([Turn(Call("delete_file", {"path": "a"})), "ok"])
+        timeline = Agent(model, [delete_file], approver=approver).run_sync("x").timeline()
+        assert not [s for s in timeline.spans if s.kind == "approval"]
+        assert "waiting" not in timeline.summary()
+    model = ScriptedModel([Turn(Call("delete_file", {"path": "a"})), "ok"])
+    ran = Agent(model, [delete_file], approver=AutoApprove()).run_sync("x").timeline()
+    assert ", 1 tool call, " in ran.summary()  # one call, not "1 tool calls"
+
+
 def test_the_picture_shrinks_to_a_narrow_output() -> None:
     # JupyterLab shows image/svg+xml as an <img> with no max-width, so a 720 px picture ran
     # past a narrow notebook's edge; the HTML form (preferred by Lab, Notebook 7, nbconvert and

@@ -487,9 +487,7 @@ class HTTPGenerator:
         else:
             what = f"{self.provider} sent no response within {self.timeout:g} s"
             fix = "try again, or raise timeout"
-        return errors.ProviderTimeoutError(
-            self._clean(f"{what} (after {attempts} attempts): {fix}")
-        )
+        return errors.ProviderTimeoutError(self._clean(f"{what} ({_after(attempts)}): {fix}"))
 
     def _connection_error(
         self, exc: httpx2.TransportError, attempts: int
@@ -497,9 +495,8 @@ class HTTPGenerator:
         reason = str(exc) or type(exc).__name__
         return errors.ProviderConnectionError(
             self._clean(
-                f"could not reach {self.provider} at {self.base_url} ({reason}; after "
-                f"{attempts} attempts): check that the server is running and the base URL "
-                "is right"
+                f"could not reach {self.provider} at {self.base_url} ({reason}; "
+                f"{_after(attempts)}): check that the server is running and the base URL is right"
             )
         )
 
@@ -555,3 +552,7 @@ async def _drain(chunks: AsyncIterator[bytes]) -> None:
         await asyncio.wait_for(rest(), _DRAIN_SECONDS)
     except (asyncio.TimeoutError, httpx2.HTTPError):
         pass
+
+
+def _after(attempts: int) -> str:
+    return "after 1 attempt" if attempts == 1 else f"after {attempts} attempts"

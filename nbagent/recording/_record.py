@@ -23,6 +23,7 @@ from ..generation import (
     ToolInputEnd,
     ToolInputStart,
 )
+from ..messages import UserMessage
 from ..redact import redact_secrets
 from ..tools import ToolCall
 from ._format import MessageHashes, Recording, Step, fingerprint
@@ -200,6 +201,9 @@ class RecordingGenerator:
         return f"record({self.inner!r})"
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        if not self.recording.prompt:  # for people: the first request's latest words
+            said = [m for m in request.messages if isinstance(m, UserMessage)]
+            self.recording.prompt = redact_secrets(said[-1].text) if said else ""
         step = Step(fingerprint(request, self._hashes))
         self.recording.steps.append(step)
         coalescer = _Coalescer()

@@ -224,6 +224,14 @@ async def test_connection_refused_after_bounded_attempts(
     await model.aclose()
 
 
+async def test_one_attempt_is_said_in_the_singular(kind: str, free_port: int) -> None:
+    model = ADAPTERS[kind](_Nowhere(free_port), max_retries=0)
+    with pytest.raises(errors.ProviderConnectionError) as raised:
+        await collect(model)
+    assert "after 1 attempt)" in str(raised.value)  # not "after 1 attempts"
+    await model.aclose()
+
+
 class _Nowhere:
     def __init__(self, port: int) -> None:
         self.url = f"http://127.0.0.1:{port}"
