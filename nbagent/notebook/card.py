@@ -18,7 +18,7 @@ from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
-from .render import STATUS_COLORS, pretty_arguments, result_outputs
+from .render import STATUS_COLORS, no_math_outputs, pretty_arguments, result_outputs
 from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
 from .transcript import CallRecord, call_line
@@ -132,7 +132,7 @@ class ToolCard:
                 text = "Preview: what this call would do (nothing has run yet)"
                 if self.approval is not None and self.approval.editing():
                     text = "Preview: what the model's arguments would do, not your edit"
-            self.preview.outputs = tuple(result_outputs(record.preview))
+            self.preview.outputs = no_math_outputs(result_outputs(record.preview))
         self.preview_label.value = (
             f'<span style="font-size:0.85em;opacity:0.7">{html.escape(text)}</span>'
         )
@@ -215,7 +215,7 @@ class ToolCard:
         assert self.result_label is not None
         label = ("Error" if result.is_error else "Result") if final else "Progress"
         self.result_label.value = f'<span style="font-size:0.85em;opacity:0.7">{label}</span>'
-        self.result.outputs = tuple(result_outputs(result))
+        self.result.outputs = no_math_outputs(result_outputs(result))
 
     def finished(self, result: ToolResult, traceback: str | None) -> None:
         """The final result: render it, drop the progress parts, fold away any traceback."""
