@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .timeline import Timeline
 
 __all__ = [
+    "STOP_WORDS",
     "AbandonedCall",
     "AgentEvent",
     "ApprovalRequested",
@@ -62,6 +63,18 @@ log = logging.getLogger("nbagent")
 StopReason = Literal[
     "finished", "terminated", "max_steps", "length", "budget", "cancelled", "failed"
 ]
+
+#: Each stop reason in the words a person reads under a run: "budget" or "max_steps" alone read
+#: as if the run had simply ended, when it was cut short before its answer.
+STOP_WORDS: dict[str, str] = {
+    "finished": "finished",
+    "terminated": "finished: a tool ended the run",
+    "max_steps": "stopped at the step limit, before the model answered",
+    "length": "stopped: the model hit its output token limit",
+    "budget": "stopped: its budget was spent, so no further request was sent",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
 
 #: How one call ended: ran and succeeded, ran and failed (or timed out), was denied, never ran
 #: because the call itself was invalid, or was cancelled.

@@ -502,7 +502,11 @@ class Connection:
 
     def status(self) -> str:
         """``running``, or what happened to it."""
-        return "running" if self.state == "running" else f"{self.state}: {self.problem}"
+        if self.state == "running":
+            return "running"
+        problem = self.problem or "closed its connection"
+        # "exited with code 3" already says it exited ("exited: exited with code 3" stuttered)
+        return problem if problem.startswith(self.state) else f"{self.state}: {problem}"
 
     def describe(self) -> Sequence[str]:
         """Command line or URL, for people (environment and headers never shown)."""

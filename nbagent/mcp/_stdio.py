@@ -223,8 +223,12 @@ async def stdio_transport(
                         await read_in.send(_readable(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
-        # Output ended: learn how the process ended (and its last words) before the session
-        # hears of it, so that the calls it fails can say why.
+        await ended()
+
+    async def ended() -> None:
+        """The connection is over (output ended, or input can no longer be written): learn how
+        the process ended (and its last words) before the session hears of it, so that the
+        calls it fails can say why."""
         with anyio.CancelScope(shield=True):
             if await _wait_exit(process, EXIT_GRACE):
                 with anyio.move_on_after(0.5):
@@ -250,7 +254,7 @@ async def stdio_transport(
                     text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send(text.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await read_in.aclose()  # the session sees the connection end, not a silent hang
+            await ended()  # the session sees the connection end, not a silent hang
 
     async with anyio.create_task_group() as group:
         group.start_soon(read_stdout)

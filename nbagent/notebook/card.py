@@ -19,7 +19,7 @@ from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
-from .render import STATUS_COLORS, pretty_arguments, result_outputs, shorten
+from .render import STATUS_COLORS, no_math_outputs, pretty_arguments, result_outputs, shorten
 from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
 from .transcript import CallRecord, call_line
@@ -153,7 +153,7 @@ class ToolCard:
                         "Preview: what the model's arguments would do, not your edit "
                         "(Preview edit shows yours)"
                     )
-            self.preview.outputs = tuple(result_outputs(record.preview))
+            self.preview.outputs = no_math_outputs(result_outputs(record.preview))
         self.preview_label.value = (
             f'<span style="font-size:0.85em;opacity:0.7">{html.escape(text)}</span>'
         )
@@ -166,7 +166,7 @@ class ToolCard:
         if found is None or found.revision != revision:  # not there yet (or an older edit's)
             self.preview.outputs = ()
             return f"Preview of your edit {shown}: computing… (you can decide meanwhile)"
-        self.preview.outputs = tuple(result_outputs(found.result))
+        self.preview.outputs = no_math_outputs(result_outputs(found.result))
         how = {
             "error": "it failed",
             "timeout": "it did not finish in time",
@@ -251,7 +251,7 @@ class ToolCard:
         assert self.result_label is not None
         label = ("Error" if result.is_error else "Result") if final else "Progress"
         self.result_label.value = f'<span style="font-size:0.85em;opacity:0.7">{label}</span>'
-        self.result.outputs = tuple(result_outputs(result))
+        self.result.outputs = no_math_outputs(result_outputs(result))
 
     def finished(self, result: ToolResult, traceback: str | None) -> None:
         """The final result: render it, drop the progress parts, fold away any traceback."""

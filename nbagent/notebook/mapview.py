@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..batch import BatchProgress
 from ..redact import redact_secrets
-from .render import STATUS_COLORS, close_widgets, shorten
+from .render import STATUS_COLORS, close_widgets, no_math, shorten
 
 if TYPE_CHECKING:
     from ..batch import Batch
@@ -93,11 +93,11 @@ def progress_bundle(
         [f"**nbagent map** ({state}): {_md_escape(title)}", "", _md_escape(summary)]
         + (["", *md_rows] if md_rows else [])
     )
-    return {"text/html": body, "text/markdown": markdown, "text/plain": "\n".join(lines)}
+    return no_math({"text/html": body, "text/markdown": markdown, "text/plain": "\n".join(lines)})
 
 
 def _md_escape(text: str) -> str:
-    return "".join("\\" + c if c in "\\`*_[]<>#|" else c for c in text.replace("\n", " "))
+    return "".join("\\" + c if c in "\\`*_[]<>#|$" else c for c in text.replace("\n", " "))
 
 
 def _failures(batch: Batch | None) -> list[tuple[str, str]]:

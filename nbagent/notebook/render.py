@@ -22,6 +22,9 @@ from ..redact import redact_secrets
 __all__ = [
     "close_widgets",
     "MAX_TEXT",
+    "NO_MATH_CLASS",
+    "no_math",
+    "no_math_outputs",
     "STATUS_COLORS",
     "code_span",
     "fenced",
@@ -45,6 +48,11 @@ STATUS_COLORS = {
     "running": "#1976d2",
 }
 
+#: Jupyter front ends typeset ``$…$`` in HTML and Markdown outputs as TeX (MathJax), so model
+#: text such as "costs $5 and $10" lost its dollars and words. MathJax leaves an element with
+#: one of these classes alone: MathJax 3's (JupyterLab, Notebook 7) and MathJax 2's (nbviewer).
+NO_MATH_CLASS = "tex2jax_ignore mathjax_ignore"
+
 #: Longest text shown for one result (the model may have received more).
 MAX_TEXT = 20_000
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -64,7 +72,8 @@ def _defuse(text: str) -> str:
     """Outside code: no raw HTML (``<`` and ``&`` escaped), no script URL schemes, and no
     images (``![…](…)`` would make every viewer of the notebook fetch an address the model
     wrote: the ``!`` becomes an entity, so the image reads as a link to click)."""
-    text = _IMAGE.sub(r"\1&#33;[", text.replace("&", "&amp;").replace("<", "&lt;"))
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace("$", "&#36;")
+    text = _IMAGE.sub(r"\1&#33;[", text)
     return _SCHEME.sub(lambda m: f"{m.group(1)}\u200b{m.group(2)}:", text)
 
 
@@ -106,6 +115,22 @@ def safe_markdown(text: str) -> str:
             continue
         lines[index] = _defuse_inline(line)
     return "\n".join(lines)
+
+
+def no_math(data: dict[str, Any]) -> dict[str, Any]:
+    """A mime bundle whose HTML and Markdown are shown as text, never typeset as TeX: each is
+    wrapped in a block MathJax skips (the Markdown inside still reads as Markdown)."""
+    out = dict(data)
+    if isinstance(out.get("text/html"), str):
+        out["text/html"] = f'<div class="{NO_MATH_CLASS}">{out["text/html"]}</div>'
+    if isinstance(out.get("text/markdown"), str):
+        out["text/markdown"] = f'<div class="{NO_MATH_CLASS}">\n\n{out["text/markdown"]}\n\n</div>'
+    return out
+
+
+def no_math_outputs(outputs: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """nbformat outputs with :func:`no_math` applied to each display's bundle."""
+    return tuple({**o, "data": no_math(o["data"])} if "data" in o else o for o in outputs)
 
 
 def code_span(text: str) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..redact import redact_secrets
 from ..tools import Tool
-from .render import code_span, safe_markdown, shorten
+from .render import code_span, no_math, safe_markdown, shorten
 from .transcript import decision_words
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ __all__ = [
 def _show(markdown: str, plain: str, metadata: dict[str, Any] | None = None) -> None:
     from IPython.display import display
 
-    data = {"text/markdown": redact_secrets(markdown), "text/plain": redact_secrets(plain)}
+    data = no_math({"text/markdown": redact_secrets(markdown), "text/plain": redact_secrets(plain)})
     display(data, raw=True, metadata=metadata or {})  # type: ignore[no-untyped-call]
 
 

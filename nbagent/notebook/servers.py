@@ -152,7 +152,7 @@ def show(session: Session, only: str | None = None) -> None:
     rows = [
         (
             s.name,
-            s.status.splitlines()[0],
+            s.status.splitlines()[0].rstrip(":"),
             f"{s.transport}: {s.target}",
             str(len(s.tools)),
             s.server_info or "",
@@ -170,7 +170,7 @@ def _details(server: MCPServer, shadowed: Sequence[str]) -> None:
     status = server.status
     if "\n" in status:  # what the process said on stderr before it ended
         first, _, rest = status.partition("\n")
-        blocks.append(f"**{safe_markdown(server.name)}** {safe_markdown(first)}:")
+        blocks.append(f"**{safe_markdown(server.name)}** {safe_markdown(first.rstrip(':'))}:")
         blocks.append(fenced(rest))
         plain.append(f"{server.name}: {status}")
     origins = server.origins

@@ -31,6 +31,7 @@ from .render import (
     STATUS_COLORS,
     code_span,
     fenced,
+    no_math,
     pretty_arguments,
     result_outputs,
     safe_markdown,
@@ -428,11 +429,13 @@ def _pieces(transcript: Transcript, inline_images: bool) -> Iterator[_Piece]:
 
 def _bundle(pieces: list[_Piece]) -> dict[str, Any]:
     body = "".join(p.html for p in pieces)
-    return {
-        "text/html": f'<div class="nbagent-run" style="{_RUN_STYLE}">{body}</div>',
-        "text/markdown": "\n\n".join(p.markdown for p in pieces if p.markdown),
-        "text/plain": "\n\n".join(p.plain for p in pieces if p.plain),
-    }
+    return no_math(
+        {
+            "text/html": f'<div class="nbagent-run" style="{_RUN_STYLE}">{body}</div>',
+            "text/markdown": "\n\n".join(p.markdown for p in pieces if p.markdown),
+            "text/plain": "\n\n".join(p.plain for p in pieces if p.plain),
+        }
+    )
 
 
 def _image_bundle(part: ImagePart) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, Union
 from ..approval import Decision
 from ..content import ToolResult
 from ..events import (
+    STOP_WORDS,
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
@@ -509,7 +510,7 @@ class Transcript:
 
     def footer(self) -> str:
         """One line: stop reason, steps, tokens, time."""
-        state = self.stop_reason or "running"
+        state = STOP_WORDS.get(self.stop_reason or "", self.stop_reason or "running")
         tokens = f"{self.usage.input_tokens:,} in / {self.usage.output_tokens:,} out tokens"
         plural = "" if self.steps == 1 else "s"
         return f"{state} · {self.steps} step{plural} · {tokens} · {seconds(self.elapsed)}"

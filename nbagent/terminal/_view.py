@@ -19,6 +19,7 @@ from typing import Any
 
 from ..approval import ApprovalRequest
 from ..events import (
+    STOP_WORDS,
     AbandonedCall,
     AgentEvent,
     ApprovalResolved,
@@ -83,12 +84,10 @@ def _seconds(value: float) -> str:
 
 
 _STOPS = {
+    **STOP_WORDS,
     "finished": "done",
     "terminated": "done: a tool ended the run",
     "max_steps": "stopped at the step limit (--max-steps)",
-    "length": "stopped: the model hit its output token limit",
-    "cancelled": "cancelled",
-    "failed": "failed",
 }
 
 #: How a call came to be abandoned, by the status it was answered with.

@@ -1,12 +1,16 @@
 """An MCP server written by hand over stdio, for what the SDK's own server never sends:
 ``python raw_server.py [NAME ...]``. It answers the handshake and lists one tool, ``babble``
 (or tools of the names given, any names, repeats included); a call is answered only after
-``count`` notifications that no client can validate."""
+``count`` notifications that no client can validate. A call to a tool named ``vanish`` closes
+the server's input, says so on stderr, waits for the file named by ``RAW_SERVER_GO`` and exits
+with code 3 without answering."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from typing import Any
 
 
@@ -35,6 +39,14 @@ for line in sys.stdin:
         schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
         names = sys.argv[1:] or ["babble"]
         answer(request, {"tools": [{"name": name, "inputSchema": schema} for name in names]})
+    elif method == "tools/call" and request["params"]["name"] == "vanish":
+        os.close(0)  # writes to this server now fail (a broken pipe) while it still runs
+        sys.stderr.write("raw server: vanishing\n")
+        sys.stderr.flush()
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.environ["RAW_SERVER_GO"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os._exit(3)
     elif method == "tools/call":
         for _ in range(request["params"]["arguments"]["count"]):
             send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "?"}})

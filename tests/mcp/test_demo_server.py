@@ -126,9 +126,45 @@ def test_a_crash_answers_the_call_and_every_later_call_with_why() -> None:
         assert "demo server: crashing on purpose" in crashed.text  # its last words on stderr
         later = call(by_name(server, "fragile__add"), {"a": 1, "b": 2})
         assert later.is_error and "exited with code 3" in later.text
-        assert server.status.startswith("exited: exited with code 3")
+        assert server.status.startswith("exited with code 3;")  # not "exited: exited …"
         wait_until(lambda: not alive(pid), what="the crashed process to be reaped")
     finally:
+        server.close()
+
+
+def test_a_call_that_cannot_be_written_to_a_dying_server_says_why(tmp_path: Any) -> None:
+    """The server stopped reading (its input closed) and is about to exit: writing the next
+    call fails with a broken pipe, and that ended the connection before anyone learned how
+    the process ended, so both calls read "it closed its connection" (seen in a kernel when a
+    batch's sibling call went out just after a crash), never the exit code or stderr."""
+    import threading
+
+    go = tmp_path / "go"
+    server = mcp_server(
+        "raw", [sys.executable, RAW, "vanish", "add"], env={"RAW_SERVER_GO": str(go)}
+    )
+    pid = server.pid
+    assert pid is not None
+    results: dict[str, ToolResult] = {}
+
+    def run(name: str, arguments: dict[str, Any]) -> None:
+        results[name] = call(by_name(server, name), arguments)
+
+    try:
+        first = threading.Thread(target=run, args=("raw__vanish", {"count": 0}))
+        first.start()
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}/fd/0"), what="its input to close")
+        second = threading.Thread(target=run, args=("raw__add", {"count": 0}))
+        second.start()
+        second.join(0.5)  # without the fix it is answered at once, saying too little
+        go.touch()  # now the server exits, with code 3
+        for thread in (first, second):
+            thread.join(30)
+        for name in ("raw__vanish", "raw__add"):
+            text = results[name].text
+            assert "exited with code 3" in text and "raw server: vanishing" in text, text
+    finally:
+        go.touch()
         server.close()
 
 

@@ -142,3 +142,25 @@ def test_kernel_shutdown_stops_the_servers(tmp_path: Path) -> None:
         wait_until(lambda: not alive(pid), 10, "the MCP server to end")
     finally:
         k.shutdown()
+
+
+def test_list_says_plainly_how_a_crashed_server_ended(kernel: Kernel) -> None:
+    """The status read "exited: exited with code 3; its last output on stderr:" in the table
+    and "…stderr::" above the stderr it introduced."""
+    cell(kernel, ADD.replace("demo", "brittle", 1))
+    cell(
+        kernel,
+        """
+        from nbagent.models import ScriptedModel, Call, Turn
+        nbagent.notebook.current_session().set_model(
+            ScriptedModel([Turn(Call("brittle__crash", {})), "it crashed"])
+        )
+        """,
+    )
+    cell(kernel, "%agent --approve auto crash it")
+    markdown = shown(cell(kernel, "%agent mcp list"), "text/markdown")
+    assert "| exited with code 3; its last output on stderr |" in markdown, markdown
+    assert "**brittle** exited with code 3; its last output on stderr:\n" in markdown, markdown
+    assert "exited: exited" not in markdown and "::" not in markdown
+    assert "demo server: crashing on purpose" in markdown
+    cell(kernel, "%agent mcp remove brittle")

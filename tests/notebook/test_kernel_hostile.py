@@ -166,10 +166,15 @@ def _unsafe_markdown(markdown: str) -> list[str]:
     """What a Markdown renderer that allows HTML would run or fetch in ``markdown``."""
     from markdown_it import MarkdownIt
 
+    from nbagent.notebook.render import NO_MATH_CLASS
+
+    ours = {f'<div class="{NO_MATH_CLASS}">', "</div>"}
     found: list[str] = []
 
     def walk(tokens: list) -> None:
         for token in tokens:
+            if token.type == "html_block" and token.content.strip() in ours:
+                continue  # nbagent's own wrapper that keeps MathJax off the text
             if token.type in ("html_block", "html_inline", "image"):
                 found.append(f"{token.type}: {token.content or token.attrGet('src')}")
             href = token.attrGet("href") if token.type == "link_open" else None

@@ -244,6 +244,9 @@ def test_usage_and_a_budget(kernel: Kernel) -> None:
     )
     kernel.finish(ran)
     assert "budget" in kernel.cell_text(ran)
+    # the run's own footer says it was cut short and why, not a bare "budget"
+    for mime in ("text/plain", "text/markdown", "text/html"):
+        assert "stopped: its budget was spent" in kernel.cell_text(ran, mime), mime
     table = shown(cell(kernel, "%agent usage"))
     assert "greet twice" in table and "budget" in table and "session" in table
     import re

@@ -209,3 +209,21 @@ def test_an_error_result_is_shown_on_the_themes_error_background() -> None:
     assert "the run was cancelled" in html
     assert "background:var(--jp-rendermime-error-background," in html
     assert "color:#" not in html
+
+
+def test_dollar_signs_stay_text_in_markdown_and_html() -> None:
+    """MathJax would typeset ``$5 and $10`` as TeX: Markdown gets no bare dollar, and every
+    HTML or Markdown bundle a person sees sits in a block MathJax skips."""
+    from nbagent.notebook.render import NO_MATH_CLASS, no_math, no_math_outputs
+
+    assert "$" not in safe_markdown("costs $5 and $10, `$ok`").replace("`$ok`", "")
+    assert "`$ok`" in safe_markdown("costs $5 and `$ok`")  # code spans stay literal
+    bundle = no_math({"text/html": "<p>$5</p>", "text/markdown": "x", "text/plain": "$5"})
+    assert bundle["text/html"].startswith(f'<div class="{NO_MATH_CLASS}">')
+    assert bundle["text/markdown"].startswith(f'<div class="{NO_MATH_CLASS}">\n\n')
+    assert bundle["text/plain"] == "$5"
+    shown = no_math_outputs(result_outputs(to_tool_result("costs $5 and $10")))
+    assert all(
+        "data" not in o or "text/html" not in o["data"] or NO_MATH_CLASS in o["data"]["text/html"]
+        for o in shown
+    )
