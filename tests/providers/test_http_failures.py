@@ -334,7 +334,11 @@ async def test_cancel_while_waiting_for_a_retry(kind: str, server: Server) -> No
     server.default = json_reply(kind, 429, "wait", headers={"retry-after": "30"})
     model = make(kind, server, retry_after_cap=30)
     task = asyncio.create_task(collect(model))
-    await asyncio.sleep(0.2)  # the first attempt is answered; the retry waits 30 s
+    for _ in range(1000):  # the first attempt arrives (a busy machine may take a while)
+        if server.requests:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # it is answered 429; the retry waits 30 s
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
