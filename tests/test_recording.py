@@ -131,6 +131,32 @@ def test_a_recording_holds_no_secret() -> None:
     assert key not in text and "***" in text
 
 
+def test_a_run_whose_output_was_redacted_still_replays() -> None:
+    """The file keeps ``***`` for credential-shaped model output, so the replayed conversation
+    holds ``***`` where the live one held the text: the next step must still match."""
+    ran: list[str] = []
+
+    @tool
+    def run_code(code: str) -> str:
+        """Pretend to run code."""
+        ran.append(code)
+        return "ran it"
+
+    def model() -> ScriptedModel:
+        text = 'Use OpenAI(api_key=os.environ["K"]) with "Authorization: Bearer abc123456789". '
+        code = "headers = {'x-api-key': 'abcdef123456'}"
+        return ScriptedModel([Turn(Text(text), Call("run_code", {"code": code})), Turn(Text("ok"))])
+
+    recorder = record(model())
+    live = Agent(recorder, [run_code], approver=AutoApprove()).run_sync("write code")
+    text = recorder.recording.to_json()
+    assert "abc123456789" not in text and "abcdef123456" not in text
+    agent = Agent(replay(Recording.from_json(text)), [run_code], approver=AutoApprove())
+    again = _run_collecting(agent, "write code")
+    assert again.stop_reason == "finished" and again.text == live.text == "ok"
+    assert ran[1] == "headers = {'x-api-key': '***'}"  # the tool ran on what the file holds
+
+
 def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
     key = "sk-ant-api03-" + "Zz9Yy8Xx" * 6
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import RecordingError
 from ..generation import NamedToolChoice, Request
 from ..messages import Message, message_to_dict
+from ..redact import redact_secrets
 from ..tools import Definition
 
 __all__ = ["FORMAT", "VERSION", "Recording", "Step", "fingerprint"]
@@ -98,8 +99,25 @@ class MessageHashes:
 
 
 def _message_hash(message: Message) -> str:
-    data = message_to_dict(message)
+    """A message's hash, taken over the message as a replay rebuilds it: a recording keeps the
+    model's output with credential-shaped text as ``***``, so the conversation a replay sends
+    holds ``***`` where the recorded one held the text. Hashing both in that form (redaction
+    leaves ``***`` as it is) keeps such a run replayable instead of diverging at its next step."""
+    data = redacted(message_to_dict(message))
     return f"{data.get('role', '?')}:{_hash(data)}"
+
+
+def redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` (JSON-shaped) with every string's credential-shaped text replaced by ``***``."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if depth > 64:
+        return value if value is None or isinstance(value, (bool, int, float)) else "***"
+    if isinstance(value, dict):
+        return {key: redacted(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(item, depth + 1) for item in value]
+    return value
 
 
 def fingerprint(request: Request, hashes: MessageHashes | None = None) -> dict[str, Any]:

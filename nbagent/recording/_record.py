@@ -26,6 +26,7 @@ from ..generation import (
 from ..redact import redact_secrets
 from ..tools import ToolCall
 from ._format import MessageHashes, Recording, Step, fingerprint
+from ._format import redacted as _redacted
 
 __all__ = ["RecordingGenerator", "record"]
 
@@ -218,20 +219,6 @@ class RecordingGenerator:
         finally:
             if not step.events:
                 step.events = coalescer.finish()
-
-
-def _redacted(value: Any, depth: int = 0) -> Any:
-    """``value`` (JSON from a provider: a server-side tool's result, a raw block) with every
-    string's credential-shaped text replaced by ``***``."""
-    if isinstance(value, str):
-        return redact_secrets(value)
-    if depth > 64:
-        return value if value is None or isinstance(value, (bool, int, float)) else "***"
-    if isinstance(value, dict):
-        return {key: _redacted(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redacted(item, depth + 1) for item in value]
-    return value
 
 
 def record(generator: Generator) -> RecordingGenerator:
