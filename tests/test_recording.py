@@ -441,3 +441,39 @@ def test_a_cassette_records_once_then_replays(
     monkeypatch.setenv("NBAGENT_RECORD", "0")
     with pytest.raises(RecordingError, match="no recording"), cassette(tmp_path / "x.json", live):
         pass
+
+
+def test_saving_never_writes_through_a_planted_file_and_writers_do_not_collide(
+    tmp_path: Path,
+) -> None:
+    """A recordings folder comes from git or a shared drive: a symlink planted where a
+    temporary file might go is not followed, and two writers of one file both succeed."""
+    import os
+    import threading
+
+    folder = tmp_path / "nbagent-recordings"
+    folder.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    os.symlink(victim, folder / ".run.json.tmp")
+    Recording(prompt="p").save(folder / "run.json")
+    assert victim.read_text() == "precious"
+    assert Recording.load(folder / "run.json").prompt == "p"
+
+    failures: list[BaseException] = []
+
+    def write(number: int) -> None:
+        try:
+            for _ in range(30):
+                Recording(prompt=str(number) * 5000).save(folder / "shared.json")
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(set(Recording.load(folder / "shared.json").prompt)) == 1  # one writer's, whole
+    assert sorted(p.name for p in folder.iterdir()) == [".run.json.tmp", "run.json", "shared.json"]

@@ -6,6 +6,8 @@ import hashlib
 import json
 import math
 import operator
+import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,12 +187,27 @@ class Recording:
         return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> Path:
-        """Write the recording (atomically: a crash never leaves half a file)."""
+        """Write the recording atomically: a crash never leaves half a file, and two writers
+        (two kernels, two threads) never share a temporary file. The temporary file is created
+        new (``O_EXCL``), so a file or symlink already there — a folder from git may hold one —
+        is never written through."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_text(self.to_json(), encoding="utf-8")
-        temporary.replace(target)
+        data = self.to_json().encode("utf-8")
+        while True:
+            temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+            try:
+                handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            break
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(data)
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         return target
 
     @classmethod
