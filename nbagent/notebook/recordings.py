@@ -14,7 +14,9 @@ asking the same thing after the same conversation finds its recording, wherever 
 a cell whose request changed (another tool schema, an edited prompt, a different earlier
 result) finds none, and replay says which recording of the same prompt differs, and how.
 
-When: with no model set (the offline stand-in), a run that has a recording replays it. With a
+When: with no model set (the offline stand-in), a run that has a recording replays it; a run
+of a recorded prompt whose request departs from every recording of it fails, naming the first
+difference (a new prompt runs on the stand-in). With a
 real model set (a model string, ``-m`` or ``NBAGENT_MODEL``), a run is recorded (afresh). A model
 set from Python (a ScriptedModel …) runs as it is. ``--record``,
 ``--replay`` and ``--live`` say it explicitly; ``--replay`` with a model configured continues live
@@ -170,6 +172,8 @@ def choose(
         found = store.find(request)
         if found is not None:
             return _replaying(agent, prompt, found, store, pace, continue_live=False)
+        if recorded(store, prompt):  # this prompt was recorded, but the run departs from it
+            raise RecordingError(_missing(store, prompt, request, exact=True))
     if mode == "record" or (mode == "auto" and configured):
         recorder = RecordingGenerator(agent.generator)
 
@@ -234,26 +238,70 @@ def _shown(path: Path) -> str:
         return path.name
 
 
-def _missing(store: RecordingStore, prompt: str, request: Request) -> str:
-    """Why ``--replay`` found no recording: none for this prompt, or how the closest differs."""
+def recorded(store: RecordingStore, prompt: str) -> list[tuple[Path, Recording]]:
+    """The readable recordings of runs that began with exactly this prompt (as saved: with
+    credential-shaped text as ``***``). A prompt nobody recorded is new, and runs offline; a
+    recorded one whose run departs is an error that says how, not a silent offline answer."""
+    shown = redact_secrets(prompt)
+    out: list[tuple[Path, Recording]] = []
+    for path in store.same_prompt(prompt):
+        try:
+            recording = Recording.load(path)
+        except RecordingError:
+            continue
+        if recording.prompt == shown and recording.steps:
+            out.append((path, recording))
+    return out
+
+
+def _closest(
+    candidates: list[tuple[Path, Recording]], request: Request
+) -> tuple[Path, Recording, str]:
+    """The candidate whose first request is nearest ``request`` (the same tools first, then
+    the longest shared start of the conversation), and the first difference, in words."""
     from ..recording._replay import _difference
 
-    same = store.same_prompt(prompt)
-    where = store.folder
-    if not same:
+    current = fingerprint(request)
+    now = current["messages"]
+
+    def nearness(item: tuple[Path, Recording]) -> tuple[bool, int, bool, str]:
+        first = item[1].steps[0].request
+        then = first.get("messages") or []
+        shared = next((i for i, (a, b) in enumerate(zip(then, now, strict=False)) if a != b), None)
+        shared = min(len(then), len(now)) if shared is None else shared
+        same = [first.get(k) == current.get(k) for k in ("tools", "instructions", "options")]
+        return (same[0], shared, all(same), item[0].name)
+
+    path, recording = max(candidates, key=nearness)
+    first = recording.steps[0].request
+    difference = _difference(first, current, request) or "the request differs"
+    return path, recording, difference
+
+
+def _missing(store: RecordingStore, prompt: str, request: Request, *, exact: bool = False) -> str:
+    """Why no recording replays: none for this prompt, or how the closest one differs.
+    ``exact``: only recordings of exactly this prompt count (not merely a similar file name)."""
+    where = _shown(store.folder)  # not the author's home directory
+    candidates = recorded(store, prompt)
+    if not candidates and not exact:
+        candidates = []
+        for path in store.same_prompt(prompt):
+            try:
+                found = Recording.load(path)
+            except RecordingError as exc:
+                return f"the recording of {prompt!r} cannot be used: {exc}"
+            if found.steps:
+                candidates.append((path, found))
+    if not candidates:
         return (
             f"there is no recording of {prompt!r} in {where}: run the cell with a model "
             "configured (or with --record) to make one"
         )
-    try:
-        closest = Recording.load(same[-1])
-    except RecordingError as exc:
-        return f"the recording of {prompt!r} cannot be used: {exc}"
-    recorded = closest.steps[0].request if closest.steps else {}
-    difference = _difference(recorded, fingerprint(request), request) or "the request differs"
+    path, _recording, difference = _closest(candidates, request)
     return (
-        f"the recording {same[-1].name} was made for another first request: {difference}. "
-        "Re-record it with a model configured (or --record), or undo the change"
+        f"the recording {path.name} was made for another first request: {difference}. "
+        "Run the cells before this one in order (Run All), re-record it with a model "
+        "configured (or --record), undo the change, or use --live for the offline stand-in"
     )
 
 

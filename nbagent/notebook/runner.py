@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._threads import run_on_worker_loop
 from ..approval import Approver
-from ..errors import AgentError, NbagentError
+from ..errors import AgentError, NbagentError, RecordingError
 from ..events import AgentEvent, RunResult
 from ..redact import redact_secrets
 
@@ -355,7 +355,13 @@ class Job:
         view = self.view
         try:
             if error is not None:
-                trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+                # A refusal that explains itself (no recording fits, and why) is its message;
+                # a traceback of nbagent's own frames would bury it.
+                trace = None
+                if not isinstance(error, RecordingError):
+                    trace = "".join(
+                        traceback.format_exception(type(error), error, error.__traceback__)
+                    )
                 view.show_error(error, trace)
             if not view.finished:
                 stop = result.stop_reason if result is not None else self.state

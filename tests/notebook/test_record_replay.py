@@ -269,3 +269,38 @@ def test_a_changed_tool_result_stops_the_replay_and_says_where(
     assert "message 3 of the conversation differs" in html and "rain, 9 °C" in html
     said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
     assert said.startswith("failed |")
+
+
+def test_a_recorded_prompt_whose_run_departs_says_how_instead_of_running_offline(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The tool set changed after recording: the run's first request matches no recording, so
+    no file is found by its hash. The prompt was recorded, though: the cell must say what
+    differs (not answer with the offline stand-in as if nothing had been recorded), while a
+    prompt nobody recorded still runs on the stand-in."""
+    line = '%agent --approve auto -o r Please weather "Oslo"'
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    _execute(_notebook(teacher / "lesson.ipynb", line.replace("auto ", "auto --record ")))
+    student = tmp_path / "student"
+    student.mkdir()
+    (student / "nbagent-recordings").mkdir()
+    for file in (teacher / "nbagent-recordings").glob("*.json"):
+        (student / "nbagent-recordings" / file.name).write_text(file.read_text())
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace("Current weather", "The weather")
+    nb.cells[2].source = "print('r' in globals())"
+    nb.cells[3].source = '%agent --approve auto -o s Please weather "Bergen"\nprint(s.text)'
+    nbformat.write(nb, path)
+    replayed = _execute(path)
+    shown = "".join(
+        o.get("text", "") + o.get("data", {}).get("text/plain", "")
+        for o in replayed.cells[1].outputs
+    )
+    assert "definition (description or schema) of tool(s) weather differs" in shown
+    assert "[offline model]" not in shown and "Traceback" not in shown
+    said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
+    assert said == "False\n"  # refused before it began: there is no result to hold
+    fresh = "".join(o.get("text", "") for o in replayed.cells[3].outputs)
+    assert "Bergen: sunny" in fresh  # not recorded: the offline stand-in, as always
