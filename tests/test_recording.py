@@ -477,3 +477,51 @@ def test_saving_never_writes_through_a_planted_file_and_writers_do_not_collide(
     assert failures == []
     assert len(set(Recording.load(folder / "shared.json").prompt)) == 1  # one writer's, whole
     assert sorted(p.name for p in folder.iterdir()) == [".run.json.tmp", "run.json", "shared.json"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs FIFOs")
+def test_a_recording_that_is_no_regular_file_or_too_big_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    """A FIFO would block the kernel on open (nobody writes it); a huge file would fill its
+    memory. Both are refused with a RecordingError before anything is read."""
+    import os
+    import threading
+
+    from nbagent.recording._format import MAX_BYTES
+
+    os.mkfifo(tmp_path / "fifo.json")
+    seen: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            Recording.load(tmp_path / "fifo.json")
+        except BaseException as exc:
+            seen.append(exc)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "loading a FIFO blocked"
+    assert isinstance(seen[0], RecordingError) and "not a regular file" in str(seen[0])
+    with open(tmp_path / "huge.json", "wb") as file:
+        file.truncate(MAX_BYTES + 1)  # sparse: no disk, no time
+    with pytest.raises(RecordingError, match="larger than"):
+        Recording.load(tmp_path / "huge.json")
+
+
+def test_a_recorded_raise_replays_only_as_an_error_a_model_could_raise() -> None:
+    recording, _ = recorded_run()
+    data = json.loads(recording.to_json())
+    for name in (
+        "RunFailedError",
+        "ReplayDivergedError",
+        "KeyboardInterrupt",
+        "AuthenticationError",
+    ):
+        data["steps"][1]["events"] = [{"type": "raise", "error": name, "message": "boom"}]
+        loaded = Recording.from_json(json.dumps(data))
+        result = _run_collecting(Agent(replay(loaded), [weather_tool([])]))
+        assert result.stop_reason == "failed" and str(result.error) == "boom"
+        expected = "AuthenticationError" if name == "AuthenticationError" else "GenerationError"
+        assert type(result.error).__name__ == expected

@@ -8,6 +8,7 @@ import math
 import operator
 import os
 import secrets
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,9 @@ __all__ = ["FORMAT", "VERSION", "Recording", "Step", "fingerprint"]
 
 FORMAT = "nbagent-recording"
 VERSION = 1
+
+#: The largest recording file read (a run's model output; far above any real one).
+MAX_BYTES = 256 * 2**20
 
 _EVENT_TYPES = {"text", "reasoning", "call", "provider_result", "finish", "error", "raise"}
 
@@ -264,7 +268,19 @@ class Recording:
         """Read a recording file (see :meth:`from_json`)."""
         target = Path(path)
         try:
-            text = target.read_text(encoding="utf-8")
+            # Not blocking on open, and only a regular file of bounded size: a recordings folder
+            # may come from anywhere, and a FIFO or a link to /dev/zero would hang the kernel.
+            handle = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(handle, "rb") as file:
+                info = os.fstat(file.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    raise RecordingError(f"the recording {target} is not a regular file")
+                data = file.read(MAX_BYTES + 1)
+            if len(data) > MAX_BYTES:
+                raise RecordingError(
+                    f"the recording {target} is larger than {MAX_BYTES // 2**20} MiB: not read"
+                )
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise RecordingError(f"cannot read the recording {target}: {exc}") from None
         return cls.from_json(text, source=str(target))
@@ -305,7 +321,7 @@ def _expand(raw: Any, previous: dict[str, Any] | None, where: str) -> dict[str, 
             raise RecordingError(f"{where}: the request fingerprint lacks {missing}")
         return request
     before = previous["messages"]
-    if not isinstance(start, int) or not 0 <= start <= len(before):
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(before):
         raise RecordingError(f"{where}: messages_from must count the step before's messages")
     for key in _REQUEST_KEYS:
         request.setdefault(key, previous.get(key))

@@ -221,13 +221,7 @@ def _prepare(
             out.append((at, StreamError(errors.StreamError(event["message"]))))
             finished = True
         elif kind == "raise":
-            error_type = getattr(errors, str(event.get("error", "")), None)
-            if not (isinstance(error_type, type) and issubclass(error_type, errors.NbagentError)):
-                error_type = errors.GenerationError
-            try:
-                exc: BaseException = error_type(event["message"])
-            except TypeError:
-                exc = errors.GenerationError(event["message"])
+            exc: BaseException = _raised(str(event.get("error", "")), event["message"])
             out.append((at, exc))
             finished = True
     if not finished:
@@ -237,6 +231,25 @@ def _prepare(
         )
     out += received
     return out
+
+
+def _raised(name: str, message: str) -> BaseException:
+    """The error a recorded ``raise`` names, as a generator could have raised it: an nbagent
+    error that is not the loop's own (an AgentError wraps a run, a RecordingError is replay's)
+    and that builds from a message alone; anything else (a hand edit) is a GenerationError."""
+    error_type = getattr(errors, name, None)
+    if (
+        isinstance(error_type, type)
+        and issubclass(error_type, errors.NbagentError)
+        and not issubclass(error_type, (errors.AgentError, errors.RecordingError))
+    ):
+        try:
+            made = error_type(message)
+        except Exception:  # a class whose constructor wants more than a message
+            made = None
+        if isinstance(made, errors.NbagentError):
+            return made
+    return errors.GenerationError(message)
 
 
 def _difference(recorded: Mapping[str, Any], current: Mapping[str, Any], request: Request) -> str:
