@@ -184,6 +184,33 @@ def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
     assert key not in recorder.recording.to_json()
 
 
+def test_signed_reasoning_holds_no_secret_and_still_replays() -> None:
+    """Signed reasoning (Anthropic's thinking, a Responses item carried in the signature) is
+    model output like any other: a key repeated in it is not written, and the run replays."""
+    key = "sk-ant-api03-" + "Zz9Yy8Xx" * 6
+    ran: list[str] = []
+
+    async def thinking(request: Any) -> Any:
+        if len(request.messages) == 1:
+            yield ReasoningDelta(f"The user gave {key}; ")
+            yield ReasoningDelta(signature="EqQBCkYIBxgCKkB" + "a" * 40)
+            item = {"summary": f"key {key}", "encrypted_content": "gAAAAB"}
+            yield ReasoningDelta("summary", signature=json.dumps({"item": item}))
+            yield ToolCallReceived(ToolCall("c1", "weather", '{"city": "Oslo"}'))
+            yield Finish("tool_calls")
+        else:
+            yield TextDelta("done")
+            yield Finish("stop")
+
+    recorder = record(FunctionModel(thinking))
+    _run_collecting(Agent(recorder, [weather_tool([])], approver=AutoApprove()), "think")
+    text = recorder.recording.to_json()
+    assert key not in text and "EqQBCkYIBxgCKkB" in text  # a signature without a key stays
+    agent = Agent(replay(Recording.from_json(text)), [weather_tool(ran)], approver=AutoApprove())
+    again = _run_collecting(agent, "think")
+    assert again.stop_reason == "finished" and again.text == "done" and ran == ["Oslo"]
+
+
 def test_a_recording_holds_no_secret_from_server_side_tools_or_raw_blocks() -> None:
     key = "sk-proj-" + "A1b2C3d4" * 6
     page = {"type": "web_search_result", "text": f"leaked: {key}", "meta": [f"Bearer {key}"]}

@@ -60,11 +60,17 @@ class _Coalescer:
 
     def _close_reasoning(self) -> None:
         if self._reasoning is not None:
-            text = "".join(self._reasoning_parts)
-            # Reasoning is model output too; signed reasoning is kept as it is, since the
-            # provider checks its signature when a replay goes on live.
-            signed = "signature" in self._reasoning
-            self._reasoning["text"] = text if signed else redact_secrets(text)
+            # Reasoning is model output too, signed or not: a key the model repeats while it
+            # thinks must not reach the file. A signature may carry the text as well (the
+            # Responses adapter keeps the whole item in it), so it is redacted the same way.
+            # Untouched when nothing credential-shaped is in it (the usual case); when
+            # something was, a replay that goes on live may have that block refused by the
+            # provider, which is the price of never writing the key.
+            item = self._reasoning
+            item["text"] = redact_secrets("".join(self._reasoning_parts))
+            for key in ("signature", "redacted"):
+                if isinstance(item.get(key), str):
+                    item[key] = redact_secrets(item[key])
             self._reasoning = None
             self._reasoning_parts = []
 
