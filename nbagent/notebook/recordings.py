@@ -229,6 +229,14 @@ def _replaying(
     return Choice(replayer, f"replaying {found.name}", after_replay)
 
 
+def why_not_saved(error: BaseException) -> str:
+    """Why a recording could not be written, as a notebook may show and save it: the reason
+    and the path relative to the notebook (an OSError's own text holds the absolute path)."""
+    if isinstance(error, OSError) and error.filename:
+        return f"{error.strerror or type(error).__name__} ({_shown(Path(error.filename))})"
+    return redact_secrets(str(error))
+
+
 def _shown(path: Path) -> str:
     """A recording's path as a notebook may show and save it: relative to the notebook's
     folder (an absolute path would carry the author's home directory into the notebook)."""

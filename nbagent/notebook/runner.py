@@ -216,13 +216,16 @@ class Job:
         finally:
             agent.generator = own
             if choice is not None:
+                not_saved = None
                 try:
                     self.saved = choice.finish(result if result is not None else self.run_final())
                 except (OSError, NbagentError) as exc:  # the run itself went fine: say so, go on
-                    self.saved = f"not saved: {exc}"
+                    from .recordings import why_not_saved
+
+                    not_saved = why_not_saved(exc)
                 transcript = getattr(self.view, "transcript", None)
-                if transcript is not None and self.saved:
-                    transcript.saved_to = self.saved
+                if transcript is not None:
+                    transcript.saved_to, transcript.not_saved = self.saved, not_saved
 
     def run_final(self) -> RunResult | None:
         return self.run.final if self.run is not None else None

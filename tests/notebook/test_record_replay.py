@@ -304,3 +304,23 @@ def test_a_recorded_prompt_whose_run_departs_says_how_instead_of_running_offline
     assert said == "False\n"  # refused before it began: there is no result to hold
     fresh = "".join(o.get("text", "") for o in replayed.cells[3].outputs)
     assert "Bergen: sunny" in fresh  # not recorded: the offline stand-in, as always
+
+
+def test_a_recording_that_cannot_be_written_says_so_without_the_full_path(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The run went fine; its recording could not be written (here the folder's parent is a
+    file). The footer says so in words and names the folder relative to the notebook, not as
+    an absolute path (which would carry the author's home directory into the notebook)."""
+    folder = tmp_path / "course"
+    folder.mkdir()
+    (folder / "blocker").write_text("a file, not a folder")
+    clean_env.setenv("NBAGENT_RECORDINGS", str(folder / "blocker" / "recs"))
+    line = '%agent --approve auto --record -o r Please weather "Oslo"'
+    nb = _execute(_notebook(folder / "lesson.ipynb", line))
+    said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert said.startswith("finished |")
+    footer = nb.cells[1].outputs[-1]["data"]["text/plain"].splitlines()[-1]
+    assert "not recorded: Not a directory (blocker/recs)" in footer, footer
+    assert "recorded in" not in footer and str(tmp_path) not in json.dumps(nb.cells[1].outputs)
+    assert nb.cells[1].outputs[-1].metadata["nbagent"]["recording"] is None
