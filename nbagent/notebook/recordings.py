@@ -16,7 +16,8 @@ result) finds none, and replay says which recording of the same prompt differs, 
 
 When: with no model set (the offline stand-in), a run that has a recording replays it; a run
 of a recorded prompt whose request departs from every recording of it fails, naming the first
-difference (a new prompt runs on the stand-in). With a
+difference (a new prompt runs on the stand-in). A model the cell names (``-m``) that cannot be
+used here (no key) does not stop a run that has a recording: the recording replays. With a
 real model set (a model string, ``-m`` or ``NBAGENT_MODEL``), a run is recorded (afresh). A model
 set from Python (a ScriptedModel …) runs as it is. ``--record``,
 ``--replay`` and ``--live`` say it explicitly; ``--replay`` with a model configured continues live
@@ -112,11 +113,15 @@ class RecordingStore:
         return recording.save(self.path_for(prompt, key))
 
 
-def first_request(agent: Agent, prompt: str, tools: list[str] | None) -> Request:
-    """The request a run of ``prompt`` will send first (as the loop builds it)."""
+def first_request(
+    agent: Agent, prompt: str, tools: list[str] | None, *, fresh: bool = False
+) -> Request:
+    """The request a run of ``prompt`` will send first (as the loop builds it); ``fresh``: in a
+    new conversation (``--new``)."""
     chosen = [agent.tools[n] for n in tools] if tools is not None else list(agent.tools.values())
+    history = () if fresh else tuple(agent.messages)
     return Request(
-        messages=(*agent.messages, UserMessage((TextPart(prompt),))),
+        messages=(*history, UserMessage((TextPart(prompt),))),
         model=getattr(agent.generator, "model", ""),
         tools=tuple(t.definition for t in chosen),
         instructions=agent.instructions,

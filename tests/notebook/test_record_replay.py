@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import json
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -324,3 +325,41 @@ def test_a_recording_that_cannot_be_written_says_so_without_the_full_path(
     assert "not recorded: Not a directory (blocker/recs)" in footer, footer
     assert "recorded in" not in footer and str(tmp_path) not in json.dumps(nb.cells[1].outputs)
     assert nb.cells[1].outputs[-1].metadata["nbagent"]["recording"] is None
+
+
+def test_a_cell_that_names_its_model_replays_where_there_is_no_key(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """A lesson whose cells say ``-m openai:…`` was recorded with a key; a student has none.
+    The recorded cell replays (as a cell naming no model would); an unrecorded one still says
+    that the key is missing."""
+    line = '%agent -m openai:gpt-4.1-mini --approve auto -o r Please weather "Zürich"'
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    with _Server(_openai_turns()) as server:
+        clean_env.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        clean_env.setenv("OPENAI_API_KEY", "sk-test-" + "k1" * 12)
+        recorded = _execute(_notebook(teacher / "lesson.ipynb", line))
+        assert len(server.requests) == 2
+    clean_env.delenv("OPENAI_BASE_URL")
+    clean_env.delenv("OPENAI_API_KEY")
+    said = "".join(o.get("text", "") for o in recorded.cells[2].outputs)
+    assert said.startswith("finished |")
+    student = tmp_path / "student"
+    shutil.copytree(teacher / "nbagent-recordings", student / "nbagent-recordings")
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[3].source = "%agent -m openai:gpt-4.1-mini Something never recorded"
+    nbformat.write(nb, path)
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=90,
+        allow_errors=True,
+        resources={"metadata": {"path": str(student)}},
+    ).execute()
+    assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == said
+    assert nb.cells[1].outputs[-1].metadata["nbagent"]["model"].startswith("replay of OpenAIChat")
+    unrecorded = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "no API key for openai:gpt-4.1-mini" in unrecorded
