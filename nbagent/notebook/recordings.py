@@ -100,7 +100,7 @@ class RecordingStore:
         out: list[tuple[Path, Recording | RecordingError]] = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                out.append((path, Recording.load(path)))
+                out.append((path, Recording.load(path, source=_shown(path))))
             except RecordingError as exc:
                 out.append((path, exc))
         return out
@@ -208,8 +208,7 @@ def _replaying(
     *,
     continue_live: bool,
 ) -> Choice:
-    recording = Recording.load(found)
-    recording.source = _shown(found)  # messages name the file, not the author's home
+    recording = Recording.load(found, source=_shown(found))  # not the author's home
     fallback = RecordingGenerator(agent.generator) if continue_live else None
     replayer = ReplayGenerator(
         recording,
@@ -259,7 +258,7 @@ def recorded(store: RecordingStore, prompt: str) -> list[tuple[Path, Recording]]
     out: list[tuple[Path, Recording]] = []
     for path in store.same_prompt(prompt):
         try:
-            recording = Recording.load(path)
+            recording = Recording.load(path, source=_shown(path))
         except RecordingError:
             continue
         if recording.prompt == shown and recording.steps:
@@ -300,7 +299,7 @@ def _missing(store: RecordingStore, prompt: str, request: Request, *, exact: boo
         candidates = []
         for path in store.same_prompt(prompt):
             try:
-                found = Recording.load(path)
+                found = Recording.load(path, source=_shown(path))
             except RecordingError as exc:
                 return f"the recording of {prompt!r} cannot be used: {exc}"
             if found.steps:

@@ -264,9 +264,11 @@ class Recording:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> Recording:
-        """Read a recording file (see :meth:`from_json`)."""
+    def load(cls, path: str | Path, *, source: str | None = None) -> Recording:
+        """Read a recording file (see :meth:`from_json`); ``source`` names it in messages
+        (default: the path as given)."""
         target = Path(path)
+        shown = str(target) if source is None else source
         try:
             # Not blocking on open, and only a regular file of bounded size: a recordings folder
             # may come from anywhere, and a FIFO or a link to /dev/zero would hang the kernel.
@@ -274,16 +276,17 @@ class Recording:
             with os.fdopen(handle, "rb") as file:
                 info = os.fstat(file.fileno())
                 if not stat.S_ISREG(info.st_mode):
-                    raise RecordingError(f"the recording {target} is not a regular file")
+                    raise RecordingError(f"the recording {shown} is not a regular file")
                 data = file.read(MAX_BYTES + 1)
             if len(data) > MAX_BYTES:
                 raise RecordingError(
-                    f"the recording {target} is larger than {MAX_BYTES // 2**20} MiB: not read"
+                    f"the recording {shown} is larger than {MAX_BYTES // 2**20} MiB: not read"
                 )
             text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise RecordingError(f"cannot read the recording {target}: {exc}") from None
-        return cls.from_json(text, source=str(target))
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise RecordingError(f"cannot read the recording {shown}: {reason}") from None
+        return cls.from_json(text, source=shown)
 
 
 _REQUEST_KEYS = ("tools", "tool_choice", "instructions", "options")
