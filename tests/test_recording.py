@@ -552,3 +552,22 @@ def test_a_recorded_raise_replays_only_as_an_error_a_model_could_raise() -> None
         assert result.stop_reason == "failed" and str(result.error) == "boom"
         expected = "AuthenticationError" if name == "AuthenticationError" else "GenerationError"
         assert type(result.error).__name__ == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "named"),
+    [
+        ("/home/teacher/models/tiny.gguf", "Scripted:tiny.gguf"),
+        ("~/models/tiny.gguf", "Scripted:tiny.gguf"),
+        ("C:\\Users\\teacher\\tiny.gguf", "Scripted:tiny.gguf"),
+        ("meta-llama/Llama-3.1-8B", "Scripted:meta-llama/Llama-3.1-8B"),
+    ],
+)
+def test_a_model_given_as_a_file_is_recorded_by_its_name_only(model: str, named: str) -> None:
+    class Scripted(ScriptedModel):
+        pass
+
+    generator = Scripted(["hi"])
+    generator.model = model  # as LocalChat names a model given by its path
+    recorder = record(generator)
+    assert recorder.recording.model == named

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -233,8 +234,12 @@ def record(generator: Generator) -> RecordingGenerator:
 
 
 def _model_name(generator: Generator) -> str:
-    """``provider:model`` for people, e.g. ``OpenAIChat:gpt-4.1-mini`` (no address, no key)."""
-    model = str(getattr(generator, "model", "") or "")
+    """``provider:model`` for people, e.g. ``OpenAIChat:gpt-4.1-mini`` (no address, no key).
+    A model given as a file (``local:/home/me/models/x.gguf``) is named by the file's name: the
+    recording travels, and the folders of its author's machine are nobody's business."""
+    model = redact_secrets(str(getattr(generator, "model", "") or ""))
+    if re.match(r"^(?:[/~\\]|[A-Za-z]:[/\\])", model):
+        model = re.split(r"[/\\]", model)[-1]
     kind = type(generator).__name__
     return f"{kind}:{model}" if model and model != kind else kind
 
