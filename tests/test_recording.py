@@ -571,3 +571,40 @@ def test_a_model_given_as_a_file_is_recorded_by_its_name_only(model: str, named:
     generator.model = model  # as LocalChat names a model given by its path
     recorder = record(generator)
     assert recorder.recording.model == named
+
+
+def test_a_run_that_ends_before_its_recording_says_how_it_departed() -> None:
+    """The tool now ends the run (terminate): the loop never asks the model again, so no
+    request is compared. ``unplayed`` names the departure; a full replay has none."""
+    from nbagent.content import text_result
+    from nbagent.generation import Request
+
+    def weather(ends: bool, answer: str = "sunny") -> Any:
+        @tool
+        def weather(city: str) -> Any:
+            """Current weather for a city."""
+            return text_result(f"{city}: {answer}", terminate=ends)
+
+        return weather
+
+    recording, _ = recorded_run()
+
+    def replayed(tool_: Any) -> tuple[Any, str | None]:
+        generator = replay(Recording.from_json(recording.to_json()))
+        agent = Agent(generator, [tool_], approver=AutoApprove())
+        result = _run_collecting(agent)
+        request = Request(
+            messages=tuple(agent.messages), tools=(tool_.definition,), options=agent.options
+        )
+        return result, generator.unplayed(request)
+
+    result, departed = replayed(weather(ends=False))
+    assert result.stop_reason == "finished" and departed is None
+    result, departed = replayed(weather(ends=True))
+    assert result.stop_reason == "terminated"
+    assert departed is not None and "diverged after step 1" in departed
+    assert "the recording asks the model again (step 2 of 2)" in departed
+    assert "another reason (a tool that now ends the run" in departed
+    result, departed = replayed(weather(ends=True, answer="rain"))
+    assert departed is not None and "message 3 of the conversation differs" in departed
+    assert "Oslo: rain" in departed

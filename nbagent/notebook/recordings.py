@@ -129,6 +129,10 @@ def first_request(
     )
 
 
+def _nothing(_result: RunResult | None) -> str | None:
+    return None
+
+
 @dataclass
 class Choice:
     """The model a run uses (``None``: the agent's own) and what to do when it ends."""
@@ -136,10 +140,8 @@ class Choice:
     generator: Generator | None
     note: str
     finish: Callable[[RunResult | None], str | None]
-
-
-def _nothing(_result: RunResult | None) -> str | None:
-    return None
+    #: after the run: how it departed from the recording it replayed, if it ended early
+    departed: Callable[[RunResult | None], str | None] = _nothing
 
 
 def model_configured(spec: object) -> bool:
@@ -172,11 +174,11 @@ def choose(
         found = store.find(request)
         if found is None:
             raise RecordingError(_missing(store, prompt, request))
-        return _replaying(agent, prompt, found, store, pace, continue_live=configured)
+        return _replaying(agent, prompt, tools, found, store, pace, continue_live=configured)
     if mode == "auto" and _offline(agent):
         found = store.find(request)
         if found is not None:
-            return _replaying(agent, prompt, found, store, pace, continue_live=False)
+            return _replaying(agent, prompt, tools, found, store, pace, continue_live=False)
         if recorded(store, prompt):  # this prompt was recorded, but the run departs from it
             raise RecordingError(_missing(store, prompt, request, exact=True))
     if mode == "record" or (mode == "auto" and configured):
@@ -202,6 +204,7 @@ def _offline(agent: Agent) -> bool:
 def _replaying(
     agent: Agent,
     prompt: str,
+    tools: list[str] | None,
     found: Path,
     store: RecordingStore,
     pace: Pace,
@@ -230,7 +233,20 @@ def _replaying(
         )
         return _shown(store.save(merged, prompt))
 
-    return Choice(replayer, f"replaying {found.name}", after_replay)
+    def departed(result: RunResult | None) -> str | None:
+        if result is None or result.stop_reason in ("failed", "cancelled"):
+            return None
+        chosen = agent.tools if tools is None else {n: agent.tools[n] for n in tools}
+        request = Request(
+            messages=tuple(agent.messages),
+            model="",
+            tools=tuple(t.definition for t in chosen.values()),
+            instructions=agent.instructions,
+            options=agent.options,
+        )
+        return replayer.unplayed(request)
+
+    return Choice(replayer, f"replaying {found.name}", after_replay, departed)
 
 
 def why_not_saved(error: BaseException) -> str:

@@ -216,9 +216,11 @@ class Job:
         finally:
             agent.generator = own
             if choice is not None:
-                not_saved = None
+                final = result if result is not None else self.run_final()
+                not_saved = departed = None
                 try:
-                    self.saved = choice.finish(result if result is not None else self.run_final())
+                    self.saved = choice.finish(final)
+                    departed = choice.departed(final)
                 except (OSError, NbagentError) as exc:  # the run itself went fine: say so, go on
                     from .recordings import why_not_saved
 
@@ -226,6 +228,8 @@ class Job:
                 transcript = getattr(self.view, "transcript", None)
                 if transcript is not None:
                     transcript.saved_to, transcript.not_saved = self.saved, not_saved
+                    if departed and transcript.error is None:  # ended early: say where
+                        transcript.error = redact_secrets(departed)
 
     def run_final(self) -> RunResult | None:
         return self.run.final if self.run is not None else None

@@ -118,6 +118,28 @@ class ReplayGenerator:
                 difference=difference,
             )
 
+    def unplayed(self, request: Request) -> str | None:
+        """How a run that ended with recorded steps left departed from its recording, in
+        words; None when every step was played (or the replay diverged already). ``request``
+        is the one the run would have sent next. A run can end early without asking the model
+        again (a tool that now ends the run, a tighter limit), so no request is ever compared:
+        only this check sees that departure, and names the first difference it finds."""
+        if self.diverged is not None or self.finished:
+            return None
+        number = self.position + 1
+        total = len(self.recording.steps)
+        recorded = self.recording.steps[number - 1].request
+        difference = _difference(recorded, fingerprint(request, self._hashes), request)
+        return (
+            f"replay of {self.recording.source} diverged after step {self.position}: the run "
+            f"ended, but the recording asks the model again (step {number} of {total}): "
+            + (
+                difference
+                or "the conversation is the recorded one, so the run stopped for another reason "
+                "(a tool that now ends the run, a step or token limit)"
+            )
+        )
+
     async def _play(
         self, prepared: list[tuple[float, StreamEvent | BaseException]]
     ) -> AsyncIterator[StreamEvent]:

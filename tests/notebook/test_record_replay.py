@@ -363,3 +363,30 @@ def test_a_cell_that_names_its_model_replays_where_there_is_no_key(
     assert nb.cells[1].outputs[-1].metadata["nbagent"]["model"].startswith("replay of OpenAIChat")
     unrecorded = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     assert "no API key for openai:gpt-4.1-mini" in unrecorded
+
+
+def test_a_replay_that_ends_before_its_recording_says_so(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The tool now ends the run: the replay never reaches its second recorded step, so no
+    request is compared. The cell still says the run departed from its recording."""
+    line = '%agent --approve auto -o r Please weather "Oslo"'
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    _execute(_notebook(teacher / "lesson.ipynb", line.replace("auto ", "auto --record ")))
+    student = tmp_path / "student"
+    shutil.copytree(teacher / "nbagent-recordings", student / "nbagent-recordings")
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace(
+        'return f"{city}: sunny, 21 °C"',
+        'return nbagent.text_result(f"{city}: sunny, 21 °C", terminate=True)',
+    )
+    nbformat.write(nb, path)
+    replayed = _execute(path)
+    said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
+    assert said.startswith("terminated |")
+    last = replayed.cells[1].outputs[-1]
+    assert "diverged after step 1" in last["data"]["text/plain"]
+    assert "the recording asks the model again (step 2 of 2)" in last["data"]["text/plain"]
+    assert "diverged after step 1" in last.metadata["nbagent"]["error"]
