@@ -348,6 +348,12 @@ class Job:
     def _finish(
         self, result: RunResult | None, error: BaseException | None, *, cancelled: bool = False
     ) -> None:
+        if result is None and isinstance(error, RecordingError):
+            # Refused before it began (no recording fits): a failed result all the same, so
+            # that -o NAME holds it and Run All's next cell reads why, not a NameError.
+            from ..generation import Usage
+
+            result = RunResult("", (), 0, Usage(), "failed", error)
         with self._lock:
             if self.done:
                 return

@@ -291,7 +291,7 @@ def test_a_recorded_prompt_whose_run_departs_says_how_instead_of_running_offline
     path = _notebook(student / "lesson.ipynb", line)
     nb = nbformat.read(path, as_version=4)
     nb.cells[0].source = nb.cells[0].source.replace("Current weather", "The weather")
-    nb.cells[2].source = "print('r' in globals())"
+    nb.cells[2].source = "print(r.stop_reason, '|', type(r.error).__name__)"
     nb.cells[3].source = '%agent --approve auto -o s Please weather "Bergen"\nprint(s.text)'
     nbformat.write(nb, path)
     replayed = _execute(path)
@@ -302,7 +302,7 @@ def test_a_recorded_prompt_whose_run_departs_says_how_instead_of_running_offline
     assert "definition (description or schema) of tool(s) weather differs" in shown
     assert "[offline model]" not in shown and "Traceback" not in shown
     said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
-    assert said == "False\n"  # refused before it began: there is no result to hold
+    assert said == "failed | RecordingError\n"  # refused before it began, and -o holds that
     fresh = "".join(o.get("text", "") for o in replayed.cells[3].outputs)
     assert "Bergen: sunny" in fresh  # not recorded: the offline stand-in, as always
 
