@@ -146,6 +146,32 @@ def test_a_recording_holds_no_secret() -> None:
     assert key not in text and "***" in text
 
 
+def test_a_run_whose_output_was_redacted_still_replays() -> None:
+    """The file keeps ``***`` for credential-shaped model output, so the replayed conversation
+    holds ``***`` where the live one held the text: the next step must still match."""
+    ran: list[str] = []
+
+    @tool
+    def run_code(code: str) -> str:
+        """Pretend to run code."""
+        ran.append(code)
+        return "ran it"
+
+    def model() -> ScriptedModel:
+        text = 'Use OpenAI(api_key=os.environ["K"]) with "Authorization: Bearer abc123456789". '
+        code = "headers = {'x-api-key': 'abcdef123456'}"
+        return ScriptedModel([Turn(Text(text), Call("run_code", {"code": code})), Turn(Text("ok"))])
+
+    recorder = record(model())
+    live = Agent(recorder, [run_code], approver=AutoApprove()).run_sync("write code")
+    text = recorder.recording.to_json()
+    assert "abc123456789" not in text and "abcdef123456" not in text
+    agent = Agent(replay(Recording.from_json(text)), [run_code], approver=AutoApprove())
+    again = _run_collecting(agent, "write code")
+    assert again.stop_reason == "finished" and again.text == live.text == "ok"
+    assert ran[1] == "headers = {'x-api-key': '***'}"  # the tool ran on what the file holds
+
+
 def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
     key = "sk-ant-api03-" + "Zz9Yy8Xx" * 6
 
@@ -171,6 +197,33 @@ def test_reasoning_is_coalesced_per_block_and_holds_no_secret() -> None:
     assert reasoning[0]["signature"] == "sig-1" and "signature" not in reasoning[1]
     assert [e["type"] for e in events] == ["reasoning", "reasoning", "text", "reasoning", "finish"]
     assert key not in recorder.recording.to_json()
+
+
+def test_signed_reasoning_holds_no_secret_and_still_replays() -> None:
+    """Signed reasoning (Anthropic's thinking, a Responses item carried in the signature) is
+    model output like any other: a key repeated in it is not written, and the run replays."""
+    key = "sk-ant-api03-" + "Zz9Yy8Xx" * 6
+    ran: list[str] = []
+
+    async def thinking(request: Any) -> Any:
+        if len(request.messages) == 1:
+            yield ReasoningDelta(f"The user gave {key}; ")
+            yield ReasoningDelta(signature="EqQBCkYIBxgCKkB" + "a" * 40)
+            item = {"summary": f"key {key}", "encrypted_content": "gAAAAB"}
+            yield ReasoningDelta("summary", signature=json.dumps({"item": item}))
+            yield ToolCallReceived(ToolCall("c1", "weather", '{"city": "Oslo"}'))
+            yield Finish("tool_calls")
+        else:
+            yield TextDelta("done")
+            yield Finish("stop")
+
+    recorder = record(FunctionModel(thinking))
+    _run_collecting(Agent(recorder, [weather_tool([])], approver=AutoApprove()), "think")
+    text = recorder.recording.to_json()
+    assert key not in text and "EqQBCkYIBxgCKkB" in text  # a signature without a key stays
+    agent = Agent(replay(Recording.from_json(text)), [weather_tool(ran)], approver=AutoApprove())
+    again = _run_collecting(agent, "think")
+    assert again.stop_reason == "finished" and again.text == "done" and ran == ["Oslo"]
 
 
 def test_a_recording_holds_no_secret_from_server_side_tools_or_raw_blocks() -> None:
@@ -430,3 +483,143 @@ def test_a_cassette_records_once_then_replays(
     monkeypatch.setenv("NBAGENT_RECORD", "0")
     with pytest.raises(RecordingError, match="no recording"), cassette(tmp_path / "x.json", live):
         pass
+
+
+def test_saving_never_writes_through_a_planted_file_and_writers_do_not_collide(
+    tmp_path: Path,
+) -> None:
+    """A recordings folder comes from git or a shared drive: a symlink planted where a
+    temporary file might go is not followed, and two writers of one file both succeed."""
+    import os
+    import threading
+
+    folder = tmp_path / "nbagent-recordings"
+    folder.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    os.symlink(victim, folder / ".run.json.tmp")
+    Recording(prompt="p").save(folder / "run.json")
+    assert victim.read_text() == "precious"
+    assert Recording.load(folder / "run.json").prompt == "p"
+
+    failures: list[BaseException] = []
+
+    def write(number: int) -> None:
+        try:
+            for _ in range(30):
+                Recording(prompt=str(number) * 5000).save(folder / "shared.json")
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(set(Recording.load(folder / "shared.json").prompt)) == 1  # one writer's, whole
+    assert sorted(p.name for p in folder.iterdir()) == [".run.json.tmp", "run.json", "shared.json"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs FIFOs")
+def test_a_recording_that_is_no_regular_file_or_too_big_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    """A FIFO would block the kernel on open (nobody writes it); a huge file would fill its
+    memory. Both are refused with a RecordingError before anything is read."""
+    import os
+    import threading
+
+    from nbagent.recording._format import MAX_BYTES
+
+    os.mkfifo(tmp_path / "fifo.json")
+    seen: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            Recording.load(tmp_path / "fifo.json")
+        except BaseException as exc:
+            seen.append(exc)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "loading a FIFO blocked"
+    assert isinstance(seen[0], RecordingError) and "not a regular file" in str(seen[0])
+    with open(tmp_path / "huge.json", "wb") as file:
+        file.truncate(MAX_BYTES + 1)  # sparse: no disk, no time
+    with pytest.raises(RecordingError, match="larger than"):
+        Recording.load(tmp_path / "huge.json")
+
+
+def test_a_recorded_raise_replays_only_as_an_error_a_model_could_raise() -> None:
+    recording, _ = recorded_run()
+    data = json.loads(recording.to_json())
+    for name in (
+        "RunFailedError",
+        "ReplayDivergedError",
+        "KeyboardInterrupt",
+        "AuthenticationError",
+    ):
+        data["steps"][1]["events"] = [{"type": "raise", "error": name, "message": "boom"}]
+        loaded = Recording.from_json(json.dumps(data))
+        result = _run_collecting(Agent(replay(loaded), [weather_tool([])]))
+        assert result.stop_reason == "failed" and str(result.error) == "boom"
+        expected = "AuthenticationError" if name == "AuthenticationError" else "GenerationError"
+        assert type(result.error).__name__ == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "named"),
+    [
+        ("/home/teacher/models/tiny.gguf", "Scripted:tiny.gguf"),
+        ("~/models/tiny.gguf", "Scripted:tiny.gguf"),
+        ("C:\\Users\\teacher\\tiny.gguf", "Scripted:tiny.gguf"),
+        ("meta-llama/Llama-3.1-8B", "Scripted:meta-llama/Llama-3.1-8B"),
+    ],
+)
+def test_a_model_given_as_a_file_is_recorded_by_its_name_only(model: str, named: str) -> None:
+    class Scripted(ScriptedModel):
+        pass
+
+    generator = Scripted(["hi"])
+    generator.model = model  # as LocalChat names a model given by its path
+    recorder = record(generator)
+    assert recorder.recording.model == named
+
+
+def test_a_run_that_ends_before_its_recording_says_how_it_departed() -> None:
+    """The tool now ends the run (terminate): the loop never asks the model again, so no
+    request is compared. ``unplayed`` names the departure; a full replay has none."""
+    from nbagent.content import text_result
+    from nbagent.generation import Request
+
+    def weather(ends: bool, answer: str = "sunny") -> Any:
+        @tool
+        def weather(city: str) -> Any:
+            """Current weather for a city."""
+            return text_result(f"{city}: {answer}", terminate=ends)
+
+        return weather
+
+    recording, _ = recorded_run()
+
+    def replayed(tool_: Any) -> tuple[Any, str | None]:
+        generator = replay(Recording.from_json(recording.to_json()))
+        agent = Agent(generator, [tool_], approver=AutoApprove())
+        result = _run_collecting(agent)
+        request = Request(
+            messages=tuple(agent.messages), tools=(tool_.definition,), options=agent.options
+        )
+        return result, generator.unplayed(request)
+
+    result, departed = replayed(weather(ends=False))
+    assert result.stop_reason == "finished" and departed is None
+    result, departed = replayed(weather(ends=True))
+    assert result.stop_reason == "terminated"
+    assert departed is not None and "diverged after step 1" in departed
+    assert "the recording asks the model again (step 2 of 2)" in departed
+    assert "another reason (a tool that now ends the run" in departed
+    result, departed = replayed(weather(ends=True, answer="rain"))
+    assert departed is not None and "message 3 of the conversation differs" in departed
+    assert "Oslo: rain" in departed

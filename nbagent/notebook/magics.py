@@ -31,7 +31,7 @@ from ..limits import Budget
 from ..rules import RuleApprover
 from . import commands, mapmagic, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
-from .recordings import RecordMode, choose, model_configured
+from .recordings import RecordMode, choose, first_request, model_configured
 from .runner import Job, Mode, PendingRun, View
 
 if TYPE_CHECKING:
@@ -403,7 +403,7 @@ class AgentMagics(Magics):
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
         report.problems(session.scan())
-        self._use_model(plan.model)
+        unavailable = self._model_or_recording(plan)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
             if unknown:
@@ -458,7 +458,7 @@ class AgentMagics(Magics):
             tools=plan.tools,
             reset=plan.new,
             on_end=ended,
-            model_for=self._model_for(plan, widgets=use_widgets),
+            model_for=self._model_for(plan, widgets=use_widgets, unavailable=unavailable),
         )
         holder.append(job)
         if mode == "background":
@@ -474,18 +474,39 @@ class AgentMagics(Magics):
         return job, pending
 
     def _model_for(
-        self, plan: _Plan, *, widgets: bool
+        self, plan: _Plan, *, widgets: bool, unavailable: bool = False
     ) -> Callable[[Agent, str, list[str] | None], Choice]:
-        """How the run gets its model: live, recorded or replayed (see :mod:`.recordings`)."""
+        """How the run gets its model: live, recorded or replayed (see :mod:`.recordings`).
+        ``unavailable``: the run's model cannot be used here, and its recording replays."""
         store = self.session.recordings
         pace: Pace = plan.pace or ("readable" if widgets else "instant")  # type: ignore[assignment]
-        mode = plan.recording
+        mode: RecordMode = "replay" if unavailable else plan.recording
 
         def model_for(agent: Agent, prompt: str, tools: list[str] | None) -> Choice:
-            configured = model_configured(self.session.model_spec)
+            configured = not unavailable and model_configured(self.session.model_spec)
             return choose(agent, prompt, tools, mode, store, pace, configured)
 
         return model_for
+
+    def _model_or_recording(self, plan: _Plan) -> bool:
+        """Load the run's model; True when it cannot be used here (no key, no server address)
+        but the run has a recording, which then replays: a lesson whose cells name their model
+        (``-m openai:…``) runs top to bottom where there is no key, as one that sets none does.
+        Without a recording (or with ``--live`` / ``--record``) the model's problem is raised."""
+        try:
+            self._use_model(plan.model)
+        except UsageError as problem:
+            if plan.recording in ("live", "record") or self.session.busy:
+                raise
+            try:
+                agent = self.session.sync_agent()  # the tools this run will have
+                request = first_request(agent, plan.prompt, plan.tools, fresh=plan.new)
+            except (NbagentError, KeyError):  # no conversation to look up, an unknown tool
+                raise problem from None
+            if self.session.recordings.find(request) is None:
+                raise
+            return True
+        return False
 
     def _mode(self, awaited: bool, needs_clicks: bool) -> tuple[Mode, str]:
         """Where the run runs (see :mod:`.runner`), and why when it is not in its cell."""

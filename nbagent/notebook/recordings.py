@@ -14,7 +14,10 @@ asking the same thing after the same conversation finds its recording, wherever 
 a cell whose request changed (another tool schema, an edited prompt, a different earlier
 result) finds none, and replay says which recording of the same prompt differs, and how.
 
-When: with no model set (the offline stand-in), a run that has a recording replays it. With a
+When: with no model set (the offline stand-in), a run that has a recording replays it; a run
+of a recorded prompt whose request departs from every recording of it fails, naming the first
+difference (a new prompt runs on the stand-in). A model the cell names (``-m``) that cannot be
+used here (no key) does not stop a run that has a recording: the recording replays. With a
 real model set (a model string, ``-m`` or ``NBAGENT_MODEL``), a run is recorded (afresh). A model
 set from Python (a ScriptedModel …) runs as it is. ``--record``,
 ``--replay`` and ``--live`` say it explicitly; ``--replay`` with a model configured continues live
@@ -97,7 +100,7 @@ class RecordingStore:
         out: list[tuple[Path, Recording | RecordingError]] = []
         for path in sorted(self.folder.glob("*.json")):
             try:
-                out.append((path, Recording.load(path)))
+                out.append((path, Recording.load(path, source=_shown(path))))
             except RecordingError as exc:
                 out.append((path, exc))
         return out
@@ -110,16 +113,24 @@ class RecordingStore:
         return recording.save(self.path_for(prompt, key))
 
 
-def first_request(agent: Agent, prompt: str, tools: list[str] | None) -> Request:
-    """The request a run of ``prompt`` will send first (as the loop builds it)."""
+def first_request(
+    agent: Agent, prompt: str, tools: list[str] | None, *, fresh: bool = False
+) -> Request:
+    """The request a run of ``prompt`` will send first (as the loop builds it); ``fresh``: in a
+    new conversation (``--new``)."""
     chosen = [agent.tools[n] for n in tools] if tools is not None else list(agent.tools.values())
+    history = () if fresh else tuple(agent.messages)
     return Request(
-        messages=(*agent.messages, UserMessage((TextPart(prompt),))),
+        messages=(*history, UserMessage((TextPart(prompt),))),
         model=getattr(agent.generator, "model", ""),
         tools=tuple(t.definition for t in chosen),
         instructions=agent.instructions,
         options=agent.options,
     )
+
+
+def _nothing(_result: RunResult | None) -> str | None:
+    return None
 
 
 @dataclass
@@ -129,10 +140,8 @@ class Choice:
     generator: Generator | None
     note: str
     finish: Callable[[RunResult | None], str | None]
-
-
-def _nothing(_result: RunResult | None) -> str | None:
-    return None
+    #: after the run: how it departed from the recording it replayed, if it ended early
+    departed: Callable[[RunResult | None], str | None] = _nothing
 
 
 def model_configured(spec: object) -> bool:
@@ -165,11 +174,13 @@ def choose(
         found = store.find(request)
         if found is None:
             raise RecordingError(_missing(store, prompt, request))
-        return _replaying(agent, prompt, found, store, pace, continue_live=configured)
+        return _replaying(agent, prompt, tools, found, store, pace, continue_live=configured)
     if mode == "auto" and _offline(agent):
         found = store.find(request)
         if found is not None:
-            return _replaying(agent, prompt, found, store, pace, continue_live=False)
+            return _replaying(agent, prompt, tools, found, store, pace, continue_live=False)
+        if recorded(store, prompt):  # this prompt was recorded, but the run departs from it
+            raise RecordingError(_missing(store, prompt, request, exact=True))
     if mode == "record" or (mode == "auto" and configured):
         recorder = RecordingGenerator(agent.generator)
 
@@ -193,14 +204,14 @@ def _offline(agent: Agent) -> bool:
 def _replaying(
     agent: Agent,
     prompt: str,
+    tools: list[str] | None,
     found: Path,
     store: RecordingStore,
     pace: Pace,
     *,
     continue_live: bool,
 ) -> Choice:
-    recording = Recording.load(found)
-    recording.source = _shown(found)  # messages name the file, not the author's home
+    recording = Recording.load(found, source=_shown(found))  # not the author's home
     fallback = RecordingGenerator(agent.generator) if continue_live else None
     replayer = ReplayGenerator(
         recording,
@@ -222,7 +233,28 @@ def _replaying(
         )
         return _shown(store.save(merged, prompt))
 
-    return Choice(replayer, f"replaying {found.name}", after_replay)
+    def departed(result: RunResult | None) -> str | None:
+        if result is None or result.stop_reason in ("failed", "cancelled"):
+            return None
+        chosen = agent.tools if tools is None else {n: agent.tools[n] for n in tools}
+        request = Request(
+            messages=tuple(agent.messages),
+            model="",
+            tools=tuple(t.definition for t in chosen.values()),
+            instructions=agent.instructions,
+            options=agent.options,
+        )
+        return replayer.unplayed(request)
+
+    return Choice(replayer, f"replaying {found.name}", after_replay, departed)
+
+
+def why_not_saved(error: BaseException) -> str:
+    """Why a recording could not be written, as a notebook may show and save it: the reason
+    and the path relative to the notebook (an OSError's own text holds the absolute path)."""
+    if isinstance(error, OSError) and error.filename:
+        return f"{error.strerror or type(error).__name__} ({_shown(Path(error.filename))})"
+    return redact_secrets(str(error))
 
 
 def _shown(path: Path) -> str:
@@ -234,26 +266,70 @@ def _shown(path: Path) -> str:
         return path.name
 
 
-def _missing(store: RecordingStore, prompt: str, request: Request) -> str:
-    """Why ``--replay`` found no recording: none for this prompt, or how the closest differs."""
+def recorded(store: RecordingStore, prompt: str) -> list[tuple[Path, Recording]]:
+    """The readable recordings of runs that began with exactly this prompt (as saved: with
+    credential-shaped text as ``***``). A prompt nobody recorded is new, and runs offline; a
+    recorded one whose run departs is an error that says how, not a silent offline answer."""
+    shown = redact_secrets(prompt)
+    out: list[tuple[Path, Recording]] = []
+    for path in store.same_prompt(prompt):
+        try:
+            recording = Recording.load(path, source=_shown(path))
+        except RecordingError:
+            continue
+        if recording.prompt == shown and recording.steps:
+            out.append((path, recording))
+    return out
+
+
+def _closest(
+    candidates: list[tuple[Path, Recording]], request: Request
+) -> tuple[Path, Recording, str]:
+    """The candidate whose first request is nearest ``request`` (the same tools first, then
+    the longest shared start of the conversation), and the first difference, in words."""
     from ..recording._replay import _difference
 
-    same = store.same_prompt(prompt)
-    where = store.folder
-    if not same:
+    current = fingerprint(request)
+    now = current["messages"]
+
+    def nearness(item: tuple[Path, Recording]) -> tuple[bool, int, bool, str]:
+        first = item[1].steps[0].request
+        then = first.get("messages") or []
+        shared = next((i for i, (a, b) in enumerate(zip(then, now, strict=False)) if a != b), None)
+        shared = min(len(then), len(now)) if shared is None else shared
+        same = [first.get(k) == current.get(k) for k in ("tools", "instructions", "options")]
+        return (same[0], shared, all(same), item[0].name)
+
+    path, recording = max(candidates, key=nearness)
+    first = recording.steps[0].request
+    difference = _difference(first, current, request) or "the request differs"
+    return path, recording, difference
+
+
+def _missing(store: RecordingStore, prompt: str, request: Request, *, exact: bool = False) -> str:
+    """Why no recording replays: none for this prompt, or how the closest one differs.
+    ``exact``: only recordings of exactly this prompt count (not merely a similar file name)."""
+    where = _shown(store.folder)  # not the author's home directory
+    candidates = recorded(store, prompt)
+    if not candidates and not exact:
+        candidates = []
+        for path in store.same_prompt(prompt):
+            try:
+                found = Recording.load(path, source=_shown(path))
+            except RecordingError as exc:
+                return f"the recording of {prompt!r} cannot be used: {exc}"
+            if found.steps:
+                candidates.append((path, found))
+    if not candidates:
         return (
             f"there is no recording of {prompt!r} in {where}: run the cell with a model "
             "configured (or with --record) to make one"
         )
-    try:
-        closest = Recording.load(same[-1])
-    except RecordingError as exc:
-        return f"the recording of {prompt!r} cannot be used: {exc}"
-    recorded = closest.steps[0].request if closest.steps else {}
-    difference = _difference(recorded, fingerprint(request), request) or "the request differs"
+    path, _recording, difference = _closest(candidates, request)
     return (
-        f"the recording {same[-1].name} was made for another first request: {difference}. "
-        "Re-record it with a model configured (or --record), or undo the change"
+        f"the recording {path.name} was made for another first request: {difference}. "
+        "Run the cells before this one in order (Run All), re-record it with a model "
+        "configured (or --record), undo the change, or use --live for the offline stand-in"
     )
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._threads import run_on_worker_loop
 from ..approval import Approver
-from ..errors import AgentError, NbagentError
+from ..errors import AgentError, NbagentError, RecordingError
 from ..events import AgentEvent, RunResult, abandoned_calls_shown
 from ..redact import redact_secrets
 
@@ -217,13 +217,20 @@ class Job:
         finally:
             agent.generator = own
             if choice is not None:
+                final = result if result is not None else self.run_final()
+                not_saved = departed = None
                 try:
-                    self.saved = choice.finish(result if result is not None else self.run_final())
+                    self.saved = choice.finish(final)
+                    departed = choice.departed(final)
                 except (OSError, NbagentError) as exc:  # the run itself went fine: say so, go on
-                    self.saved = f"not saved: {exc}"
+                    from .recordings import why_not_saved
+
+                    not_saved = why_not_saved(exc)
                 transcript = getattr(self.view, "transcript", None)
-                if transcript is not None and self.saved:
-                    transcript.saved_to = self.saved
+                if transcript is not None:
+                    transcript.saved_to, transcript.not_saved = self.saved, not_saved
+                    if departed and transcript.error is None:  # ended early: say where
+                        transcript.error = redact_secrets(departed)
 
     def run_final(self) -> RunResult | None:
         return self.run.final if self.run is not None else None
@@ -342,6 +349,12 @@ class Job:
     def _finish(
         self, result: RunResult | None, error: BaseException | None, *, cancelled: bool = False
     ) -> None:
+        if result is None and isinstance(error, RecordingError):
+            # Refused before it began (no recording fits): a failed result all the same, so
+            # that -o NAME holds it and Run All's next cell reads why, not a NameError.
+            from ..generation import Usage
+
+            result = RunResult("", (), 0, Usage(), "failed", error)
         with self._lock:
             if self.done:
                 return
@@ -356,7 +369,13 @@ class Job:
         view = self.view
         try:
             if error is not None:
-                trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+                # A refusal that explains itself (no recording fits, and why) is its message;
+                # a traceback of nbagent's own frames would bury it.
+                trace = None
+                if not isinstance(error, RecordingError):
+                    trace = "".join(
+                        traceback.format_exception(type(error), error, error.__traceback__)
+                    )
                 view.show_error(error, trace)
             if not view.finished:
                 stop = result.stop_reason if result is not None else self.state

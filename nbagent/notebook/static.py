@@ -412,6 +412,8 @@ def _tail(transcript: Transcript) -> _Piece:
     footer = transcript.footer()
     if transcript.saved_to:
         footer += f" · recorded in {transcript.saved_to}"
+    elif transcript.not_saved:
+        footer += f" · not recorded: {transcript.not_saved}"
     parts.append(f'<div style="{_DIM_STYLE};font-size:0.9em">{_esc(footer)}</div>')
     md.append(f"*{safe_markdown(footer)}*")
     plain.append(footer)

@@ -331,6 +331,7 @@ class Transcript:
     stop_reason: str | None = None
     error: str | None = None
     saved_to: str | None = None
+    not_saved: str | None = None  # why the run's recording could not be written
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     clock: Any = field(default=time.monotonic, repr=False)

@@ -43,7 +43,9 @@ def cassette(
     ``NBAGENT_RECORD=1`` (or ``mode="record"``) records afresh, ``NBAGENT_RECORD=0`` (or
     ``mode="replay"``) never records. ``live`` is a Generator or a function that makes one
     (called only when recording, so a replay needs no key). The file is written when the block
-    ends without an exception, so a failed test never leaves a half recording behind.
+    ends without an exception, so an assertion that fails inside it leaves no recording (a
+    pytest fixture yielding from inside the block is resumed whatever the test's outcome: keep
+    the assertions in the block).
     """
     target = Path(path)
     chosen = _mode(mode)

@@ -6,6 +6,9 @@ import hashlib
 import json
 import math
 import operator
+import os
+import secrets
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,12 +17,16 @@ from typing import Any
 from ..errors import RecordingError
 from ..generation import NamedToolChoice, Request
 from ..messages import Message, message_to_dict
+from ..redact import redact_secrets
 from ..tools import Definition
 
 __all__ = ["FORMAT", "VERSION", "Recording", "Step", "fingerprint"]
 
 FORMAT = "nbagent-recording"
 VERSION = 1
+
+#: The largest recording file read (a run's model output; far above any real one).
+MAX_BYTES = 256 * 2**20
 
 _EVENT_TYPES = {"text", "reasoning", "call", "provider_result", "finish", "error", "raise"}
 
@@ -98,8 +105,25 @@ class MessageHashes:
 
 
 def _message_hash(message: Message) -> str:
-    data = message_to_dict(message)
+    """A message's hash, taken over the message as a replay rebuilds it: a recording keeps the
+    model's output with credential-shaped text as ``***``, so the conversation a replay sends
+    holds ``***`` where the recorded one held the text. Hashing both in that form (redaction
+    leaves ``***`` as it is) keeps such a run replayable instead of diverging at its next step."""
+    data = redacted(message_to_dict(message))
     return f"{data.get('role', '?')}:{_hash(data)}"
+
+
+def redacted(value: Any, depth: int = 0) -> Any:
+    """``value`` (JSON-shaped) with every string's credential-shaped text replaced by ``***``."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if depth > 64:
+        return value if value is None or isinstance(value, (bool, int, float)) else "***"
+    if isinstance(value, dict):
+        return {key: redacted(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(item, depth + 1) for item in value]
+    return value
 
 
 def fingerprint(request: Request, hashes: MessageHashes | None = None) -> dict[str, Any]:
@@ -167,12 +191,27 @@ class Recording:
         return "\n".join(lines) + "\n"
 
     def save(self, path: str | Path) -> Path:
-        """Write the recording (atomically: a crash never leaves half a file)."""
+        """Write the recording atomically: a crash never leaves half a file, and two writers
+        (two kernels, two threads) never share a temporary file. The temporary file is created
+        new (``O_EXCL``), so a file or symlink already there — a folder from git may hold one —
+        is never written through."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_text(self.to_json(), encoding="utf-8")
-        temporary.replace(target)
+        data = self.to_json().encode("utf-8")
+        while True:
+            temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+            try:
+                handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            break
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(data)
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         return target
 
     @classmethod
@@ -225,14 +264,29 @@ class Recording:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> Recording:
-        """Read a recording file (see :meth:`from_json`)."""
+    def load(cls, path: str | Path, *, source: str | None = None) -> Recording:
+        """Read a recording file (see :meth:`from_json`); ``source`` names it in messages
+        (default: the path as given)."""
         target = Path(path)
+        shown = str(target) if source is None else source
         try:
-            text = target.read_text(encoding="utf-8")
+            # Not blocking on open, and only a regular file of bounded size: a recordings folder
+            # may come from anywhere, and a FIFO or a link to /dev/zero would hang the kernel.
+            handle = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(handle, "rb") as file:
+                info = os.fstat(file.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    raise RecordingError(f"the recording {shown} is not a regular file")
+                data = file.read(MAX_BYTES + 1)
+            if len(data) > MAX_BYTES:
+                raise RecordingError(
+                    f"the recording {shown} is larger than {MAX_BYTES // 2**20} MiB: not read"
+                )
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise RecordingError(f"cannot read the recording {target}: {exc}") from None
-        return cls.from_json(text, source=str(target))
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise RecordingError(f"cannot read the recording {shown}: {reason}") from None
+        return cls.from_json(text, source=shown)
 
 
 _REQUEST_KEYS = ("tools", "tool_choice", "instructions", "options")
@@ -270,7 +324,7 @@ def _expand(raw: Any, previous: dict[str, Any] | None, where: str) -> dict[str, 
             raise RecordingError(f"{where}: the request fingerprint lacks {missing}")
         return request
     before = previous["messages"]
-    if not isinstance(start, int) or not 0 <= start <= len(before):
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(before):
         raise RecordingError(f"{where}: messages_from must count the step before's messages")
     for key in _REQUEST_KEYS:
         request.setdefault(key, previous.get(key))

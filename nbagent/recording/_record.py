@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,6 +28,7 @@ from ..messages import UserMessage
 from ..redact import redact_secrets
 from ..tools import ToolCall
 from ._format import MessageHashes, Recording, Step, fingerprint
+from ._format import redacted as _redacted
 
 __all__ = ["RecordingGenerator", "record"]
 
@@ -60,11 +62,17 @@ class _Coalescer:
 
     def _close_reasoning(self) -> None:
         if self._reasoning is not None:
-            text = "".join(self._reasoning_parts)
-            # Reasoning is model output too; signed reasoning is kept as it is, since the
-            # provider checks its signature when a replay goes on live.
-            signed = "signature" in self._reasoning
-            self._reasoning["text"] = text if signed else redact_secrets(text)
+            # Reasoning is model output too, signed or not: a key the model repeats while it
+            # thinks must not reach the file. A signature may carry the text as well (the
+            # Responses adapter keeps the whole item in it), so it is redacted the same way.
+            # Untouched when nothing credential-shaped is in it (the usual case); when
+            # something was, a replay that goes on live may have that block refused by the
+            # provider, which is the price of never writing the key.
+            item = self._reasoning
+            item["text"] = redact_secrets("".join(self._reasoning_parts))
+            for key in ("signature", "redacted"):
+                if isinstance(item.get(key), str):
+                    item[key] = redact_secrets(item[key])
             self._reasoning = None
             self._reasoning_parts = []
 
@@ -224,28 +232,18 @@ class RecordingGenerator:
                 step.events = coalescer.finish()
 
 
-def _redacted(value: Any, depth: int = 0) -> Any:
-    """``value`` (JSON from a provider: a server-side tool's result, a raw block) with every
-    string's credential-shaped text replaced by ``***``."""
-    if isinstance(value, str):
-        return redact_secrets(value)
-    if depth > 64:
-        return value if value is None or isinstance(value, (bool, int, float)) else "***"
-    if isinstance(value, dict):
-        return {key: _redacted(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redacted(item, depth + 1) for item in value]
-    return value
-
-
 def record(generator: Generator) -> RecordingGenerator:
     """Wrap ``generator`` so that everything it streams is recorded in ``.recording``."""
     return RecordingGenerator(generator)
 
 
 def _model_name(generator: Generator) -> str:
-    """``provider:model`` for people, e.g. ``OpenAIChat:gpt-4.1-mini`` (no address, no key)."""
-    model = str(getattr(generator, "model", "") or "")
+    """``provider:model`` for people, e.g. ``OpenAIChat:gpt-4.1-mini`` (no address, no key).
+    A model given as a file (``local:/home/me/models/x.gguf``) is named by the file's name: the
+    recording travels, and the folders of its author's machine are nobody's business."""
+    model = redact_secrets(str(getattr(generator, "model", "") or ""))
+    if re.match(r"^(?:[/~\\]|[A-Za-z]:[/\\])", model):
+        model = re.split(r"[/\\]", model)[-1]
     kind = type(generator).__name__
     return f"{kind}:{model}" if model and model != kind else kind
 

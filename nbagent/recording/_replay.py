@@ -118,6 +118,28 @@ class ReplayGenerator:
                 difference=difference,
             )
 
+    def unplayed(self, request: Request) -> str | None:
+        """How a run that ended with recorded steps left departed from its recording, in
+        words; None when every step was played (or the replay diverged already). ``request``
+        is the one the run would have sent next. A run can end early without asking the model
+        again (a tool that now ends the run, a tighter limit), so no request is ever compared:
+        only this check sees that departure, and names the first difference it finds."""
+        if self.diverged is not None or self.finished:
+            return None
+        number = self.position + 1
+        total = len(self.recording.steps)
+        recorded = self.recording.steps[number - 1].request
+        difference = _difference(recorded, fingerprint(request, self._hashes), request)
+        return (
+            f"replay of {self.recording.source} diverged after step {self.position}: the run "
+            f"ended, but the recording asks the model again (step {number} of {total}): "
+            + (
+                difference
+                or "the conversation is the recorded one, so the run stopped for another reason "
+                "(a tool that now ends the run, a step or token limit)"
+            )
+        )
+
     async def _play(
         self, prepared: list[tuple[float, StreamEvent | BaseException]]
     ) -> AsyncIterator[StreamEvent]:
@@ -221,13 +243,7 @@ def _prepare(
             out.append((at, StreamError(errors.StreamError(event["message"]))))
             finished = True
         elif kind == "raise":
-            error_type = getattr(errors, str(event.get("error", "")), None)
-            if not (isinstance(error_type, type) and issubclass(error_type, errors.NbagentError)):
-                error_type = errors.GenerationError
-            try:
-                exc: BaseException = error_type(event["message"])
-            except TypeError:
-                exc = errors.GenerationError(event["message"])
+            exc: BaseException = _raised(str(event.get("error", "")), event["message"])
             out.append((at, exc))
             finished = True
     if not finished:
@@ -237,6 +253,25 @@ def _prepare(
         )
     out += received
     return out
+
+
+def _raised(name: str, message: str) -> BaseException:
+    """The error a recorded ``raise`` names, as a generator could have raised it: an nbagent
+    error that is not the loop's own (an AgentError wraps a run, a RecordingError is replay's)
+    and that builds from a message alone; anything else (a hand edit) is a GenerationError."""
+    error_type = getattr(errors, name, None)
+    if (
+        isinstance(error_type, type)
+        and issubclass(error_type, errors.NbagentError)
+        and not issubclass(error_type, (errors.AgentError, errors.RecordingError))
+    ):
+        try:
+            made = error_type(message)
+        except Exception:  # a class whose constructor wants more than a message
+            made = None
+        if isinstance(made, errors.NbagentError):
+            return made
+    return errors.GenerationError(message)
 
 
 def _difference(recorded: Mapping[str, Any], current: Mapping[str, Any], request: Request) -> str:

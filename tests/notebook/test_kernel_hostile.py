@@ -234,6 +234,9 @@ def test_a_damaged_recording_says_why_the_run_failed(kernel: Kernel, tmp_path: P
     for mime in ("text/plain", "text/markdown", "text/html"):
         assert "not valid JSON (truncated?)" in kernel.cell_text(cell, mime), mime
     assert "RecordingError" in str(record["error"])
+    for mime in ("text/plain", "text/markdown", "text/html"):  # the file, not where it lives
+        shown = kernel.cell_text(cell, mime)
+        assert saved.name in shown and str(tmp_path) not in shown, mime
     kernel.execute("%agent --new --live --approve auto and now?")  # the session goes on
 
 

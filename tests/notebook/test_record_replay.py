@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import json
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,123 @@ def test_a_changed_tool_result_stops_the_replay_and_says_where(
     assert "message 3 of the conversation differs" in html and "rain, 9 °C" in html
     said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
     assert said.startswith("failed |")
+
+
+def test_a_recorded_prompt_whose_run_departs_says_how_instead_of_running_offline(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The tool set changed after recording: the run's first request matches no recording, so
+    no file is found by its hash. The prompt was recorded, though: the cell must say what
+    differs (not answer with the offline stand-in as if nothing had been recorded), while a
+    prompt nobody recorded still runs on the stand-in."""
+    line = '%agent --approve auto -o r Please weather "Oslo"'
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    _execute(_notebook(teacher / "lesson.ipynb", line.replace("auto ", "auto --record ")))
+    student = tmp_path / "student"
+    student.mkdir()
+    (student / "nbagent-recordings").mkdir()
+    for file in (teacher / "nbagent-recordings").glob("*.json"):
+        (student / "nbagent-recordings" / file.name).write_text(file.read_text())
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace("Current weather", "The weather")
+    nb.cells[2].source = "print(r.stop_reason, '|', type(r.error).__name__)"
+    nb.cells[3].source = '%agent --approve auto -o s Please weather "Bergen"\nprint(s.text)'
+    nbformat.write(nb, path)
+    replayed = _execute(path)
+    shown = "".join(
+        o.get("text", "") + o.get("data", {}).get("text/plain", "")
+        for o in replayed.cells[1].outputs
+    )
+    assert "definition (description or schema) of tool(s) weather differs" in shown
+    assert "[offline model]" not in shown and "Traceback" not in shown
+    said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
+    assert said == "failed | RecordingError\n"  # refused before it began, and -o holds that
+    fresh = "".join(o.get("text", "") for o in replayed.cells[3].outputs)
+    assert "Bergen: sunny" in fresh  # not recorded: the offline stand-in, as always
+
+
+def test_a_recording_that_cannot_be_written_says_so_without_the_full_path(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The run went fine; its recording could not be written (here the folder's parent is a
+    file). The footer says so in words and names the folder relative to the notebook, not as
+    an absolute path (which would carry the author's home directory into the notebook)."""
+    folder = tmp_path / "course"
+    folder.mkdir()
+    (folder / "blocker").write_text("a file, not a folder")
+    clean_env.setenv("NBAGENT_RECORDINGS", str(folder / "blocker" / "recs"))
+    line = '%agent --approve auto --record -o r Please weather "Oslo"'
+    nb = _execute(_notebook(folder / "lesson.ipynb", line))
+    said = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    assert said.startswith("finished |")
+    footer = nb.cells[1].outputs[-1]["data"]["text/plain"].splitlines()[-1]
+    assert "not recorded: Not a directory (blocker/recs)" in footer, footer
+    assert "recorded in" not in footer and str(tmp_path) not in json.dumps(nb.cells[1].outputs)
+    assert nb.cells[1].outputs[-1].metadata["nbagent"]["recording"] is None
+
+
+def test_a_cell_that_names_its_model_replays_where_there_is_no_key(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """A lesson whose cells say ``-m openai:…`` was recorded with a key; a student has none.
+    The recorded cell replays (as a cell naming no model would); an unrecorded one still says
+    that the key is missing."""
+    line = '%agent -m openai:gpt-4.1-mini --approve auto -o r Please weather "Zürich"'
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    with _Server(_openai_turns()) as server:
+        clean_env.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        clean_env.setenv("OPENAI_API_KEY", "sk-test-" + "k1" * 12)
+        recorded = _execute(_notebook(teacher / "lesson.ipynb", line))
+        assert len(server.requests) == 2
+    clean_env.delenv("OPENAI_BASE_URL")
+    clean_env.delenv("OPENAI_API_KEY")
+    said = "".join(o.get("text", "") for o in recorded.cells[2].outputs)
+    assert said.startswith("finished |")
+    student = tmp_path / "student"
+    shutil.copytree(teacher / "nbagent-recordings", student / "nbagent-recordings")
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[3].source = "%agent -m openai:gpt-4.1-mini Something never recorded"
+    nbformat.write(nb, path)
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=90,
+        allow_errors=True,
+        resources={"metadata": {"path": str(student)}},
+    ).execute()
+    assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == said
+    assert nb.cells[1].outputs[-1].metadata["nbagent"]["model"].startswith("replay of OpenAIChat")
+    unrecorded = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "no API key for openai:gpt-4.1-mini" in unrecorded
+
+
+def test_a_replay_that_ends_before_its_recording_says_so(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The tool now ends the run: the replay never reaches its second recorded step, so no
+    request is compared. The cell still says the run departed from its recording."""
+    line = '%agent --approve auto -o r Please weather "Oslo"'
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    _execute(_notebook(teacher / "lesson.ipynb", line.replace("auto ", "auto --record ")))
+    student = tmp_path / "student"
+    shutil.copytree(teacher / "nbagent-recordings", student / "nbagent-recordings")
+    path = _notebook(student / "lesson.ipynb", line)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace(
+        'return f"{city}: sunny, 21 °C"',
+        'return nbagent.text_result(f"{city}: sunny, 21 °C", terminate=True)',
+    )
+    nbformat.write(nb, path)
+    replayed = _execute(path)
+    said = "".join(o.get("text", "") for o in replayed.cells[2].outputs)
+    assert said.startswith("terminated |")
+    last = replayed.cells[1].outputs[-1]
+    assert "diverged after step 1" in last["data"]["text/plain"]
+    assert "the recording asks the model again (step 2 of 2)" in last["data"]["text/plain"]
+    assert "diverged after step 1" in last.metadata["nbagent"]["error"]

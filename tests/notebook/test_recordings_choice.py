@@ -134,3 +134,25 @@ def test_which_models_count_as_set(monkeypatch: pytest.MonkeyPatch) -> None:
     assert model_configured("openai:gpt-4.1-mini")
     monkeypatch.setenv("NBAGENT_MODEL", "anthropic:claude-sonnet-4-5")
     assert model_configured(None)
+
+
+def test_a_recorded_prompt_that_departs_is_refused_not_run_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = RecordingStore()
+    prompt = "Weather in Oslo?"
+    teacher = Agent(teacher_model(), [weather], approver=AutoApprove())
+    run(teacher, prompt, choose(teacher, prompt, None, "record", store, "instant", False))
+
+    @tool(name="weather")
+    def wider(city: str, days: int = 1) -> str:
+        """Current weather."""
+        return city
+
+    student = Agent("offline", [wider], approver=AutoApprove())
+    with pytest.raises(RecordingError, match=r"definition .* of tool\(s\) weather differs"):
+        choose(student, prompt, None, "auto", store, "instant", configured=False)
+    # a prompt nobody recorded (even one whose file name would look alike) runs offline
+    for other in ("Weather in Oslo", "Weather in Paris?"):
+        assert choose(student, other, None, "auto", store, "instant", False).generator is None
