@@ -37,6 +37,7 @@ __all__ = [
     "Outcome",
     "ToolRaised",
     "contained",
+    "SHOWN_AS_EVENT",
     "copy_json",
     "execute_tool",
     "on_thread",
@@ -275,6 +276,12 @@ async def _stop(work: asyncio.Future[Any], context: ToolContext, is_task: bool) 
     return ended
 
 
+#: Set on a log record that tells what an event tells too: a front end that shows the event
+#: (the notebook's card says "its function is still running") may drop the record, which would
+#: otherwise land, a second time and out of place, as stderr under the view.
+SHOWN_AS_EVENT = "nbagent_shown_as_event"
+
+
 def _abandon(call: ToolCall, handle: AbandonedCall, why: str) -> AbandonedCall:
     log.warning(
         "tool %r (call %s) is still running %.1f s after %s; it is abandoned and its result "
@@ -283,6 +290,7 @@ def _abandon(call: ToolCall, handle: AbandonedCall, why: str) -> AbandonedCall:
         call.id,
         CANCEL_GRACE,
         why,
+        extra={SHOWN_AS_EVENT: True},
     )
     return handle
 

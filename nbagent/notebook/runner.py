@@ -17,12 +17,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
+import logging
 import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .._execution import SHOWN_AS_EVENT
 from .._threads import run_on_worker_loop
 from ..approval import Approver
 from ..errors import AgentError, NbagentError
@@ -63,6 +66,30 @@ class View(Protocol):
     def tick(self) -> None: ...
     def show_error(self, error: BaseException, trace: str | None = None) -> None: ...
     def close(self, stop_reason: str | None = None) -> None: ...
+
+
+#: True in the context of a run a view shows (and of every task the run starts).
+_shown_in_view: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nbagent_shown_in_view", default=False
+)
+
+
+class _ShownInView(logging.Filter):
+    """Drop nbagent's log records that repeat an event the run's view already shows.
+
+    With no logging configured, Python prints warnings on stderr, which in a kernel is the
+    cell's output: under the view that already said it, a second, raw copy of the same news.
+    Runs no view shows (``await agent.run(...)`` in a cell, scripts) still log them.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (getattr(record, SHOWN_AS_EVENT, False) and _shown_in_view.get())
+
+
+def _quiet_shown_records() -> None:
+    logger = logging.getLogger("nbagent")
+    if not any(isinstance(f, _ShownInView) for f in logger.filters):
+        logger.addFilter(_ShownInView())
 
 
 class CellInterrupted(KeyboardInterrupt):
@@ -214,6 +241,8 @@ class Job:
 
     async def main(self) -> RunResult:
         """Start the run on the running loop and show it to the end."""
+        _quiet_shown_records()
+        _shown_in_view.set(True)  # in this task's context, inherited by the run's tasks
         with self._lock:
             if self.cancelled:
                 raise asyncio.CancelledError

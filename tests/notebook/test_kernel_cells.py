@@ -225,6 +225,13 @@ def test_a_function_that_cannot_be_stopped_is_shown_as_running_then_ended(kernel
         timeout=15,
         what="the card saying the function ended",
     )
+    # the card said it: the same news does not land again as a raw log line on stderr
+    stderr = [
+        o["text"]
+        for o in kernel.cell_outputs(cell)
+        if o["output_type"] == "stream" and o["name"] == "stderr"
+    ]
+    assert not any("abandoned" in text for text in stderr), stderr
 
 
 def test_config_says_the_same_before_and_after_a_run(kernel: Kernel) -> None:
