@@ -146,7 +146,9 @@ class Timeline:
             f" · {self.stop_reason}" if self.stop_reason else ""
         )
         out.append(f'<text x="{left}" y="{height - 6}" fill="#444">{html.escape(legend)}</text>')
-        keys = [("model", "model"), ("tool", "tool"), ("approval", "waiting for you")]
+        keys = [("model", "model"), ("tool", "tool")]
+        if any(s.kind == "approval" for s in self.spans):  # only where someone was waited for
+            keys.append(("approval", "waiting for you"))
         x = width - right - 250
         for kind, words in keys:
             out.append(
@@ -239,7 +241,7 @@ class TimelineBuilder:
 
     def _resolved(self, event: ApprovalResolved, now: float) -> None:
         found = self._waits.pop(event.call_id, None)
-        if found is not None:
+        if found is not None and not event.decision.by_policy:  # else nobody was waited for
             began, name = found
             lane = self._lane(event.call_id)
             verdict = "approved" if event.decision.approved else "denied"
