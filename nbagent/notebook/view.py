@@ -201,6 +201,7 @@ class RunView:
         self._maybe_flush()
         if self._asking and self.presence.unseen_for() >= UNSEEN_GRACE:
             self._asking.clear()
+            self.presence.waiting = False
             self._on_stop(None)  # its buttons were cleared from the page: nobody can answer
         second = int(self.clock() * 2)  # clocks tick every half second
         if second != self._last_second and not self.finished:
@@ -241,6 +242,7 @@ class RunView:
             card.refresh()
         elif isinstance(event, ApprovalRequested):
             self._asking.add(event.request.call.id)
+            self.presence.waiting = True
             card = self._card(event.request.call.id)
             approver = self.approver
             if approver is not None:
@@ -255,6 +257,7 @@ class RunView:
             card.refresh()
         elif isinstance(event, ApprovalResolved):
             self._asking.discard(event.call_id)
+            self.presence.waiting = bool(self._asking)
             card = self._card(event.call_id)
             card.close_approval(hide=True)
             card.refresh()
@@ -393,6 +396,7 @@ class RunView:
         if self.finished:
             return
         self.finished = True
+        self.presence.waiting = False  # its view is about to be replaced: nothing to report
         if stop_reason is not None and not self.transcript.done:
             self.transcript.end(stop_reason)
         self.flush()
