@@ -155,6 +155,17 @@ class Decision:
     arguments: Any = field(default=None, compare=False)
     binding: ApprovalBinding | None = field(default=None, compare=False)
 
+    @property
+    def by_policy(self) -> bool:
+        """Decided without a person (a policy, a rule, "always allow", a script or an error):
+        however long it took, nobody was waited for."""
+        return self.by in _POLICY_DECIDERS
+
+
+#: The ``by`` of decisions no person made (a person's are "person", "terminal", "timeout"
+#: after waiting for one, or "" from an approver of the user's own).
+_POLICY_DECIDERS = frozenset({"auto", "deny", "rule", "always", "script", "error"})
+
 
 def approve(reason: str | None = None, *, always: bool = False, arguments: Any = None) -> Decision:
     """An approve decision; ``arguments`` runs the call with edited arguments instead."""

@@ -66,10 +66,6 @@ _COLORS = {
 }
 
 
-#: Who decided (``Decision.by``) when a standing policy answered at once: nobody waited.
-_POLICIES = frozenset({"auto", "deny"})
-
-
 def _seconds(value: float) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
 
@@ -150,7 +146,9 @@ class Timeline:
             f" · {self.stop_reason}" if self.stop_reason else ""
         )
         out.append(f'<text x="{left}" y="{height - 6}" fill="#444">{html.escape(legend)}</text>')
-        keys = [("model", "model"), ("tool", "tool"), ("approval", "waiting for you")]
+        keys = [("model", "model"), ("tool", "tool")]
+        if any(s.kind == "approval" for s in self.spans):  # only where someone was waited for
+            keys.append(("approval", "waiting for you"))
         x = width - right - 250
         for kind, words in keys:
             out.append(
@@ -245,7 +243,7 @@ class TimelineBuilder:
 
     def _resolved(self, event: ApprovalResolved, now: float) -> None:
         found = self._waits.pop(event.call_id, None)
-        if found is not None and event.decision.by not in _POLICIES:
+        if found is not None and not event.decision.by_policy:  # else nobody was waited for
             began, name = found
             lane = self._lane(event.call_id)
             verdict = "approved" if event.decision.approved else "denied"

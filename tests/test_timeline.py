@@ -74,6 +74,29 @@ def test_waiting_for_a_person_is_its_own_bar_and_names_are_escaped() -> None:
     assert wait.lane == work.lane and wait.end <= work.start + 1e-6
     assert wait.duration >= 0.04 and wait.status == "approved"
     assert "waiting for a person" in timeline.summary()
+    assert "waiting for you" in timeline.svg()
+
+
+def test_a_decision_no_person_made_is_not_drawn_as_waiting_for_a_person() -> None:
+    # `%agent --approve auto` in the first lesson drew an orange "waiting for you" bar next to
+    # a card that said "approved by policy (auto)"
+    from nbagent import RuleApprover, ScriptedApprover
+
+    @tool(needs_approval=True)
+    def water(room: str) -> str:
+        """Water a room."""
+        return f"watered {room}"
+
+    rules = RuleApprover(fallback=ScriptedApprover([approve(always=True)]))
+    rules.deny("water", room="attic")
+    approvers = [AutoApprove(), rules, ScriptedApprover([True])]
+    for approver in approvers:
+        model = ScriptedModel([Turn(Call("water", {"room": "attic"})), "ok"])
+        result = Agent(model, [water], approver=approver).run_sync("x")
+        timeline = result.timeline()
+        assert [s for s in timeline.spans if s.kind == "approval"] == [], approver
+        assert "waiting for a person" not in timeline.summary()
+        assert "waiting for you" not in timeline.svg()  # not even in the legend
 
 
 def test_a_standing_policy_is_no_wait_for_a_person() -> None:

@@ -183,7 +183,9 @@ async def run_map(magics: AgentMagics, line: str, cell: str | None) -> Any:
         result = await batch.result()
     except asyncio.CancelledError:
         _keep(namespace, output, batch)
-        raise KeyboardInterrupt("%agent map was stopped by a kernel interrupt") from None
+        from .runner import CellInterrupted
+
+        raise CellInterrupted("%agent map was stopped by a kernel interrupt") from None
     return _ended(namespace, output, batch, result)
 
 

@@ -34,7 +34,16 @@ if TYPE_CHECKING:
     from ..limits import Budget
     from .recordings import Choice
 
-__all__ = ["Job", "Mode", "PendingRun", "RunNotFinishedError", "View", "drive", "kernel_loop"]
+__all__ = [
+    "CellInterrupted",
+    "Job",
+    "Mode",
+    "PendingRun",
+    "RunNotFinishedError",
+    "View",
+    "drive",
+    "kernel_loop",
+]
 
 _numbers = itertools.count(1)
 #: How often a running view is woken: flushes stalled text, ticks clocks, lets Stop land promptly.
@@ -54,6 +63,24 @@ class View(Protocol):
     def tick(self) -> None: ...
     def show_error(self, error: BaseException, trace: str | None = None) -> None: ...
     def close(self, stop_reason: str | None = None) -> None: ...
+
+
+class CellInterrupted(KeyboardInterrupt):
+    """A kernel interrupt stopped the run an awaiting ``%agent`` cell was waiting for.
+
+    It fails the cell like any interrupted cell (so Run All stops there), but IPython shows it
+    as one line, not a traceback: the frames it would show are nbagent's own (the awaiting
+    call the cell was rewritten into, the runner), none of them the person's, and the run's
+    view above already says what was cancelled. Its type name stays ``KeyboardInterrupt``, so
+    whatever reads a cell's error name (nbclient, papermill, a kernel reply) sees an interrupt.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's hook for an exception that draws its own traceback."""
+        return [f"\x1b[0;31mKeyboardInterrupt\x1b[0m: {self}"]
+
+
+CellInterrupted.__name__ = CellInterrupted.__qualname__ = "KeyboardInterrupt"
 
 
 class RunNotFinishedError(AgentError):
@@ -288,7 +315,7 @@ class Job:
             if task is not None:
                 await asyncio.wait({task}, timeout=CANCEL_WAIT)
                 self._settle(task)
-            raise KeyboardInterrupt(f"{self.label} was stopped by a kernel interrupt") from None
+            raise CellInterrupted(f"{self.label} was stopped by a kernel interrupt") from None
         except Exception as exc:  # shown in the view, never lost
             self._finish(None, exc)
             return None

@@ -42,6 +42,7 @@ from ..events import (
 )
 from ..redact import redact_secrets
 from .card import Shared, ToolCard
+from .presence import Presence
 from .render import close_widgets
 from .stream import PlainStream, TextStream
 from .transcript import Transcript
@@ -64,6 +65,9 @@ INTERVAL = 0.1
 #: fixed cost of a message stays small next to the text it carries.
 MIN_CHARS = 48
 MAX_WAIT = 0.3
+#: A run waiting for a person stops once every view of it has been cleared from its cell (the
+#: cell ran again) for this long: nobody can click its buttons any more.
+UNSEEN_GRACE = 2.0
 
 
 class RunView:
@@ -95,6 +99,8 @@ class RunView:
         self._notes: list[widgets.Widget] = []
         self._stream_steps: dict[int, int] = {}
         self._shown_first = False
+        self._asking: set[str] = set()  # calls waiting for Approve / Deny
+        self.presence = Presence(clock)
 
         self.shared = shared = Shared()
         html = {"layout": shared.layout, "style": shared.html_style}
@@ -106,7 +112,9 @@ class RunView:
         self.footer.add_class("nbagent-note")
         self.errors: widgets.Output | None = None
         controls = widgets.HBox([self.stop, self.footer], layout=shared.layout)
-        self.widget = widgets.VBox([self.header, self.body, controls], layout=shared.layout)
+        self.widget = widgets.VBox(
+            [self.header, self.body, controls, self.presence], layout=shared.layout
+        )
         self.widget.add_class("nbagent-run")
 
     # --- Stop ---------------------------------------------------------------------------------
@@ -191,6 +199,10 @@ class RunView:
     def tick(self) -> None:
         """Call every :attr:`interval` seconds: sends stalled text, refreshes clocks each second."""
         self._maybe_flush()
+        if self._asking and self.presence.unseen_for() >= UNSEEN_GRACE:
+            self._asking.clear()
+            self.presence.waiting = False
+            self._on_stop(None)  # its buttons were cleared from the page: nobody can answer
         second = int(self.clock() * 2)  # clocks tick every half second
         if second != self._last_second and not self.finished:
             self._last_second = second
@@ -229,6 +241,8 @@ class RunView:
             card.arguments_ready()
             card.refresh()
         elif isinstance(event, ApprovalRequested):
+            self._asking.add(event.request.call.id)
+            self.presence.waiting = True
             card = self._card(event.request.call.id)
             approver = self.approver
             if approver is not None:
@@ -242,6 +256,8 @@ class RunView:
                 card.ask(request, decide)
             card.refresh()
         elif isinstance(event, ApprovalResolved):
+            self._asking.discard(event.call_id)
+            self.presence.waiting = bool(self._asking)
             card = self._card(event.call_id)
             card.close_approval(hide=True)
             card.refresh()
@@ -380,6 +396,7 @@ class RunView:
         if self.finished:
             return
         self.finished = True
+        self.presence.waiting = False  # its view is about to be replaced: nothing to report
         if stop_reason is not None and not self.transcript.done:
             self.transcript.end(stop_reason)
         self.flush()

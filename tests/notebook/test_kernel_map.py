@@ -4,6 +4,7 @@ defined in a notebook cell."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
@@ -170,3 +171,20 @@ def test_a_dask_cluster_runs_a_tool_defined_in_a_notebook_cell(ready: Kernel) ->
         assert "cannot be sent to Dask workers" in kernel.replies[msg_id]["content"]["evalue"]
     finally:
         kernel.execute("client.close(); cluster.close()", timeout=120)
+
+
+def test_an_interrupted_map_cell_says_so_in_one_line(ready: Kernel) -> None:
+    kernel = ready
+    if not in_cell(kernel):
+        pytest.skip("before ipykernel 7.4 a map that may ask runs in the background")
+    kernel.execute('stuck = pd.DataFrame({"answer": ["slow"], "key": ["4"]})')
+    since = kernel.mark()
+    msg_id = kernel.submit('%agent map --over stuck -o partial "{answer}|{key}"')
+    kernel.wait_for(lambda: kernel.buttons("Stop", since=since), what="the map's view")
+    kernel.km.interrupt_kernel()
+    kernel.finish(msg_id, allow_errors=True, timeout=30)
+    reply = kernel.replies[msg_id]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
+    # one line, not the frames of nbagent's awaiting call
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
+    assert shown == "KeyboardInterrupt: %agent map was stopped by a kernel interrupt", shown
