@@ -378,3 +378,39 @@ def test_a_pasted_long_prompt_is_saved_whole_once(kernel: Kernel) -> None:
     assert len(data["text/html"]) > len(document)
     assert len(data["text/markdown"]) < 10_000 and len(data["text/plain"]) < 10_000
     assert "more characters" in data["text/plain"] and "Summarised." in data["text/plain"]
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt('from the tool')", "SystemExit(3)"])
+def test_a_tool_raising_an_interrupt_or_exit_ends_the_cell_as_interrupted(
+    kernel: Kernel, raised: str
+) -> None:
+    """Ctrl-C and sys.exit() inside a tool keep their meaning in a cell: the run stops with every
+    call answered, the cell fails as an interrupted cell does (Run All stops there), in one
+    line naming the tool, and the kernel lives on for the next run."""
+    tools = f"""
+        @tool
+        def halt() -> str:
+            \"\"\"Stop everything.\"\"\"
+            raise {raised}
+        """
+    setup_run(kernel, '[Turn(Call("halt", {})), "not reached", "next answer"]', tools=tools)
+    cell = kernel.submit("%agent --new --approve auto halt please\nprint('NOT REACHED')")
+    kernel.finish(cell, allow_errors=True)
+    reply = kernel.replies[cell]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
+    name = raised.split("(")[0]
+    assert shown.startswith("KeyboardInterrupt: run-") and f"tool 'halt' raised {name}" in shown
+    assert "\n" not in shown, shown
+    assert "NOT REACHED" not in kernel.cell_text(cell)
+    record = kernel.wait_for(lambda: run_record(kernel, cell), what="the static output")
+    assert record["stop_reason"] == "failed"
+    messages = "nbagent.notebook.current_session().agent.messages"
+    assert kernel.eval(f"[type(m).__name__ for m in {messages}]") == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+    ]
+    after = kernel.submit("%agent --approve auto -o nxt hello\nprint(nxt.text)")
+    kernel.finish(after)
+    assert "not reached" in kernel.cell_text(after)  # the script's next turn: a valid history
