@@ -38,6 +38,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .redact import redact_secrets
+
 if TYPE_CHECKING:
     from .events import RunResult
 
@@ -231,6 +233,7 @@ class RunFailedError(AgentError):
         self.error: BaseException | None = result.error
         cause = result.error
         reason = f"{type(cause).__name__}: {cause}" if cause is not None else "unknown error"
+        reason = redact_secrets(reason)  # the message is printed, logged, saved in a cell
         super().__init__(f"the run failed after {result.steps} step(s): {reason}")
 
     def __reduce__(self) -> tuple[type[RunFailedError], tuple[RunResult]]:

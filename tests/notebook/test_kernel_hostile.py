@@ -65,6 +65,34 @@ def test_secrets_streamed_by_the_model_never_reach_the_widgets(kernel: Kernel) -
         assert not _leaks(json.dumps(output, ensure_ascii=False))
 
 
+def test_a_tools_error_shows_no_key_in_the_cell_nor_sends_one_to_the_model(kernel: Kernel) -> None:
+    """An exception quoting a request's headers: its message, its traceback (the card's
+    Traceback section), the saved output and what the model reads next hold the key hidden."""
+    tools = textwrap.dedent(
+        f"""
+        @tool
+        def call_service() -> str:
+            \"\"\"Call the service.\"\"\"
+            headers = {{"Authorization": "Bearer {KEY}", "X-Token": "{TOKEN}"}}
+            raise ConnectionError(f"refused: {{headers}}")
+        """
+    )
+    since = setup_run(kernel, "[Turn(Call('call_service')), 'It failed.']", tools=tools)
+    cell = kernel.submit("%agent --new --approve auto call the service")
+    kernel.finish(cell)
+    assert run_record(kernel, cell)
+    widgets = list(kernel.widgets)[since:]
+    states = json.dumps([kernel.widgets[c] for c in widgets], ensure_ascii=False)
+    shown = kernel.all_output_text(since) + "".join(kernel.html_texts(since))
+    assert "ConnectionError" in shown and "'Authorization': '***'" in shown, shown
+    sent = [m["content"] for m in kernel.iopub if m["msg_type"] in ("comm_msg", "stream")]
+    assert not _leaks(states + json.dumps(sent, ensure_ascii=False))
+    saved = json.dumps(kernel.cell_outputs(cell), ensure_ascii=False)
+    assert "refused" in saved and not _leaks(saved)
+    read = kernel.eval("repr(model.requests[-1].messages[-1])")
+    assert "refused" in read and "***" in read and not _leaks(read)
+
+
 def test_history_usage_and_recordings_show_no_secrets(kernel: Kernel, tmp_path: Path) -> None:
     """The subcommands quote the conversation, prompts and recordings: keys in them are hidden."""
     tools = textwrap.dedent(
