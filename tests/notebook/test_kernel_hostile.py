@@ -3,6 +3,7 @@ subcommands alone, and text that must never reach the browser or a saved noteboo
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import textwrap
@@ -185,6 +186,7 @@ def test_an_assignment_that_cannot_await_gets_the_result(kernel: Kernel) -> None
 HOSTILE = (
     "<script>alert(1)</script> <img src=x onerror=alert(2)> [a](javascript:alert(3)) "
     "[b](JaVaScRiPt&#58;alert(4)) ![c](data:image/svg+xml;base64,PHN2Zz4=) "
+    "[d](javascript\\:alert(5)) [e](javascript&colon;alert(6)) [f](ms-msdt:/id%20x) "
     "![track](https://evil.example/pixel.png?d=1) ![ref][r] <https://evil.example/auto>\n\n"
     "[r]: https://evil.example/ref.png\n"
 )
@@ -206,9 +208,11 @@ def _unsafe_markdown(markdown: str) -> list[str]:
             if token.type in ("html_block", "html_inline", "image"):
                 found.append(f"{token.type}: {token.content or token.attrGet('src')}")
             href = token.attrGet("href") if token.type == "link_open" else None
-            # a browser drops tabs and newlines from a URL; %-escapes stay (no scheme then)
-            bare = re.sub(r"[\t\n\r]", "", str(href or "")).lower()
-            if bare.lstrip().startswith(("javascript:", "vbscript:", "data:", "file:")):
+            # a browser decodes the attribute, drops tabs and newlines from a URL, and keeps
+            # %-escapes (no scheme then); only http(s) and mailto may remain
+            bare = re.sub(r"[\t\n\r]", "", html.unescape(str(href or ""))).strip().lower()
+            scheme = re.match(r"([a-z][a-z0-9+.\-]*):", bare)
+            if scheme and scheme.group(1) not in ("http", "https", "mailto"):
                 found.append(f"link: {href}")
             walk(token.children or [])
 
@@ -245,6 +249,24 @@ def test_saved_markdown_runs_nothing_and_fetches_nothing(kernel: Kernel) -> None
     assert markdown and any("evil.example/pixel.png" in m for m in markdown)
     for text in markdown:
         assert not _unsafe_markdown(text), text
+    # what `jupyter nbconvert --to html` makes of the saved cell (it renders text/markdown
+    # with its own Markdown renderer where no text/html sits beside it)
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    only_markdown = [
+        {**o, "data": {k: v for k, v in o["data"].items() if k != "text/html"}}
+        for o in kernel.cell_outputs(cell)
+        if "text/markdown" in o.get("data", {})
+    ]
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("%agent read it", outputs=only_markdown)]
+    )
+    page, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(notebook))
+    for href in re.findall(r"""href\s*=\s*["']([^"']*)""", page):
+        bare = re.sub(r"[\t\n\r]", "", html.unescape(href)).strip().lower()
+        scheme = re.match(r"([a-z][a-z0-9+.\-]*):", bare)
+        assert not scheme or scheme.group(1) in ("http", "https", "mailto"), href
 
 
 def test_a_damaged_recording_says_why_the_run_failed(kernel: Kernel, tmp_path: Path) -> None:
