@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from .content import ToolResult, error_result, stable_text
 from .events import AbandonedCall, CallStatus, abandonment_is_shown
+from .redact import redact_secrets
 from .tools import Tool, ToolCall, ToolContext
 
 __all__ = [
@@ -385,4 +386,6 @@ def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
 
 
 def _trace(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    """The traceback a person may open: its locals and messages often quote a key or a header
+    by accident, so credential-shaped text is hidden before it goes anywhere."""
+    return redact_secrets("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))

@@ -23,6 +23,7 @@ from .content import ImagePart, Part, TextPart, ToolResult, checked_image
 from .errors import AgentError, ArgumentsError, ImageError
 from .limits import Limits
 from .messages import AssistantMessage, Message, ReasoningPart, ToolMessage, UserMessage
+from .redact import redact_secrets
 from .tools import ToolCall, parse_call_arguments
 
 __all__ = [
@@ -167,7 +168,13 @@ def history_message(
 
 
 def result_for_model(result: ToolResult, limits: Limits) -> ToolResult:
-    """``result`` as the model may read it: clean text, cut beyond the limits, with markers."""
+    """``result`` as the model may read it: clean text, cut beyond the limits, with markers.
+
+    An error's text has its credential-shaped parts hidden (:func:`~nbagent.redact.redact_secrets`):
+    an exception's message or a server's error often quotes a header or a key by accident,
+    and an error result is shown to people and saved as it is sent. (A successful result is
+    what the tool meant to return, and goes as it is.)
+    """
     budget = limits.max_result_chars
     images = limits.max_result_images
     parts: list[Part] = []
@@ -176,6 +183,9 @@ def result_for_model(result: ToolResult, limits: Limits) -> ToolResult:
     for part in result.content:
         if isinstance(part, TextPart):
             text = clean_text(part.text)
+            if result.is_error:
+                hidden = redact_secrets(text)
+                text = text if hidden == text else hidden
             if len(text) > budget:
                 cut += len(text) - budget
                 text = text[:budget]

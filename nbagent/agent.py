@@ -18,7 +18,13 @@ from ._history import checked_history, prompt_for_history
 from ._threads import run_on_worker_loop
 from .approval import Approver, DenyAll
 from .content import Part
-from .errors import AgentError, NbagentError, RunFailedError, RunInProgressError
+from .errors import (
+    AgentError,
+    NbagentError,
+    RunFailedError,
+    RunInProgressError,
+    raised_to_caller,
+)
 from .events import AgentEvent, RunResult
 from .generation import Generator, Options
 from .hooks import AfterToolHook, BeforeToolHook
@@ -237,7 +243,8 @@ class Agent:
     async def stream(
         self, prompt: str | UserMessage | Sequence[str | Part], **kwargs: Any
     ) -> AsyncIterator[AgentEvent]:
-        """Run and yield every event; a failure is the ``RunFailed`` event, never an exception.
+        """Run and yield every event; a failure is the ``RunFailed`` event, never an exception
+        (but a tool's ``KeyboardInterrupt`` / ``SystemExit`` is re-raised after that event).
 
         Closing the iterator early cancels the run cleanly: wrap it in
         ``contextlib.aclosing(...)`` when you may ``break`` out of the loop."""
@@ -249,6 +256,7 @@ class Agent:
             if run._task is not None and not run._task.done():
                 run.cancel()
                 await asyncio.wait({run._task})
+        _reraise_stop(run.final)
 
     async def run(
         self,
@@ -259,19 +267,19 @@ class Agent:
     ) -> RunResult:
         """Run to the end and return the :class:`~nbagent.events.RunResult`.
 
-        A run that failed (the provider refused the key, the stream broke, a tool raised
-        ``KeyboardInterrupt`` …) raises :class:`~nbagent.errors.RunFailedError`, carrying the
-        partial result as ``.result`` and the cause as ``.error`` / ``__cause__``; with
-        ``raise_on_error=False`` it is returned with ``stop_reason="failed"`` instead. Runs that
-        stop for other reasons ("finished", "terminated", "max_steps", "length", "cancelled")
-        return their result. Other keywords go to :meth:`start`.
+        A run that failed (the provider refused the key, the stream broke …) raises
+        :class:`~nbagent.errors.RunFailedError`, carrying the partial result as ``.result`` and
+        the cause as ``.error`` / ``__cause__``; with ``raise_on_error=False`` it is returned
+        with ``stop_reason="failed"`` instead. Runs that stop for other reasons ("finished",
+        "terminated", "max_steps", "length", "cancelled") return their result. A tool or
+        callback that raised ``KeyboardInterrupt`` or ``SystemExit`` stops the run; once every
+        call is answered, that exception itself is re-raised (whatever ``raise_on_error``
+        says), so Ctrl-C and ``sys.exit()`` keep their meaning. Other keywords go to
+        :meth:`start`.
         """
         run = self.start(prompt, **kwargs)
         run.discard_events()
-        result = await run.result()
-        if raise_on_error and result.stop_reason == "failed":
-            raise RunFailedError(result) from result.error
-        return result
+        return _outcome(await run.result(), raise_on_error)
 
     def run_sync(
         self,
@@ -283,18 +291,18 @@ class Agent:
         """Run to the end, blocking; works in a script and inside a running loop (Jupyter).
 
         Like :meth:`run`: a failed run raises :class:`~nbagent.errors.RunFailedError` unless
-        ``raise_on_error=False``. The run happens on a worker thread with its own event loop
+        ``raise_on_error=False``, and a tool's ``KeyboardInterrupt`` / ``SystemExit`` is
+        re-raised once the run ended. The run happens on a worker thread with its own event loop
         (copying the current context, so notebook output lands in the calling cell); Ctrl-C /
         a kernel interrupt cancels the run cleanly and re-raises KeyboardInterrupt. A tool
         function that ignores cancellation is abandoned, never waited for: this returns, and the
         interpreter can exit.
         """
         try:
-            return run_on_worker_loop(
-                lambda: self.run(prompt, raise_on_error=raise_on_error, **kwargs)
-            )
+            result = run_on_worker_loop(lambda: self.run(prompt, raise_on_error=False, **kwargs))
         except asyncio.CancelledError:
             raise NbagentError("the run was cancelled") from None
+        return _outcome(result, raise_on_error)  # raised here, on the caller's thread
 
     # --- many runs ----------------------------------------------------------------------------
 
@@ -344,6 +352,26 @@ class Agent:
             return run_on_worker_loop(batch.result, on_interrupt=stop)
         except KeyboardInterrupt:
             raise BatchInterrupted("the batch was interrupted", batch.table()) from None
+
+
+def _outcome(result: RunResult, raise_on_error: bool) -> RunResult:
+    """The result of :meth:`Agent.run` / :meth:`Agent.run_sync`, or what they raise instead."""
+    _reraise_stop(result)
+    if raise_on_error and result.stop_reason == "failed":
+        raise RunFailedError(result) from result.error
+    return result
+
+
+def _reraise_stop(result: RunResult | None) -> None:
+    """Re-raise a tool's ``KeyboardInterrupt`` / ``SystemExit`` once the run ended.
+
+    Inside the run such an exception only stops it (through the event loop it would break the
+    loop, and in a kernel the kernel); once every call is answered, the script that called
+    :meth:`Agent.run` gets what Ctrl-C or ``sys.exit()`` mean, whatever ``raise_on_error`` says.
+    """
+    raised = raised_to_caller(result.error if result is not None else None)
+    if raised is not None:
+        raise raised
 
 
 def _hook(fn: Any) -> Any:

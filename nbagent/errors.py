@@ -34,8 +34,11 @@ Control flow (step limit, terminate, cancel) is not an error: a run reports why 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from .redact import redact_secrets
 
 if TYPE_CHECKING:
     from .events import RunResult
@@ -230,6 +233,7 @@ class RunFailedError(AgentError):
         self.error: BaseException | None = result.error
         cause = result.error
         reason = f"{type(cause).__name__}: {cause}" if cause is not None else "unknown error"
+        reason = redact_secrets(reason)  # the message is printed, logged, saved in a cell
         super().__init__(f"the run failed after {result.steps} step(s): {reason}")
 
     def __reduce__(self) -> tuple[type[RunFailedError], tuple[RunResult]]:
@@ -246,8 +250,11 @@ class RunAbortedError(AgentError):
     """User code raised a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
     ``SystemExit`` …) inside a run, which stopped the run (``stop_reason == "failed"``).
 
-    It never propagates as it is: in a notebook it would kill the kernel. ``tool`` names the
-    tool (None when a callback raised it), ``raised`` is what was raised (also ``__cause__``).
+    Inside the run it never propagates as it is (through the event loop it would kill a
+    kernel); once the run ended with every call answered, :meth:`Agent.run
+    <nbagent.Agent.run>`, ``run_sync`` and ``stream`` re-raise ``raised`` itself, so Ctrl-C and
+    ``sys.exit()`` in a tool mean what they mean in a script. ``tool`` names the tool (None when
+    a callback raised it), ``raised`` is what was raised (also ``__cause__``).
     """
 
     def __init__(self, message: str, *, tool: str | None, raised: BaseException) -> None:
@@ -257,6 +264,23 @@ class RunAbortedError(AgentError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_aborted, (str(self), self.tool, self.raised))
+
+
+def raised_to_caller(error: BaseException | None) -> BaseException | None:
+    """What a run that ended with ``error`` hands to whoever ran it: the ``KeyboardInterrupt``,
+    ``SystemExit`` or other non-``Exception`` a tool or callback raised (None otherwise).
+
+    A ``CancelledError`` a tool raised by itself stays the run's failure: handed on, it would
+    read as a cancel of the caller's own task.
+    """
+    if not isinstance(error, RunAbortedError):
+        return None
+    raised = error.raised
+    # asyncio is not imported for this: where it is not loaded, nothing raised CancelledError
+    cancelled = getattr(sys.modules.get("asyncio"), "CancelledError", GeneratorExit)
+    if isinstance(raised, (Exception, GeneratorExit, cancelled)):
+        return None
+    return raised
 
 
 def _rebuild_aborted(message: str, tool: str | None, raised: BaseException) -> RunAbortedError:

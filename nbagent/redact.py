@@ -28,6 +28,10 @@ words that merely contain ``key`` or ``token``. Redaction is a safety net, not a
 secret with no recognisable shape passes through unless it is in the environment as above (the
 provider adapters also replace their own key exactly).
 
+nbagent's own log records (the ``nbagent`` and ``nbagent.providers`` loggers: a failing
+callback's traceback, a provider's retry notice) pass through the same replacement, their
+tracebacks included, before any handler formats them.
+
 Speed: each rule runs only when a substring test finds its literal (cheap, in C), and most
 rules start with that literal so the engine scans for it directly: about 10-15 ms per megabyte
 of ordinary text on one core, linear in its length. Importing costs only :mod:`re`.
@@ -35,8 +39,10 @@ of ordinary text on one core, linear in its length. Importing costs only :mod:`r
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import traceback
 
 __all__ = ["redact_secrets"]
 
@@ -124,3 +130,37 @@ def redact_secrets(text: str) -> str:
         if any(gate in haystack for gate in gates):
             text = pattern.sub(repl, text)  # a stale ``folded`` only costs a needless pass
     return text
+
+
+class _RedactingFilter(logging.Filter):
+    """Hides credential-shaped text in a record's message and traceback before any handler
+    formats it (a handler writes the traceback a ``log.exception`` call kept, as it is)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: the handler reports it as usual
+            return True
+        hidden = redact_secrets(message)
+        if hidden != message:
+            record.msg, record.args = hidden, None
+        if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
+            text = "".join(traceback.format_exception(*record.exc_info))
+            record.exc_text = redact_secrets(text.rstrip("\n"))
+        if record.stack_info:
+            record.stack_info = redact_secrets(record.stack_info)
+        return True
+
+
+#: The loggers nbagent writes to (tests/test_redact.py checks that the package uses no other).
+LOGGERS = ("nbagent", "nbagent.providers")
+
+
+def _hide_in_logs() -> None:
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactingFilter) for f in logger.filters):
+            logger.addFilter(_RedactingFilter())
+
+
+_hide_in_logs()

@@ -58,6 +58,7 @@ from .generation import (
     Usage,
 )
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
+from .redact import redact_secrets
 from .timeline import TimelineBuilder
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
@@ -561,7 +562,7 @@ async def _input_callback(
 
 
 def _aborted(tool: str | None, raised: BaseException) -> RunAbortedError:
-    what = f"{type(raised).__name__}" + (f": {raised}" if str(raised) else "")
+    what = f"{type(raised).__name__}" + (f": {redact_secrets(str(raised))}" if str(raised) else "")
     who = f"tool {tool!r}" if tool is not None else "a callback"
     error = RunAbortedError(f"{who} raised {what}", tool=tool, raised=raised)
     error.__cause__ = raised

@@ -84,21 +84,43 @@ def report(outcome):
           else "RUNNING", "|", " / ".join(texts), flush=True)
 
 def outcome_of(exc):
-    return f"{type(exc).__name__}({type(exc.error).__name__}: {exc.error})"
+    if isinstance(exc, RunFailedError):
+        return f"{type(exc).__name__}({type(exc.error).__name__}: {exc.error})"
+    frames = [f.name for f in __import__("traceback").extract_tb(exc.__traceback__)]
+    where = "from-tool" if ("boom_sync" in frames or "boom_async" in frames) else "no-tool-frame"
+    return f"raised {type(exc).__name__}({exc}) {where}"
+
+def run_once(call):
+    try:
+        result = call()
+        report("finished:" + result.text)
+    except (RunFailedError, KeyboardInterrupt, SystemExit) as exc:
+        report(outcome_of(exc))
 
 if mode in ("script", "batch"):
-    try:
-        result = agent.run_sync("go")
-        report("finished:" + result.text)
-    except RunFailedError as exc:
-        report(outcome_of(exc))
+    run_once(lambda: agent.run_sync("go"))
+elif mode == "quiet":
+    run_once(lambda: agent.run_sync("go", raise_on_error=False))
+elif mode == "await":
+    async def main():
+        try:
+            result = await agent.run("go")
+            report("finished:" + result.text)
+        except (RunFailedError, KeyboardInterrupt, SystemExit) as exc:
+            report(outcome_of(exc))
+    asyncio.run(main())
+elif mode == "stream":
+    async def main():
+        seen = []
+        try:
+            async for event in agent.stream("go"):
+                seen.append(type(event).__name__)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            report(outcome_of(exc) + " after " + seen[-1])
+    asyncio.run(main())
 elif mode == "worker":
     async def cell():  # a foreground notebook cell: a loop already runs in this thread
-        try:
-            result = agent.run_sync("go")
-            report("finished:" + result.text)
-        except RunFailedError as exc:
-            report(outcome_of(exc))
+        run_once(lambda: agent.run_sync("go"))
     asyncio.new_event_loop().run_until_complete(cell())
 elif mode == "kernel":
     async def kernel():  # a background run on the kernel's own loop
@@ -122,17 +144,27 @@ def run_script(kind: str, mode: str) -> str:
 
 
 @pytest.mark.parametrize("kind", ["sync-kbd", "async-kbd", "sync-exit", "async-exit"])
-@pytest.mark.parametrize("mode", ["script", "worker"])
-def test_a_tools_base_exception_fails_the_run_and_leaves_the_agent_idle(
+@pytest.mark.parametrize("mode", ["script", "worker", "quiet", "await"])
+def test_a_tools_base_exception_is_reraised_after_the_history_is_repaired(
     kind: str, mode: str
 ) -> None:
+    # Ctrl-C and sys.exit() in a tool mean what they mean in a script: the run stops, every
+    # call is answered, the agent is idle, and then the tool's own exception (its own
+    # traceback included) reaches the caller, even with raise_on_error=False.
     out = run_script(kind, mode)
     raised = "KeyboardInterrupt" if kind.endswith("kbd") else "SystemExit"
     first, second = out.splitlines()
-    assert first.startswith(
-        f"RunFailedError(RunAbortedError: tool 'boom' raised {raised}: from the tool) valid idle"
-    ), out
+    assert first.startswith(f"raised {raised}(from the tool) from-tool valid idle"), out
     assert f"boom raised {raised}: from the tool, which stops the whole run" in first
+    assert second == "second run: second"
+
+
+@pytest.mark.parametrize("kind", ["async-kbd", "sync-exit"])
+def test_a_streamed_run_reraises_after_its_last_event(kind: str) -> None:
+    out = run_script(kind, "stream")
+    raised = "KeyboardInterrupt" if kind.endswith("kbd") else "SystemExit"
+    first, second = out.splitlines()
+    assert first.startswith(f"raised {raised}(from the tool) from-tool after RunFailed valid"), out
     assert second == "second run: second"
 
 
@@ -147,7 +179,7 @@ def test_in_a_kernel_the_loop_survives(kind: str) -> None:
 def test_siblings_are_answered_when_a_tool_stops_the_run() -> None:
     out = run_script("async-kbd", "batch")
     first = out.splitlines()[0]
-    assert first.startswith("RunFailedError(RunAbortedError") and " valid idle " in first, out
+    assert first.startswith("raised KeyboardInterrupt(from the tool)") and " valid idle " in first
     assert "the run was stopped: tool 'boom' raised KeyboardInterrupt" in first
     assert "before this call finished" in first  # the slow sibling's answer
 

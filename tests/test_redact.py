@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -121,3 +123,132 @@ def test_the_environments_credentials_are_hidden_whatever_their_shape(
         "key letmein-local-2024, hf plainhuggingfacetoken, tiny, vim-with-a-long-name"
     )
     assert out == "key ***, hf ***, tiny, vim-with-a-long-name"
+
+
+# --- every path a tool's error takes --------------------------------------------------------
+
+ERROR_KEY = "sk-proj-Zq81mN4vT0xR7pL2wK9sAbCd"
+
+
+def _leaky_agent(**kwargs: object) -> tuple[object, object]:
+    from nbagent import Agent, AutoApprove, error_result, tool
+    from nbagent.models import Call, ScriptedModel, Turn
+
+    @tool
+    def fetch() -> str:
+        """Fetch something; fails with the request it sent in the message."""
+        headers = {"Authorization": f"Bearer {ERROR_KEY}"}
+        raise RuntimeError(f"request failed: {headers}")
+
+    @tool
+    async def login() -> object:
+        """Log in; answers with an error that quotes the key."""
+        return error_result(f"could not log in with api_key={ERROR_KEY}")
+
+    def shown(value: object) -> str:
+        raise ValueError(f"cannot show {value}: x-api-key: {ERROR_KEY}")
+
+    @tool(to_model_output=shown)
+    def convert() -> str:
+        """Returns a value whose conversion for the model fails, quoting the key."""
+        return "data"
+
+    model = ScriptedModel([Turn(Call("fetch", {}), Call("login", {}), Call("convert", {})), "ok"])
+    tools = [fetch, login, convert]
+    agent = Agent(model, tools, approver=AutoApprove(), **kwargs)  # type: ignore[arg-type]
+    return agent, model
+
+
+def test_a_tools_error_reaches_no_one_with_the_key_in_it(tmp_path: Path) -> None:
+    """An exception's message, its traceback, an error result the tool returned and a failed
+    conversion: the model, the events front ends draw, the history and the recording get the
+    error with the key hidden (and still the rest of the message)."""
+    from nbagent.events import ToolFinished
+    from nbagent.recording import record
+
+    agent, model = _leaky_agent()
+    recorder = record(model)  # type: ignore[arg-type]
+    agent.generator = recorder  # type: ignore[attr-defined]
+    finished: list[ToolFinished] = []
+    agent.observe(  # type: ignore[attr-defined]
+        lambda _run, event: finished.append(event) if isinstance(event, ToolFinished) else None
+    )
+    agent.run_sync("go")  # type: ignore[attr-defined]
+    assert {e.call.name: e.status for e in finished} == {
+        "fetch": "error",
+        "login": "error",
+        "convert": "error",
+    }
+    for event in finished:
+        assert ERROR_KEY not in event.result.text, event.result.text
+        assert "***" in event.result.text, event.result.text
+        assert ERROR_KEY not in (event.traceback or "")
+    fetch = next(e for e in finished if e.call.name == "fetch")
+    assert "Authorization" in fetch.result.text and "request failed" in fetch.result.text
+    assert fetch.traceback and "RuntimeError" in fetch.traceback  # the traceback is still there
+    sent = repr(model.requests[-1].messages)  # type: ignore[attr-defined]
+    assert ERROR_KEY not in sent and "could not log in" in sent
+    assert ERROR_KEY not in repr(agent.messages)  # type: ignore[attr-defined]
+    saved = recorder.recording.save(tmp_path / "run.json").read_text()
+    assert ERROR_KEY not in saved and len(recorder.recording.steps) == 2
+
+
+def test_a_run_stopped_by_a_tool_or_failed_by_a_callback_names_no_key() -> None:
+    from nbagent import Agent, RunFailedError, Tool
+    from nbagent.models import Call, ScriptedModel, Turn
+
+    class Broken:
+        model = "broken"
+
+        async def stream(self, request: object) -> object:
+            raise RuntimeError(f"proxy said: authorization={ERROR_KEY}")
+            yield  # an async generator
+
+    with pytest.raises(RunFailedError) as failed:
+        Agent(Broken()).run_sync("go")  # type: ignore[arg-type]
+    assert ERROR_KEY not in str(failed.value) and "authorization=***" in str(failed.value)
+
+    def halt(ctx: object) -> str:
+        raise SystemExit(f"giving up, token Bearer {ERROR_KEY}")
+
+    agent = Agent(ScriptedModel([Turn(Call("halt", {}))]), [Tool(name="halt", execute=halt)])
+    result = asyncio.run(_started(agent))
+    assert ERROR_KEY not in str(result.error) and "Bearer ***" in str(result.error)
+
+
+async def _started(agent: object) -> object:
+    run = agent.start("go")  # type: ignore[attr-defined]
+    run.discard_events()
+    return await run.result()
+
+
+def test_nbagents_log_records_hide_keys_in_messages_and_tracebacks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A failing observer is logged with its traceback, which quotes the key: whatever handler
+    the person set up (here pytest's) formats the record with the key hidden."""
+    agent, _ = _leaky_agent()
+
+    def observer(_run: object, event: object) -> None:
+        raise ValueError(f"observer saw x-api-key={ERROR_KEY}")
+
+    agent.observe(observer)  # type: ignore[attr-defined]
+    with caplog.at_level("ERROR", logger="nbagent"):
+        agent.run_sync("go")  # type: ignore[attr-defined]
+    assert "an observer of" in caplog.text and "ValueError" in caplog.text
+    assert ERROR_KEY not in caplog.text and "x-api-key=***" in caplog.text
+
+
+def test_every_logger_the_package_writes_to_hides_keys() -> None:
+    import logging
+    import re
+
+    from nbagent.redact import LOGGERS
+
+    root = Path(__file__).resolve().parents[1] / "nbagent"
+    used = set()
+    for path in root.rglob("*.py"):
+        used |= set(re.findall(r"getLogger\(\"(nbagent[\w.]*)\"\)", path.read_text()))
+    assert used and used <= set(LOGGERS), used
+    for name in LOGGERS:
+        assert logging.getLogger(name).filters, name

@@ -56,7 +56,16 @@ NO_MATH_CLASS = "tex2jax_ignore mathjax_ignore"
 #: Longest text shown for one result (the model may have received more).
 MAX_TEXT = 20_000
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_SCHEME = re.compile(r"(?i)(javascript|vbscript|livescript|data|file)(\s*):")
+#: Whatever a browser could read as a URL scheme: a letter, then letters, digits, ``+ - .``
+#: (a browser drops tabs and line breaks anywhere in a URL, and Markdown lets a backslash
+#: escape the colon), then the colon.
+_SCHEME = re.compile(r"([A-Za-z](?:[\t\r\n\\]*[A-Za-z0-9+.\-])*)([\t\r\n\\ ]*):")
+_SCHEME_NOISE = re.compile(r"[\t\r\n\\]")
+#: The only schemes a link in text nbagent writes may keep.
+SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+#: An ``&`` that could start a character reference (``&colon;``, ``&#58;``): some renderers
+#: decode a link destination twice, so even ``&amp;#58;`` can come out as a colon.
+_REFERENCE = re.compile(r"&amp;(?=[#A-Za-z])")
 _BACKTICKS = re.compile(r"`+")
 _IMAGE = re.compile(r"(?<!\\)((?:\\\\)*)!\[")  # a "![" whose "!" is not escaped
 
@@ -69,12 +78,25 @@ def shorten(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def _defuse(text: str) -> str:
-    """Outside code: no raw HTML (``<`` and ``&`` escaped), no script URL schemes, and no
-    images (``![…](…)`` would make every viewer of the notebook fetch an address the model
-    wrote: the ``!`` becomes an entity, so the image reads as a link to click)."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace("$", "&#36;")
+    """Outside code: no raw HTML (``<`` and ``&`` escaped, and no ``&`` can start a character
+    reference in any renderer), no URL scheme but http(s) and mailto, and no images
+    (``![…](…)`` would make every viewer of the notebook fetch an address the model wrote: the
+    ``!`` becomes an entity, so the image reads as a link to click).
+
+    A scheme is broken by an invisible zero-width space before its colon, wherever it stands
+    (a link, a reference definition, an autolink, plain text a renderer may linkify): deciding
+    by an allowlist, over the text a browser would read, leaves no scheme to forget.
+    """
+    text = _REFERENCE.sub("&amp;\u200b", text.replace("&", "&amp;"))
+    text = text.replace("<", "&lt;").replace("$", "&#36;")
     text = _IMAGE.sub(r"\1&#33;[", text)
-    return _SCHEME.sub(lambda m: f"{m.group(1)}\u200b{m.group(2)}:", text)
+    return _SCHEME.sub(_break_scheme, text)
+
+
+def _break_scheme(match: re.Match[str]) -> str:
+    if _SCHEME_NOISE.sub("", match.group(1)).lower() in SAFE_SCHEMES:
+        return match.group()
+    return f"{match.group(1)}{match.group(2)}\u200b:"
 
 
 def _defuse_inline(line: str) -> str:

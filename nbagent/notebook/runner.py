@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._threads import run_on_worker_loop
 from ..approval import Approver
-from ..errors import AgentError, NbagentError, RecordingError
+from ..errors import AgentError, NbagentError, RecordingError, raised_to_caller
 from ..events import AgentEvent, RunResult, abandoned_calls_shown
 from ..redact import redact_secrets
 
@@ -320,7 +320,16 @@ class Job:
             self._finish(None, exc)
             return None
         self._finish(result, None)
+        self._end_cell_if_stopped()
         return self.result
+
+    def _end_cell_if_stopped(self) -> None:
+        """A tool (or callback) that raised ``KeyboardInterrupt`` / ``SystemExit`` stopped the
+        run: the cell then ends as an interrupted cell does (Run All stops here), in one line,
+        after the view said what happened; the kernel lives on."""
+        error = self.result.error if self.result is not None else None
+        if raised_to_caller(error) is not None:
+            raise CellInterrupted(f"{self.label} was stopped: {error}")
 
     def _settle(self, task: asyncio.Task[RunResult]) -> RunResult | None:
         if not task.done():
@@ -365,6 +374,7 @@ class Job:
             self._finish(None, exc)
         else:
             self._finish(result, None)
+            self._end_cell_if_stopped()
         return self.result
 
     def abandon(self) -> None:

@@ -105,18 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: str, exc: BaseException | None = None, *, debug: bool = False) -> None:
+    from ..redact import redact_secrets
     from ._console import clean
 
     try:  # where even the error cannot be written, the status says it
         if sys.stdout is not None:
             sys.stdout.flush()
         err = sys.stderr or sys.stdout
-        print(f"nbagent: error: {clean(message)}", file=err)
+        print(f"nbagent: error: {clean(redact_secrets(message))}", file=err)
         if exc is not None:
             if debug:
                 import traceback
 
-                traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+                trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                print(clean(redact_secrets(trace)), end="", file=err)
             else:
                 print("(run with --debug for the traceback)", file=err)
         if err is not None:

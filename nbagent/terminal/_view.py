@@ -41,6 +41,7 @@ from ..events import (
     ToolPreviewed,
     ToolProgress,
 )
+from ..redact import redact_secrets
 from ..tools import ToolCall
 from ._console import Console, clean, clean_strict, clip, one_line
 
@@ -429,7 +430,8 @@ class TerminalView:
         if note:
             c.line(f"  {c.symbol('fail')} {note}", "red")
         error = event.error
-        message = one_line(clean(str(error)), self.limits.max_error_chars) or "(no message)"
+        message = one_line(clean(redact_secrets(str(error))), self.limits.max_error_chars)
+        message = message or "(no message)"
         c.line(
             f"error: the run failed: {type(error).__name__}: {message} "
             f"[{self.summary(event.result)}]",
@@ -440,7 +442,7 @@ class TerminalView:
             import traceback
 
             trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            c.line(clean(trace).rstrip(), "dim", error=True)
+            c.line(clean(redact_secrets(trace)).rstrip(), "dim", error=True)
 
 
 def _reports_cancelled(event: AgentEvent) -> bool:

@@ -3,6 +3,7 @@ subcommands alone, and text that must never reach the browser or a saved noteboo
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import textwrap
@@ -63,6 +64,34 @@ def test_secrets_streamed_by_the_model_never_reach_the_widgets(kernel: Kernel) -
     assert any("Here is the key you asked about: ***" in text for text in shown)
     for output in kernel.cell_outputs(cell):
         assert not _leaks(json.dumps(output, ensure_ascii=False))
+
+
+def test_a_tools_error_shows_no_key_in_the_cell_nor_sends_one_to_the_model(kernel: Kernel) -> None:
+    """An exception quoting a request's headers: its message, its traceback (the card's
+    Traceback section), the saved output and what the model reads next hold the key hidden."""
+    tools = textwrap.dedent(
+        f"""
+        @tool
+        def call_service() -> str:
+            \"\"\"Call the service.\"\"\"
+            headers = {{"Authorization": "Bearer {KEY}", "X-Token": "{TOKEN}"}}
+            raise ConnectionError(f"refused: {{headers}}")
+        """
+    )
+    since = setup_run(kernel, "[Turn(Call('call_service')), 'It failed.']", tools=tools)
+    cell = kernel.submit("%agent --new --approve auto call the service")
+    kernel.finish(cell)
+    assert run_record(kernel, cell)
+    widgets = list(kernel.widgets)[since:]
+    states = json.dumps([kernel.widgets[c] for c in widgets], ensure_ascii=False)
+    shown = kernel.all_output_text(since) + "".join(kernel.html_texts(since))
+    assert "ConnectionError" in shown and "'Authorization': '***'" in shown, shown
+    sent = [m["content"] for m in kernel.iopub if m["msg_type"] in ("comm_msg", "stream")]
+    assert not _leaks(states + json.dumps(sent, ensure_ascii=False))
+    saved = json.dumps(kernel.cell_outputs(cell), ensure_ascii=False)
+    assert "refused" in saved and not _leaks(saved)
+    read = kernel.eval("repr(model.requests[-1].messages[-1])")
+    assert "refused" in read and "***" in read and not _leaks(read)
 
 
 def test_history_usage_and_recordings_show_no_secrets(kernel: Kernel, tmp_path: Path) -> None:
@@ -157,6 +186,7 @@ def test_an_assignment_that_cannot_await_gets_the_result(kernel: Kernel) -> None
 HOSTILE = (
     "<script>alert(1)</script> <img src=x onerror=alert(2)> [a](javascript:alert(3)) "
     "[b](JaVaScRiPt&#58;alert(4)) ![c](data:image/svg+xml;base64,PHN2Zz4=) "
+    "[d](javascript\\:alert(5)) [e](javascript&colon;alert(6)) [f](ms-msdt:/id%20x) "
     "![track](https://evil.example/pixel.png?d=1) ![ref][r] <https://evil.example/auto>\n\n"
     "[r]: https://evil.example/ref.png\n"
 )
@@ -178,9 +208,11 @@ def _unsafe_markdown(markdown: str) -> list[str]:
             if token.type in ("html_block", "html_inline", "image"):
                 found.append(f"{token.type}: {token.content or token.attrGet('src')}")
             href = token.attrGet("href") if token.type == "link_open" else None
-            # a browser drops tabs and newlines from a URL; %-escapes stay (no scheme then)
-            bare = re.sub(r"[\t\n\r]", "", str(href or "")).lower()
-            if bare.lstrip().startswith(("javascript:", "vbscript:", "data:", "file:")):
+            # a browser decodes the attribute, drops tabs and newlines from a URL, and keeps
+            # %-escapes (no scheme then); only http(s) and mailto may remain
+            bare = re.sub(r"[\t\n\r]", "", html.unescape(str(href or ""))).strip().lower()
+            scheme = re.match(r"([a-z][a-z0-9+.\-]*):", bare)
+            if scheme and scheme.group(1) not in ("http", "https", "mailto"):
                 found.append(f"link: {href}")
             walk(token.children or [])
 
@@ -217,6 +249,24 @@ def test_saved_markdown_runs_nothing_and_fetches_nothing(kernel: Kernel) -> None
     assert markdown and any("evil.example/pixel.png" in m for m in markdown)
     for text in markdown:
         assert not _unsafe_markdown(text), text
+    # what `jupyter nbconvert --to html` makes of the saved cell (it renders text/markdown
+    # with its own Markdown renderer where no text/html sits beside it)
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    only_markdown = [
+        {**o, "data": {k: v for k, v in o["data"].items() if k != "text/html"}}
+        for o in kernel.cell_outputs(cell)
+        if "text/markdown" in o.get("data", {})
+    ]
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("%agent read it", outputs=only_markdown)]
+    )
+    page, _ = HTMLExporter().from_notebook_node(nbformat.from_dict(notebook))
+    for href in re.findall(r"""href\s*=\s*["']([^"']*)""", page):
+        bare = re.sub(r"[\t\n\r]", "", html.unescape(href)).strip().lower()
+        scheme = re.match(r"([a-z][a-z0-9+.\-]*):", bare)
+        assert not scheme or scheme.group(1) in ("http", "https", "mailto"), href
 
 
 def test_a_damaged_recording_says_why_the_run_failed(kernel: Kernel, tmp_path: Path) -> None:
@@ -378,3 +428,39 @@ def test_a_pasted_long_prompt_is_saved_whole_once(kernel: Kernel) -> None:
     assert len(data["text/html"]) > len(document)
     assert len(data["text/markdown"]) < 10_000 and len(data["text/plain"]) < 10_000
     assert "more characters" in data["text/plain"] and "Summarised." in data["text/plain"]
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt('from the tool')", "SystemExit(3)"])
+def test_a_tool_raising_an_interrupt_or_exit_ends_the_cell_as_interrupted(
+    kernel: Kernel, raised: str
+) -> None:
+    """Ctrl-C and sys.exit() inside a tool keep their meaning in a cell: the run stops with every
+    call answered, the cell fails as an interrupted cell does (Run All stops there), in one
+    line naming the tool, and the kernel lives on for the next run."""
+    tools = f"""
+        @tool
+        def halt() -> str:
+            \"\"\"Stop everything.\"\"\"
+            raise {raised}
+        """
+    setup_run(kernel, '[Turn(Call("halt", {})), "not reached", "next answer"]', tools=tools)
+    cell = kernel.submit("%agent --new --approve auto halt please\nprint('NOT REACHED')")
+    kernel.finish(cell, allow_errors=True)
+    reply = kernel.replies[cell]["content"]
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
+    name = raised.split("(")[0]
+    assert shown.startswith("KeyboardInterrupt: run-") and f"tool 'halt' raised {name}" in shown
+    assert "\n" not in shown, shown
+    assert "NOT REACHED" not in kernel.cell_text(cell)
+    record = kernel.wait_for(lambda: run_record(kernel, cell), what="the static output")
+    assert record["stop_reason"] == "failed"
+    messages = "nbagent.notebook.current_session().agent.messages"
+    assert kernel.eval(f"[type(m).__name__ for m in {messages}]") == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+    ]
+    after = kernel.submit("%agent --approve auto -o nxt hello\nprint(nxt.text)")
+    kernel.finish(after)
+    assert "not reached" in kernel.cell_text(after)  # the script's next turn: a valid history

@@ -7,6 +7,8 @@ import io
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbagent.content import error_result, text_and_image_result, to_tool_result
 from nbagent.notebook.render import (
@@ -56,6 +58,87 @@ def test_safe_markdown_renders_no_markup_and_no_script_url(attack: str) -> None:
     assert not re.search(r"(?i)(javascript|vbscript|data)\s*:", safe)
     if attack.startswith("<"):
         assert harmful(render(text)), "the attack should work without safe_markdown"
+
+
+def _browser_scheme(href: str) -> str | None:
+    """The scheme a browser takes from an ``href`` attribute's text (WHATWG URL parsing: the
+    attribute's character references decoded, leading and trailing C0 controls and spaces
+    dropped, tabs and line breaks removed anywhere), or None for a relative address."""
+    import html as html_module
+
+    url = html_module.unescape(href).strip("".join(map(chr, range(33))))
+    url = re.sub(r"[\t\n\r]", "", url)
+    found = re.match(r"([A-Za-z][A-Za-z0-9+.\-]*):", url)
+    return found.group(1).lower() if found else None
+
+
+def _rendered_hrefs(markdown: str) -> list[str]:
+    """Every link a viewer of a saved notebook could click: nbconvert's Markdown renderer
+    (``jupyter nbconvert --to html``) and a CommonMark one allowing HTML (a trusted output)."""
+    from markdown_it import MarkdownIt
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    pages = [
+        markdown2html_mistune(markdown),
+        MarkdownIt("commonmark", {"html": True}).render(markdown),
+    ]
+    return [h for page in pages for h in re.findall(r"""href\s*=\s*["']([^"']*)""", page)]
+
+
+#: Ways to write a link whose scheme is not http(s) or mailto, live in the renderers as they
+#: are: each broke through a list of forbidden schemes (a backslash-escaped colon, a character
+#: reference, schemes nobody listed).
+LIVE_BYPASSES = [
+    "[a](javascript\\:alert(1))",
+    "[a](javascript&colon;alert(1))",
+    "[a](javascript&#58;alert(1))",
+    "[a](javascript&#x3A;alert(1))",
+    "[a](java&#115;cript:alert(1))",
+    "[a](ms-msdt:/id%20PCWDiagnostic)",
+    "[a](intent://x#Intent;scheme=evil;end)",
+    "[a](blob:https://x/y)",
+    "[a](vscode://file/etc/passwd)",
+    "[a]: search-ms:query=x\n\n[a]",
+]
+#: Harmless as they are, but nbconvert decodes a link's character references twice, so once
+#: ``&`` was escaped as ``&amp;`` the tab came back and a browser dropped it.
+ESCAPED_BYPASSES = ["[a](jav&#x09;ascript:alert(1))", "[a](jav&Tab;ascript:alert(1))"]
+
+
+@pytest.mark.parametrize("attack", LIVE_BYPASSES + ESCAPED_BYPASSES)
+def test_no_link_but_http_and_mailto_survives_in_saved_markdown(attack: str) -> None:
+    if attack in LIVE_BYPASSES:
+        live = {_browser_scheme(h) for h in _rendered_hrefs(attack)} - {None}
+        assert live - {"http", "https", "mailto"}, "the attack should work without safe_markdown"
+    schemes = {_browser_scheme(h) for h in _rendered_hrefs(safe_markdown(f"see {attack} now"))}
+    assert schemes <= {None}, schemes
+
+
+def test_http_and_mailto_links_stay_links() -> None:
+    text = "[docs](https://example.com/a) [plain](HTTP://x.org) [me](mailto:a@b.org)"
+    hrefs = _rendered_hrefs(safe_markdown(text))
+    assert {"https://example.com/a", "HTTP://x.org", "mailto:a@b.org"} <= set(hrefs), hrefs
+
+
+_NOISE = st.sampled_from(["", "\t", "\n", "\\", "&#x09;", "&Tab;", "&NewLine;", " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scheme=st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzJS+.-"), min_size=1, max_size=12),
+    noise=st.lists(_NOISE, min_size=1, max_size=4),
+    colon=st.sampled_from([":", "\\:", "&colon;", "&#58;", "&#x3a;", "&#0058;", "&amp;colon;"]),
+    form=st.sampled_from(["[a]({})", "[a](<{}>)", "[a][r]\n\n[r]: {}", "<{}>", "{}"]),
+)
+def test_any_scheme_written_any_way_is_broken(
+    scheme: str, noise: list[str], colon: str, form: str
+) -> None:
+    head = scheme if scheme[0].isalpha() else "x" + scheme
+    pairs = zip(noise * len(head), head[1:], strict=False)
+    spelled = head[0] + "".join(n + c for n, c in pairs) + colon
+    markdown = safe_markdown(form.format(spelled + "alert(1)"))
+    for href in _rendered_hrefs(markdown):
+        assert _browser_scheme(href) in (None, "http", "https", "mailto"), (spelled, href)
 
 
 def test_safe_markdown_keeps_markdown_and_code_as_written() -> None:

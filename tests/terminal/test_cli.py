@@ -148,6 +148,27 @@ def test_an_import_error_shows_its_traceback_only_with_debug(tmp_path: Path) -> 
     assert status == 2 and "Traceback" in err and "boom.py" in err
 
 
+def test_a_tools_error_and_an_import_error_show_no_key(tmp_path: Path) -> None:
+    """The terminal writes errors as a person reads them: the tool's error line, the --debug
+    traceback and an import error never show a key they quote."""
+    key = "sk-proj-Zq81mN4vT0xR7pL2wK9sAbCd"
+    module = tmp_path / "leaky.py"
+    module.write_text(
+        "import nbagent\n\n@nbagent.tool\ndef leaky() -> str:\n"
+        '    """Fails quoting the request."""\n'
+        f'    raise RuntimeError("sent Authorization: Bearer {key}")\n'
+    )
+    status, out, err = run_cli("--tools", str(module), "--debug", "please leaky")
+    assert status == 0, err
+    assert "✗ leaky failed: RuntimeError: sent Authorization: ***" in out, out
+    assert key not in out + err
+    broken = tmp_path / "broken_import.py"
+    broken.write_text(f"raise ValueError('no access with api_key={key}')\n")
+    for debug in ((), ("--debug",)):
+        status, out, err = run_cli("--tools", str(broken), *debug, "hello")
+        assert status == 2 and "api_key=***" in err and key not in out + err, err
+
+
 def test_two_tools_with_one_name_are_refused(tmp_path: Path) -> None:
     module = tmp_path / "clash.py"
     module.write_text(
