@@ -88,6 +88,7 @@ def make_tool(
             f"{label}: its input schema is {size:,} bytes of JSON, more than the "
             f"{limits.max_schema_bytes:,} allowed (MCPLimits.max_schema_bytes)"
         )
+    _check_runnable(label, listed)
     renames: list[tuple[str, str]] = []
     try:
         schema, renames = to_draft_2020_12(listed.input_schema)
@@ -102,6 +103,33 @@ def make_tool(
     except RecursionError:
         raise NbagentError(f"{label}: its input schema nests too deeply to be used") from None
     return made
+
+
+def _check_runnable(label: str, listed: mcp_types.Tool) -> None:
+    """Refuse a tool every call of which would fail: one that runs only as an MCP task (the
+    SDK's client has no tasks), or whose output schema the SDK cannot use to check results."""
+    execution = getattr(listed, "execution", None)
+    if getattr(execution, "task_support", None) == "required":
+        raise NbagentError(
+            f'{label}: it runs only as an MCP task (execution.taskSupport is "required"), '
+            "which nbagent does not support, so every call would fail"
+        )
+    output = listed.output_schema
+    if output is None:
+        return
+    from jsonschema.exceptions import SchemaError as InvalidSchema
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(output).check_schema(output)  # what the SDK does before each check
+    except InvalidSchema as exc:
+        where = "/".join(str(part) for part in exc.path) or "(the schema root)"
+        raise NbagentError(
+            f"{label}: its output schema is not valid JSON Schema ({_shorten(exc.message, 200)}"
+            f", at {where}), so the MCP SDK would refuse every result it returns"
+        ) from None
+    except RecursionError:
+        raise NbagentError(f"{label}: its output schema nests too deeply to be used") from None
 
 
 def _unlabelled(reason: str) -> str:
