@@ -18,8 +18,9 @@ class MCPLimits:
     tools; past it the start fails and the process is stopped.
     ``call_timeout``: seconds one tool call may take; past it the call is cancelled on the
     server and answered with an error result, so a server that hangs never hangs a run.
-    ``max_message_bytes``: the largest message read from the server. A larger one is skipped
-    without being held in memory; when it was the answer to a call, that call gets an error
+    ``max_message_bytes``: the largest message read from the server: a line over stdio, a
+    JSON body or one server-sent event over HTTP. A larger one is skipped (or refused) as it
+    streams in, never held whole; when it was the answer to a call, that call gets an error
     result saying so, and the connection goes on.
     ``max_tools``: tools taken from one listing; the rest are left out with a note.
     ``max_schema_bytes``: the JSON size of one tool's input schema; a larger tool is not
