@@ -99,6 +99,18 @@ def test_every_limit_quoted_is_the_default() -> None:
     )
 
 
+def test_every_mcp_limit_quoted_is_the_default() -> None:
+    from nbagent.mcp import MCPLimits
+    from nbagent.mcp._http import _ERROR_BODY
+
+    rows = _table("concepts/limits.md", r"`MCPLimits\.[a-z_]+`|an HTTP error.*", "MCP servers")
+    fields = dataclasses.fields(MCPLimits)
+    assert {f"`MCPLimits.{f.name}`" for f in fields} <= set(rows), "a limit is missing"
+    for field in fields:
+        assert _number(rows[f"`MCPLimits.{field.name}`"]) == field.default, field.name
+    assert _number(rows["an HTTP error's body"]) == _ERROR_BODY
+
+
 def test_the_provider_settings_quoted_are_the_defaults() -> None:
     from nbagent.providers._http import HTTPGenerator
 

@@ -70,3 +70,41 @@ async def test_number_at_the_end_of_a_sentence() -> None:
 
     result = await Agent(OfflineModel(), [add]).run("Please add 2 and 3.")
     assert "returned: 5.0" in result.text
+
+
+def named(log: list[Any], name: str, title: str | None = None) -> Tool:
+    """A tool that records the name it was called by."""
+
+    def run(ctx: ToolContext) -> str:
+        log.append(name)
+        return "ok"
+
+    schema = {"type": "object", "properties": {"message": {"type": "string"}}}
+    return Tool(name=name, description="", input_schema=schema, title=title, execute=run)
+
+
+async def test_an_mcp_tool_is_named_by_its_short_name_or_its_title() -> None:
+    log: list[Any] = []
+    tools = [
+        named(log, "everything__echo", "Echo Tool"),
+        named(log, "everything__get-sum", "Get Sum Tool"),
+        named(log, "fs__read_text_file", "Read Text File"),
+    ]
+    await Agent(OfflineModel(), tools).run('Echo "hello" with the everything server')
+    assert log == ["everything__echo"]
+    await Agent(OfflineModel(), tools).run("get sum of 2 and 3")
+    assert log[1:] == ["everything__get-sum"]
+    await Agent(OfflineModel(), tools).run('Read Text File "notes.txt"')  # its title
+    assert log[2:] == ["fs__read_text_file"]
+
+
+async def test_a_short_name_or_title_two_tools_share_names_neither() -> None:
+    log: list[Any] = []
+    tools = [named(log, "a__echo", "Echo"), named(log, "b__echo", "Echo")]
+    result = await Agent(OfflineModel(), tools).run('Echo "hi"')
+    assert log == [] and "a__echo, b__echo" in result.text  # it says which names to use
+    await Agent(OfflineModel(), tools).run('b__echo "hi"')  # the full name always works
+    assert log == ["b__echo"]
+    mine = [named(log, "echo"), named(log, "everything__echo")]  # a tool of that very name
+    await Agent(OfflineModel(), mine).run('echo "hi"')
+    assert log[1:] == ["echo"]

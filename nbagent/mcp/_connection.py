@@ -21,7 +21,8 @@ from ..content import ToolResult, error_result
 from ..errors import MCPServerError, NbagentError
 from ..tools import Tool, ToolContext
 from ._convert import make_tool, tool_result
-from ._limits import MCPLimits
+from ._limits import MCPLimits, too_large
+from ._listing import SCREENED, ListingScreen, describe_validation_error
 from ._stdio import ProcessRecord, stdio_transport
 
 if TYPE_CHECKING:
@@ -94,6 +95,31 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def unreadable_http(message: str, limit: int) -> str:
+    """The SDK's message for an answer it could not take, or nbagent's own reason alone when
+    nbagent refused the answer (the SDK puts "Failed to parse JSON response: " before it)."""
+    ours = too_large(limit)
+    return ours if ours in message else message
+
+
+def _call_problem(exc: Exception) -> str:
+    """What went wrong with a call the SDK could not complete, in a sentence (pydantic's and
+    jsonschema's reports run to dozens of lines, with URLs and the whole input)."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return f"answered with a result that is not valid MCP: {describe_validation_error(exc)}"
+    cause = exc.__cause__
+    message = getattr(cause, "message", None)
+    if isinstance(exc, RuntimeError) and isinstance(message, str):  # jsonschema's error
+        where = getattr(cause, "json_path", "$")
+        return (
+            "answered with structured content its output schema does not allow: "
+            f"{_short(message, 300)} (at {where})"
+        )
+    return f"failed: {type(exc).__name__}: {_short(str(exc))}"
+
+
 class Connection:
     """The session with one server, its current tools, and what went wrong if anything did."""
 
@@ -125,8 +151,10 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._timed_out = False
-        self._changed = False
+        self._changed = False  # a change notification not yet fetched
+        self._refreshing: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._screen = ListingScreen(name, limits, lambda: self.protocol)
         self._thread = threading.Thread(target=self._run, name=f"nbagent-mcp-{name}", daemon=True)
 
     # --- lifetime ----------------------------------------------------------------------------
@@ -210,7 +238,7 @@ class Connection:
                 self.state = "running"
                 self._ready.set()
                 if self._changed:
-                    self._spawn(self._refresh())
+                    self._refresh_soon()
                 self._spawn(self._listen(client))
                 await self._stop.wait()
                 await self._cancel_tasks()
@@ -262,6 +290,7 @@ class Connection:
                 max_message_bytes=self.limits.max_message_bytes,
                 record=self.process,
                 on_exit=self._on_exit,
+                screen=self._screen,
             )
         client = Client(
             transport,
@@ -276,9 +305,13 @@ class Connection:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        from ._http import BoundedTransport
+
         http = httpx2.AsyncClient(
             headers=dict(target.headers),
             timeout=httpx2.Timeout(30.0, read=self.limits.call_timeout + 5.0),
+            # the SDK reads JSON answers whole: bounded (and tool lists screened) below it
+            transport=BoundedTransport(self.limits.max_message_bytes, self._screen),
         )
         await stack.enter_async_context(http)
         assert target.url is not None
@@ -301,6 +334,8 @@ class Connection:
 
     def _explain(self, exc: BaseException) -> str:
         """Why the server could not be used, in words a person can act on."""
+        from pydantic import ValidationError
+
         leaves = _leaves(exc)
         first = next((e for e in leaves if not isinstance(e, asyncio.CancelledError)), leaves[0])
         command = self.target.command[0] if self.target.command else ""
@@ -310,11 +345,14 @@ class Connection:
             return f"could not start: the command {command!r} may not be run ({first})"
         answered = _answered_error(first)
         if answered is not None:  # the server answered, with an error: that is why
-            return f"failed: {_short(answered, 500)}"
+            answered = unreadable_http(answered, self.limits.max_message_bytes)
+            return f"failed: {_short(answered, 1000)}"
         exited = self._exited()
-        if exited is not None:
+        if exited is not None and self.process.ended_alone:  # not because nbagent stopped it
             return exited
         name = type(first).__name__
+        if isinstance(first, ValidationError):
+            return f"failed: its answer is not valid MCP: {describe_validation_error(first)}"
         if name.startswith(("Connect", "Network", "Remote")) or "Timeout" in name:
             return f"could not be reached at {self.url_shown}: {name}: {_short(str(first), 300)}"
         return f"failed: {name}: {_short(str(first), 500)}"
@@ -335,17 +373,21 @@ class Connection:
     async def _list(self, client: Client) -> None:
         """Fetch the whole listing (bounded) and rebuild the tools; unchanged ones are kept."""
         listed: list[mcp_types.Tool] = []
+        rejected: list[str] = []
         cursor: str | None = None
+        beyond = False  # more than max_tools listed (refused ones count): the rest left out
         for _ in range(_MAX_PAGES):
             page = await client.list_tools(cursor=cursor)
             listed.extend(page.tools)
+            refused, unread = self._screened_out(page)
+            rejected.extend(refused)
+            beyond = beyond or unread or len(listed) + len(rejected) > self.limits.max_tools
             cursor = page.next_cursor
-            if not cursor or len(listed) > self.limits.max_tools:
+            if not cursor or beyond:
                 break
         tools: list[Tool] = []
-        rejected: list[str] = []
         kept: dict[str, Any] = {}
-        if len(listed) > self.limits.max_tools:
+        if beyond:
             rejected.append(
                 f"the server lists more than {self.limits.max_tools} tools; the rest were left "
                 "out (MCPLimits.max_tools)"
@@ -391,6 +433,25 @@ class Connection:
         if self.state == "running":
             self.on_tools()
 
+    def _screened_out(self, page: mcp_types.ListToolsResult) -> tuple[list[str], bool]:
+        """Why each tool of this page that the server listed is not in it: left out by the
+        screen (see :mod:`._listing`), or by the SDK after it; and whether the screen left
+        tools out unread, past ``max_tools``."""
+        info = (page.meta or {}).get(SCREENED)
+        if not isinstance(info, dict):
+            return [], False
+        reasons = [_short(r) for r in info.get("refused", ()) if isinstance(r, str)]
+        returned = {tool.name for tool in page.tools}
+        reasons.extend(
+            _short(
+                f"tool {name!r} of MCP server {self.name!r}: the MCP SDK left it out of the "
+                "listing (it says why only in its log)"
+            )
+            for name in info.get("kept", ())
+            if isinstance(name, str) and name not in returned
+        )
+        return reasons, bool(info.get("unread"))
+
     def _spawn(self, work: Any) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
@@ -405,16 +466,24 @@ class Connection:
     async def _on_message(self, message: Any) -> None:
         """Server notifications: a changed tool list is fetched again (coalesced)."""
         if getattr(message, "method", None) == "notifications/tools/list_changed":
-            already = self._changed
             self._changed = True
-            if self.state == "running" and not already:
-                self._spawn(self._refresh())
+            if self.state == "running":
+                self._refresh_soon()
+
+    def _refresh_soon(self) -> None:
+        """Fetch the list again: one fetch at a time, and at most one more after it, which
+        starts after the last notification so far (a burst of 500 costs two fetches, not
+        500, and the list ends as the last notification left it)."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(self._refresh())
+            self._tasks.add(self._refreshing)
+            self._refreshing.add_done_callback(self._tasks.discard)
 
     async def _refresh(self) -> None:
         import anyio
 
         while self._changed and self._client is not None and self.state == "running":
-            self._changed = False
+            self._changed = False  # a notification from now on asks for one more fetch
             try:
                 with anyio.fail_after(self.limits.call_timeout):
                     await self._list(self._client)
@@ -436,6 +505,10 @@ class Connection:
                     pass  # the same notification reaches _on_message, which refetches
 
     # --- calls -------------------------------------------------------------------------------
+
+    @property
+    def _stdio(self) -> bool:
+        return self.target.url is None
 
     def unavailable(self) -> str:
         why = self.problem or "closed its connection"
@@ -488,13 +561,16 @@ class Connection:
                 "cancelled (MCPLimits.call_timeout)"
             )
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED or self.state != "running":
+            if self.state != "running" or (exc.code == CONNECTION_CLOSED and self._stdio):
                 return error_result(self.unavailable())
-            return error_result(f"{label} failed: {_short(exc.error.message)}")
+            # over HTTP the SDK also says "connection closed" for one request's stream that
+            # broke off (an event past the limit): the server goes on, and its message says why
+            message = unreadable_http(exc.error.message, self.limits.max_message_bytes)
+            return error_result(f"{label} failed: {_short(message)}")
         except Exception as exc:
             if self.state != "running":
                 return error_result(self.unavailable())
-            return error_result(f"{label} failed: {type(exc).__name__}: {_short(str(exc))}")
+            return error_result(f"{label} {_call_problem(exc)}")
         try:
             return tool_result(result, self.limits)
         except Exception as exc:  # odd content must cost this call only

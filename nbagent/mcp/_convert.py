@@ -88,6 +88,7 @@ def make_tool(
             f"{label}: its input schema is {size:,} bytes of JSON, more than the "
             f"{limits.max_schema_bytes:,} allowed (MCPLimits.max_schema_bytes)"
         )
+    _check_runnable(label, listed)
     renames: list[tuple[str, str]] = []
     try:
         schema, renames = to_draft_2020_12(listed.input_schema)
@@ -102,6 +103,33 @@ def make_tool(
     except RecursionError:
         raise NbagentError(f"{label}: its input schema nests too deeply to be used") from None
     return made
+
+
+def _check_runnable(label: str, listed: mcp_types.Tool) -> None:
+    """Refuse a tool every call of which would fail: one that runs only as an MCP task (the
+    SDK's client has no tasks), or whose output schema the SDK cannot use to check results."""
+    execution = getattr(listed, "execution", None)
+    if getattr(execution, "task_support", None) == "required":
+        raise NbagentError(
+            f'{label}: it runs only as an MCP task (execution.taskSupport is "required"), '
+            "which nbagent does not support, so every call would fail"
+        )
+    output = listed.output_schema
+    if output is None:
+        return
+    from jsonschema.exceptions import SchemaError as InvalidSchema
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(output).check_schema(output)  # what the SDK does before each check
+    except InvalidSchema as exc:
+        where = "/".join(str(part) for part in exc.path) or "(the schema root)"
+        raise NbagentError(
+            f"{label}: its output schema is not valid JSON Schema ({_shorten(exc.message, 200)}"
+            f", at {where}), so the MCP SDK would refuse every result it returns"
+        ) from None
+    except RecursionError:
+        raise NbagentError(f"{label}: its output schema nests too deeply to be used") from None
 
 
 def _unlabelled(reason: str) -> str:
@@ -161,23 +189,17 @@ def tool_result(result: mcp_types.CallToolResult, limits: MCPLimits) -> ToolResu
     budget = _Budget(limits)
     parts: list[Part] = []
     blocks: Sequence[Any] = result.content
-    has_text = False
     for block in blocks[: limits.max_result_parts]:
         kind = getattr(block, "type", None)
         if kind == "text":
-            has_text = True
             _add(parts, budget.text(block.text))
         else:
             _add(parts, _media(block, kind, budget))
     if len(blocks) > limits.max_result_parts:
         extra = len(blocks) - limits.max_result_parts
         parts.append(TextPart(f"[{extra:,} more content blocks left out]"))
-    if result.structured_content is not None and not has_text:
-        try:
-            text = json.dumps(result.structured_content, ensure_ascii=False)
-        except (TypeError, ValueError):
-            text = "[structured content that is not JSON]"
-        _add(parts, budget.text(text))
+    if result.structured_content is not None:
+        _add(parts, budget.text(new_in_structured(result.structured_content, blocks) or ""))
     if budget.cut:
         parts.append(
             TextPart(
@@ -189,6 +211,89 @@ def tool_result(result: mcp_types.CallToolResult, limits: MCPLimits) -> ToolResu
         empty = "failed without saying why" if result.is_error else "returned no content"
         parts.append(TextPart(f"(the tool {empty})"))
     return ToolResult(tuple(parts), is_error=bool(result.is_error))
+
+
+# --- structured content: only what the blocks do not carry -----------------------------------
+
+_REPEAT = 64  # a carried string longer than this is not sent again, only pointed at
+_DEEPEST = 64
+
+
+def new_in_structured(structured: Any, blocks: Sequence[Any]) -> str | None:
+    """The structured content as JSON text, for what it adds to the content blocks; None when
+    it adds nothing.
+
+    Servers often send the same thing twice: the text block holds the structured content's
+    JSON (as the specification asks, for older clients), or the structured content repeats
+    the blocks themselves, base64 data included (a filesystem server's ``read_media_file``:
+    100,000 characters for one 120 KB PNG the model already sees). A value is carried when it
+    equals a block's field (its text, data, URI, MIME type …) or the JSON a text block holds.
+    When every value is carried the structured content is left out; otherwise it is sent,
+    each long carried string replaced by a note saying which block holds it.
+    """
+    fields, scalars, documents = _carried(blocks)
+
+    def carried(value: Any, depth: int) -> bool:
+        if isinstance(value, str) and value in fields:
+            return True
+        if isinstance(value, (dict, list)):
+            # a text block holding this JSON (compared near the top only: that is where it is)
+            if depth <= 2 and any(type(value) is type(d) and value == d for d in documents):
+                return True
+            if depth > _DEEPEST:
+                return False
+            items = value.values() if isinstance(value, dict) else value
+            return all(carried(item, depth + 1) for item in items)
+        return (type(value), value) in scalars
+
+    def pointed(value: Any, depth: int) -> Any:
+        if isinstance(value, str) and len(value) > _REPEAT and value in fields:
+            return f"[{len(value):,} characters: the same as content block {fields[value] + 1}]"
+        if depth > _DEEPEST:
+            return value
+        if isinstance(value, dict):
+            return {k: pointed(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [pointed(v, depth + 1) for v in value]
+        return value
+
+    try:
+        if carried(structured, 0):
+            return None
+        return json.dumps(pointed(structured, 0), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return "[structured content that is not JSON]"
+
+
+def _carried(blocks: Sequence[Any]) -> tuple[dict[str, int], set[tuple[type, Any]], list[Any]]:
+    """The strings the content blocks hold (each mapped to its block's index), and the JSON
+    their texts hold: scalars (as ``(type, value)``, so that ``1`` is not ``True``) and
+    documents."""
+    fields: dict[str, int] = {}
+    scalars: set[tuple[type, Any]] = set()
+    documents: list[Any] = []
+    for index, block in enumerate(blocks):
+        resource = getattr(block, "resource", None)
+        for owner in (block, resource):
+            for name in _BLOCK_FIELDS:
+                value = getattr(owner, name, None)
+                if isinstance(value, str) and value:
+                    fields.setdefault(value, index)
+        text = getattr(block, "text", None)
+        if not isinstance(text, str):
+            continue
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, (dict, list)):
+            documents.append(value)
+        elif isinstance(value, (str, int, float, bool)) or value is None:
+            scalars.add((type(value), value))
+    return fields, scalars, documents
+
+
+_BLOCK_FIELDS = ("type", "text", "data", "mime_type", "uri", "name", "title", "description", "blob")
 
 
 def _add(parts: list[Part], part: Part | None) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["MCPLimits"]
+__all__ = ["MCPLimits", "too_large"]
+
+# The SDK's JSON parser (pydantic's) stops at about 200 levels; a listing's envelope takes 4.
+_DEEPEST = 190
 
 
 @dataclass(frozen=True)
@@ -15,12 +18,17 @@ class MCPLimits:
     tools; past it the start fails and the process is stopped.
     ``call_timeout``: seconds one tool call may take; past it the call is cancelled on the
     server and answered with an error result, so a server that hangs never hangs a run.
-    ``max_message_bytes``: the largest message read from the server. A larger one is skipped
-    without being held in memory; when it was the answer to a call, that call gets an error
+    ``max_message_bytes``: the largest message read from the server: a line over stdio, a
+    JSON body or one server-sent event over HTTP. A larger one is skipped (or refused) as it
+    streams in, never held whole; when it was the answer to a call, that call gets an error
     result saying so, and the connection goes on.
     ``max_tools``: tools taken from one listing; the rest are left out with a note.
     ``max_schema_bytes``: the JSON size of one tool's input schema; a larger tool is not
     registered.
+    ``max_schema_depth``: how deeply arrays and objects may nest in one listed tool's fields
+    (its input and output schemas above all; a flat object is 1). A deeper tool is not
+    registered, and the server's other tools are (at most 190: the SDK's JSON parser reads
+    a message no deeper than about 200 levels).
     ``max_description_chars``: characters of a tool's description kept (the model reads it on
     every request); the rest is cut, with a marker.
     ``max_result_chars`` / ``max_result_images`` / ``max_result_parts``: text, images and
@@ -33,6 +41,7 @@ class MCPLimits:
     max_message_bytes: int = 16 * 1024 * 1024
     max_tools: int = 256
     max_schema_bytes: int = 256 * 1024
+    max_schema_depth: int = 64
     max_description_chars: int = 4_000
     max_result_chars: int = 100_000
     max_result_images: int = 8
@@ -45,3 +54,16 @@ class MCPLimits:
                 raise ValueError(f"MCPLimits.{item.name} must be a positive number, not {value!r}")
             if item.type == "int" and not isinstance(value, int):
                 raise ValueError(f"MCPLimits.{item.name} must be an integer, not {value!r}")
+        if self.max_schema_depth > _DEEPEST:
+            raise ValueError(
+                f"MCPLimits.max_schema_depth is at most {_DEEPEST} (the MCP SDK reads no "
+                f"deeper), not {self.max_schema_depth!r}"
+            )
+
+
+def too_large(limit: int) -> str:
+    """What a request hears when its answer was over ``limit`` bytes (stdio and HTTP alike)."""
+    return (
+        f"the server's answer was larger than {limit:,} bytes, so nbagent did not read it "
+        "(MCPLimits.max_message_bytes)"
+    )

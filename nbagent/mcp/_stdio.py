@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from anyio.abc import Process
     from mcp.client._transport import TransportStreams
 
+    from ._listing import ListingScreen
+
 __all__ = ["ProcessRecord", "stdio_transport"]
 
 #: Seconds a server has to exit after its stdin closes, then after SIGTERM.
@@ -53,6 +55,8 @@ class ProcessRecord:
         self._data = bytearray()
         self.pid: int | None = None
         self.returncode: int | None = None
+        self.stopping = False  # nbagent began to stop it
+        self.ended_alone = False  # it ended before nbagent began to stop it
 
     def feed(self, chunk: bytes) -> None:
         self._data += chunk
@@ -84,11 +88,9 @@ def _response_id(head: bytes, tail: bytes) -> Any:
 
 def _too_large(request_id: Any, limit: int) -> Any:
     """The error response that answers a call whose real answer was too large to read."""
-    return _answered_with(
-        request_id,
-        f"the server's answer was larger than {limit:,} bytes, so nbagent did not read it "
-        "(MCPLimits.max_message_bytes)",
-    )
+    from ._limits import too_large
+
+    return _answered_with(request_id, too_large(limit))
 
 
 def _answered_with(request_id: Any, message: str) -> Any:
@@ -114,18 +116,36 @@ def _parse(line: bytes) -> Any:
         return exc
 
 
-def _readable(line: bytes) -> Any:
+def _readable(line: bytes, screen: ListingScreen | None = None) -> Any:
     """The message on ``line``; an answer that cannot be parsed (nested too deeply, not valid
     for its request) becomes an error answer to its request, which would otherwise wait for its
-    timeout; anything else unreadable goes to the session as the exception it is."""
+    timeout; anything else unreadable goes to the session as the exception it is. An answer to
+    ``tools/list`` goes through ``screen`` first, so that one bad tool costs only itself."""
+    import mcp_types
+
     parsed = _parse(line)
     if isinstance(parsed, Exception):
         request_id = _response_id(line[:_EDGE], line[-_EDGE:])
-        if request_id is not None:
-            reason = _first_error(parsed)
-            return _answered_with(
-                request_id, f"the server's answer could not be read (not valid JSON-RPC: {reason})"
-            )
+        if request_id is None:
+            return parsed
+        if screen is not None and screen.answers(request_id):
+            screened = screen.screen_bytes(line)
+            again = _parse(screened) if screened is not None else parsed
+            if not isinstance(again, Exception):
+                return again
+        reason = _first_error(parsed)
+        return _answered_with(
+            request_id, f"the server's answer could not be read (not valid JSON-RPC: {reason})"
+        )
+    message = parsed.message
+    if (
+        screen is not None
+        and isinstance(message, mcp_types.JSONRPCResponse)
+        and screen.answers(message.id)
+    ):
+        result = screen.screen_result(message.result)
+        if result is not None:
+            message.result = result
     return parsed
 
 
@@ -189,8 +209,10 @@ async def stdio_transport(
     max_message_bytes: int,
     record: ProcessRecord,
     on_exit: Callable[[], None] = lambda: None,
+    screen: ListingScreen | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """Start ``command`` and yield the SDK's (read, write) streams for its stdio."""
+    """Start ``command`` and yield the SDK's (read, write) streams for its stdio; the answers
+    to ``tools/list`` go through ``screen``."""
     from mcp.shared.message import SessionMessage
 
     process = await anyio.open_process(
@@ -220,7 +242,7 @@ async def stdio_transport(
                             continue  # not an answer to anyone: skipped
                         await read_in.send(_too_large(request_id, max_message_bytes))
                     else:
-                        await read_in.send(_readable(line))
+                        await read_in.send(_readable(line, screen))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         await ended()
@@ -234,6 +256,7 @@ async def stdio_transport(
                 with anyio.move_on_after(0.5):
                     await stderr_done.wait()
         record.returncode = process.returncode
+        record.ended_alone = not record.stopping
         on_exit()
         await read_in.aclose()
 
@@ -251,6 +274,8 @@ async def stdio_transport(
         try:
             async with write_out:
                 async for message in write_out:
+                    if screen is not None:
+                        screen.sent(message.message)
                     text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send(text.encode() + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
@@ -263,6 +288,7 @@ async def stdio_transport(
         try:
             yield read_out, write_in
         finally:
+            record.stopping = True
             with anyio.CancelScope(shield=True):
                 await _stop(process)
                 record.returncode = process.returncode

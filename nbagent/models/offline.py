@@ -1,7 +1,9 @@
 """OfflineModel: the default when no provider is configured. It is not an LLM and says so.
 
-It calls the tools the prompt names (by name or title), with arguments built from each tool's
-schema and the values quoted in the prompt, then answers from their results. Enough to show the
+It calls the tools the prompt names (by name, by the short name after an MCP server's
+``server__`` prefix, or by title; a short name or title only when one tool has it), with
+arguments built from each tool's schema and the values quoted in the prompt, then answers from
+their results. Enough to show the
 whole loop — streaming, cards, approvals, results — with no key and no network.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -53,7 +56,7 @@ class OfflineModel:
         tools = list(request.tools)
         if choice == "none":
             tools = []
-        chosen = [t for t in tools if _named_in(prompt, t.name, t.title)]
+        chosen = _named_in(prompt, tools)
         forced = getattr(choice, "name", None)
         if forced:
             chosen = [t for t in tools if t.name == forced]
@@ -102,12 +105,35 @@ class OfflineModel:
         )
 
 
-def _named_in(prompt: str, name: str, title: str | None) -> bool:
+def _named_in(prompt: str, tools: list[Any]) -> list[Any]:
+    """The tools ``prompt`` names: by name, or by a short name or title no other tool shares
+    (``Echo`` names ``everything__echo`` unless another server has an ``echo`` too, or a
+    tool of that very name exists)."""
     lowered = prompt.lower()
-    candidates = {name.lower(), name.lower().replace("_", " "), name.lower().replace("-", " ")}
-    if title:
-        candidates.add(title.lower())
-    return any(re.search(rf"(?<![\w]){re.escape(c)}(?![\w])", lowered) for c in candidates if c)
+    full = Counter(t.name.lower() for t in tools)
+    short = Counter(_short_name(t.name) for t in tools if _short_name(t.name))
+    titles = Counter(t.title.lower() for t in tools if t.title)
+    chosen = []
+    for tool in tools:
+        candidates = _spellings(tool.name.lower())
+        name = _short_name(tool.name)
+        if name and short[name] == 1 and full[name] == 0:
+            candidates |= _spellings(name)
+        if tool.title and titles[tool.title.lower()] == 1:
+            candidates.add(tool.title.lower())
+        if any(re.search(rf"(?<!\w){re.escape(c)}(?!\w)", lowered) for c in candidates if c):
+            chosen.append(tool)
+    return chosen
+
+
+def _short_name(name: str) -> str:
+    """The tool's own name after an MCP server's ``server__`` prefix ("" when it has none)."""
+    _, sep, rest = name.partition("__")
+    return rest.lower() if sep and rest else ""
+
+
+def _spellings(name: str) -> set[str]:
+    return {name, name.replace("_", " "), name.replace("-", " ")}
 
 
 def _short(arguments: str) -> str:

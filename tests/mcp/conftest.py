@@ -4,6 +4,7 @@ the npm reference server, started the way a person would start them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -19,7 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(Path(__file__).with_name("demo_server.py"))
 RAW = str(Path(__file__).with_name("raw_server.py"))
-EVERYTHING = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
+RAW_HTTP = str(Path(__file__).with_name("raw_http_server.py"))
+NODE_BIN = ROOT / ".venv" / "node" / "node_modules" / ".bin"
+EVERYTHING = NODE_BIN / "mcp-server-everything"
+FILESYSTEM = NODE_BIN / "mcp-server-filesystem"
 
 NO_SDK = "the mcp SDK is not installed (scripts/test installs the extra: pip install -e '.[mcp]')"
 
@@ -42,6 +46,18 @@ def everything_command() -> list[str]:
         )
         pytest.skip(reason)
     return [str(program), "stdio"]
+
+
+def filesystem_command(*roots: str) -> list[str]:
+    """The npm filesystem server over stdio, serving ``roots``, or a skip saying why not."""
+    if shutil.which("node") is None:
+        pytest.skip("Node.js is not installed, so the filesystem MCP server cannot run")
+    if not FILESYSTEM.exists():
+        pytest.skip(
+            f"the filesystem MCP server is not installed at {FILESYSTEM} (scripts/test installs "
+            "it with npm)"
+        )
+    return [str(FILESYSTEM), *roots]
 
 
 def alive(pid: int) -> bool:
@@ -81,14 +97,15 @@ def free_port() -> int:
     return port
 
 
-@pytest.fixture(scope="module")
-def http_demo() -> Iterator[str]:
-    """The demo server over streamable HTTP on 127.0.0.1; yields its URL."""
+@contextlib.contextmanager
+def http_server(command: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run an HTTP MCP server (``command`` ends with its port) on 127.0.0.1; yield its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, DEMO, "http", str(port)],
+        [*command, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     try:
 
@@ -99,11 +116,18 @@ def http_demo() -> Iterator[str]:
                 return False
             return True
 
-        wait_until(listening, 30, "the demo HTTP server to listen")
+        wait_until(listening, 30, f"{command[-1]} to listen")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.fixture(scope="module")
+def http_demo() -> Iterator[str]:
+    """The demo server over streamable HTTP on 127.0.0.1; yields its URL."""
+    with http_server([sys.executable, DEMO, "http"]) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

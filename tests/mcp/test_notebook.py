@@ -19,7 +19,7 @@ from nbagent.notebook import commands, servers
 
 from ..notebook.conftest import kernel_env, start_kernel
 from ..notebook.kernel import Kernel
-from .conftest import DEMO, alive, wait_until
+from .conftest import DEMO, ROOT, alive, wait_until
 
 ADD = f"%agent mcp add demo -- {sys.executable} {DEMO} stdio"
 
@@ -164,3 +164,36 @@ def test_list_says_plainly_how_a_crashed_server_ended(kernel: Kernel) -> None:
     assert "exited: exited" not in markdown and "::" not in markdown
     assert "demo server: crashing on purpose" in markdown
     cell(kernel, "%agent mcp remove brittle")
+
+
+def test_the_how_to_s_example_calls_the_echo_tool_on_the_offline_model(tmp_path: Path) -> None:
+    """docs/howto/mcp.md's cells as they read (its server started from the installed copy,
+    not downloaded by `npx -y`), in a kernel with no key (the offline model), and Approve
+    clicked as its reader would. `everything__echo` is named by its short name, "Echo"."""
+    from .conftest import everything_command
+
+    binary = everything_command()[0]
+    howto = (ROOT / "docs" / "howto" / "mcp.md").read_text(encoding="utf-8")
+    block = howto.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    add = next(line for line in block if line.startswith("%agent mcp add everything --"))
+    ask = next(line for line in block if line.startswith("%agent Echo"))
+    assert ask == '%agent Echo "hello" with the everything server'
+    k = start_kernel(sys.executable, tmp_path, kernel_env(NBAGENT_MODEL="offline"))
+    try:
+        k.execute("%load_ext nbagent\nimport nbagent.notebook")
+        k.execute(add.replace("npx -y @modelcontextprotocol/server-everything", binary))
+        since = k.mark()
+        asked = k.submit(ask)
+        approve = k.wait_for(lambda: k.buttons("Approve", enabled=True, since=since))
+        k.click(approve[0])
+        k.finish(asked, allow_errors=True)
+
+        def ended() -> str | None:
+            text = k.cell_text(asked)
+            return text if "finished ·" in text else None
+
+        text = k.wait_for(ended, what="the run's end")
+        assert '[tool] everything__echo {"message": "hello"}' in text, text
+        assert "→ Echo: hello" in text, text
+    finally:
+        k.shutdown()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +115,59 @@ def test_text_and_blocks_are_bounded() -> None:
         "[... 1 more characters were cut: nbagent keeps at most 5 characters of an MCP "
         "tool's result]",
     ]
+
+
+# --- structured content: sent for what it adds, never the same bytes twice ------------------
+
+
+def test_structured_content_that_repeats_the_text_is_left_out() -> None:
+    weather = {"temperature": 22.5, "conditions": "sunny"}
+    text = types.TextContent(text=json.dumps(weather, indent=2))  # as the specification asks
+    mapped = tool_result(result(text, structured_content=weather), MCPLimits())
+    assert mapped.text == json.dumps(weather, indent=2)
+    wrapped = tool_result(  # the Python SDK wraps a plain return value
+        result(types.TextContent(text="42"), structured_content={"result": 42}), MCPLimits()
+    )
+    assert wrapped.text == "42"
+
+
+def test_structured_content_that_repeats_an_image_is_left_out_and_what_it_adds_is_kept() -> None:
+    data = png("red", 64)
+    image = types.ImageContent(data=data, mime_type="image/png")
+    mirror = {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]}
+    alone = tool_result(result(image, structured_content=mirror), MCPLimits())
+    assert [type(p) for p in alone.content] == [ImagePart] and alone.text == ""
+    more = {**mirror, "width": 64}
+    kept = tool_result(result(image, structured_content=more), MCPLimits())
+    assert [type(p).__name__ for p in kept.content] == ["ImagePart", "TextPart"]
+    sent = json.loads(kept.text)
+    assert sent["width"] == 64 and data not in kept.text
+    assert sent["content"][0]["data"] == f"[{len(data):,} characters: the same as content block 1]"
+
+
+def test_structured_content_beside_a_text_that_does_not_hold_it_is_sent() -> None:
+    rows = {"rows": [{"id": 1}, {"id": 2}]}
+    mapped = tool_result(
+        result(types.TextContent(text="Found 2 rows"), structured_content=rows), MCPLimits()
+    )
+    assert mapped.text == 'Found 2 rows\n{"rows": [{"id": 1}, {"id": 2}]}'
+
+
+def test_an_image_from_the_filesystem_server_is_sent_once(tmp_path: Path) -> None:
+    """`read_media_file` answers with the image and, as structured content, the same image
+    again (its base64 included): 100,000 characters of text for a 120 KB PNG."""
+    from PIL import Image
+
+    from nbagent.mcp import mcp_server
+
+    from .conftest import by_name, call, filesystem_command
+
+    picture = tmp_path / "noise.png"
+    Image.effect_noise((220, 220), 80).convert("RGB").save(picture)
+    assert picture.stat().st_size > 100_000
+    with mcp_server("fs", filesystem_command(str(tmp_path))) as server:
+        read = call(by_name(server, "fs__read_media_file"), {"path": str(picture)})
+    assert not read.is_error, read.text
+    [image] = read.content
+    assert isinstance(image, ImagePart) and (image.width, image.height) == (220, 220)
+    assert read.text == ""
