@@ -704,3 +704,36 @@ def test_a_recorded_call_whose_arguments_hold_a_key_twice_is_refused_as_live() -
     assert ran == []
     results = agent.messages[2].results  # type: ignore[union-attr]
     assert results[0].is_error and "'city' appears twice" in results[0].text
+
+
+def test_a_recording_of_one_huge_text_replays_within_a_small_multiple_of_its_size(
+    tmp_path: Path,
+) -> None:
+    """Replay made every 24-character piece of every step up front (a TextDelta, a tuple and a
+    str each: ~15x the file), reading the file asked for a buffer as big as the limit, and the
+    answer kept each piece as its own str. Measured with tracemalloc over loading the file and
+    running the whole replay; the run holds the text three times (the recording, the answer's
+    pieces and the message), so 4.5x leaves room and catches any of those coming back."""
+    import tracemalloc
+
+    recorder = record(ScriptedModel([Turn(Text("x"))]))
+    asyncio.run(Agent(recorder).run("hi"))
+    data = json.loads(recorder.recording.to_json())
+    size = 4 * 2**20
+    data["steps"][0]["events"][0]["text"] = ("abcdefghij" * (size // 10 + 1))[:size]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    file_size = path.stat().st_size
+    del data
+
+    async def replayed() -> tuple[Any, int]:
+        tracemalloc.start()
+        try:
+            result = await Agent(replay(path)).run("hi")
+            return result, tracemalloc.get_traced_memory()[1]
+        finally:  # measured inside: asyncio.run's own ending may repr the result (3.11)
+            tracemalloc.stop()
+
+    result, peak = asyncio.run(replayed())
+    assert result.stop_reason == "finished" and len(result.text) == size
+    assert peak < 4.5 * file_size, f"{peak / file_size:.1f}x the file"

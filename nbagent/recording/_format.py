@@ -253,7 +253,7 @@ class Recording:
                 raise RecordingError(f"{where} has no list of events")
             ended = False
             for index, event in enumerate(events):
-                _check_event(event, f"{where}, event {index + 1}")
+                check_event(event, f"{where}, event {index + 1}")
                 if ended:
                     raise RecordingError(
                         f"{where}, event {index + 1}: a stream has nothing after its finish, "
@@ -283,12 +283,18 @@ class Recording:
                 info = os.fstat(file.fileno())
                 if not stat.S_ISREG(info.st_mode):
                     raise RecordingError(f"the recording {shown} is not a regular file")
-                data = file.read(MAX_BYTES + 1)
+                # read() with a size allocates that size first: ask for what the file holds
+                # (one byte more shows it grew), not for the limit
+                expected = min(info.st_size, MAX_BYTES) + 1
+                data = file.read(expected)
+                if len(data) == expected:
+                    data += file.read(MAX_BYTES + 1 - len(data))
             if len(data) > MAX_BYTES:
                 raise RecordingError(
                     f"the recording {shown} is larger than {MAX_BYTES // 2**20} MiB: not read"
                 )
             text = data.decode("utf-8")
+            del data  # the text is parsed next: the bytes need not sit beside it
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise RecordingError(f"cannot read the recording {shown}: {reason}") from None
@@ -405,7 +411,7 @@ _OPTIONAL: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
 )
 
 
-def _check_event(event: Any, where: str) -> None:
+def check_event(event: Any, where: str) -> None:
     """Refuse an event that could not have come from a stream (hand edits, truncation)."""
     if not isinstance(event, dict) or event.get("type") not in _EVENT_TYPES:
         raise RecordingError(f"{where}: not a known event ({str(event)[:80]})")
