@@ -88,21 +88,43 @@ def _from_here(paths: set[str]) -> set[str]:
     return other
 
 
+def cut(text: str) -> str:
+    """``text`` where the system stops reading it: a C string ends at its first NUL, so
+    ``secrets.txt\\x00.png`` opens ``secrets.txt`` for any tool that hands it to C."""
+    return text.split("\x00", 1)[0]
+
+
+_WINDOWS_SEGMENT = re.compile(r"(?<=[^/.])[. ]+(?=/|$)|(?<=[^/]):[^/]*")
+
+
+def windows(slashed: str) -> str:
+    """A path as Windows reads it: a segment's trailing dots and spaces are dropped
+    (``secrets.txt.`` is ``secrets.txt``) and ``name:stream`` is a stream of ``name``
+    (``secrets.txt::$DATA`` is its content). A drive (``C:``) stays."""
+    drive = re.match(r"[A-Za-z]:", slashed)
+    start = drive.end() if drive else 0
+    return slashed[:start] + _WINDOWS_SEGMENT.sub("", slashed[start:])
+
+
 def spellings(text: str) -> set[str]:
-    """``text`` as written, in both Unicode normal forms, each as a normalized path, and where
-    it leads through symbolic links.
+    """``text`` as written, where it is cut (see :func:`cut`), in both Unicode normal forms,
+    each as a normalized path (also as Windows reads it), and where it leads through symbolic
+    links.
 
     A path has many spellings of one file: ``\\`` for ``/``, doubled slashes (``//secrets``),
-    ``.`` and ``..`` segments, a trailing slash, composed or decomposed accents (one file on
-    macOS), ``~`` for the home folder, an absolute or a relative path from the working folder,
-    and a link to it (``link/../k`` is read as the system reads it, through the link).
+    ``.`` and ``..`` segments, a trailing slash, trailing dots and spaces and ``:stream`` on
+    Windows, composed or decomposed accents (one file on macOS), ``~`` for the home folder, an
+    absolute or a relative path from the working folder, and a link to it (``link/../k`` is
+    read as the system reads it, through the link).
     """
-    forms = {text, unicodedata.normalize("NFC", text), unicodedata.normalize("NFD", text)}
+    cuts = {text, cut(text)}
+    forms = {f for c in cuts for f in (c, *(unicodedata.normalize(n, c) for n in ("NFC", "NFD")))}
     paths = set()
     for form in forms:
         if form:
             slashed = re.sub(r"/+", "/", form.replace("\\", "/"))
             paths.add(posixpath.normpath(slashed))
+            paths.add(posixpath.normpath(windows(slashed)) if windows(slashed) else ".")
             if slashed.startswith("~"):  # a tool that expands ~ reads the home folder
                 paths.add(posixpath.normpath(os.path.expanduser(slashed).replace("\\", "/")))
             real = _resolved(slashed)

@@ -19,7 +19,9 @@ with a ``..`` path segment (unless the pattern itself has one), nor a path that 
 symbolic link to somewhere the pattern does not cover. A *deny* pattern is never narrower than
 written: it matches a path in every spelling (``data/../secrets/k``, ``//secrets/k``,
 ``secrets\\k``, either Unicode normal form, absolute or relative to the working folder, ``~``
-for home, through symbolic links to it), its wildcards match control characters too, it ignores
+for home, through symbolic links to it) and where the system cuts it (at a NUL, as a C string
+ends: ``secrets.txt\\x00.png``; trailing dots, spaces and ``:stream`` as Windows reads a
+name), its wildcards match control characters too, it ignores
 letter case where the working folder's filesystem does, it matches a string anywhere inside an
 array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies the folder
 ``secrets`` itself, through which a tool reaches everything in it. Links are followed as they
