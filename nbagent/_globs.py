@@ -25,6 +25,7 @@ __all__ = [
     "Alt",
     "CharSet",
     "Glob",
+    "GlobTooLarge",
     "Node",
     "Seq",
     "Sym",
@@ -48,6 +49,13 @@ _TOP = 0x10FFFF
 ANY: CharSet = ((0, _TOP),)
 #: Product states one comparison may visit before it answers "cannot tell".
 BUDGET = 200_000
+#: Transitions one automaton may hold (a glob of many optional parts has a number of them
+#: quadratic in its length): beyond it, :class:`GlobTooLarge`.
+MAX_TRANSITIONS = 1_000_000
+
+
+class GlobTooLarge(ValueError):
+    """A glob whose automaton would hold more than :data:`MAX_TRANSITIONS` transitions."""
 
 
 def normal(ranges: Iterable[tuple[int, int]]) -> CharSet:
@@ -192,8 +200,10 @@ class Glob:
 
 
 def build(node: Node) -> Glob:
+    """The automaton of ``node``; :class:`GlobTooLarge` past :data:`MAX_TRANSITIONS`."""
     sets: list[CharSet] = []
     follow: list[set[int]] = []
+    transitions = 0
 
     def walk(node: Node) -> tuple[frozenset[int], frozenset[int], bool]:
         # iterative over sequences, recursive only into choices (bounded by MAX_NESTING)
@@ -212,9 +222,13 @@ def build(node: Node) -> Glob:
                 f, la, n = walk(item)
                 first, last, nullable = first | f, last | la, nullable or n
             return first, last, nullable
+        nonlocal transitions
         first, last, nullable = frozenset(), frozenset(), True
         for item in node.items:
             f, la, n = walk(item)
+            transitions += len(last) * len(f)
+            if transitions > MAX_TRANSITIONS:
+                raise GlobTooLarge(f"more than {MAX_TRANSITIONS:,} transitions")
             for p in last:
                 follow[p] |= f
             first = first | f if nullable else first
@@ -254,15 +268,22 @@ def literal_glob(text: str, *, under: bool = False) -> Glob:
 # --- comparing -------------------------------------------------------------------------------
 
 
+_WORK = 20  # transitions looked at per state of the budget
+
+
 def intersects(a: Glob, b: Glob, budget: int = BUDGET) -> bool | None:
     """Whether some string is in both; None when the budget ran out first."""
     start = (-1, -1)
     seen = {start}
     todo = [start]
+    work = 0
     while todo:
         qa, qb = todo.pop()
         if a.accepting(qa) and b.accepting(qb):
             return True
+        work += len(a.after(qa)) * len(b.after(qb))
+        if work > budget * _WORK:
+            return None
         for pa in a.after(qa):
             sa = a.sets[pa]
             for pb in b.after(qb):
@@ -301,10 +322,14 @@ def covers(cover: Glob, glob: Glob, budget: int = BUDGET) -> bool | None:
     start = (-1, frozenset({-1}))
     seen = {start}
     todo = [start]
+    work = 0
     while todo:
         q, states = todo.pop()
         if glob.accepting(q) and not any(cover.accepting(s) for s in states):
             return False
+        work += len(glob.after(q)) * (1 + len(states))
+        if work > budget * _WORK:
+            return None
         for p in glob.after(q):
             if p not in live or not glob.sets[p]:
                 continue

@@ -10,7 +10,20 @@ all of them together, an over-estimate: every string some dialect would make of 
 
 from __future__ import annotations
 
-from ._globs import ANY, Alt, CharSet, Glob, Node, Seq, Sym, build, chars, minus, normal
+from ._globs import (
+    ANY,
+    Alt,
+    CharSet,
+    Glob,
+    GlobTooLarge,
+    Node,
+    Seq,
+    Sym,
+    build,
+    chars,
+    minus,
+    normal,
+)
 
 __all__ = ["MAX_NESTING", "shortest", "value_glob"]
 
@@ -156,7 +169,25 @@ def _value(text: str, depth: int, wild: CharSet) -> Node:
         else:
             items.append(Sym(chars(char)))
         index += 1
-    return Seq(tuple(items))
+    return _simpler(items, Sym(wild, star=True))
+
+
+def _simpler(items: list[Node], anything: Sym) -> Node:
+    """The sequence of ``items``, with what adds no string left out: a run of anything beside
+    another, a choice one of whose options is a run of anything (it is that run). Without
+    this, ``{a,*}{b,*}…`` would make an automaton quadratic in its length."""
+    out: list[Node] = []
+    for item in items:
+        if isinstance(item, Alt) and any(_is(option, anything) for option in item.items):
+            item = anything
+        if _is(item, anything) and out and _is(out[-1], anything):
+            continue
+        out.append(item)
+    return Seq(tuple(out))
+
+
+def _is(node: Node, anything: Sym) -> bool:
+    return node == anything or (isinstance(node, Seq) and node.items == (anything,))
 
 
 def value_glob(text: str, wild: CharSet = ANY) -> Glob:
@@ -167,10 +198,9 @@ def value_glob(text: str, wild: CharSet = ANY) -> Glob:
     ``!(…)``) and a leading ``!`` (negation) anything at all. ``wild``: what a wildcard may
     stand for (any character unless told)."""
     try:
-        node = _value(text, 0, wild)
-    except _TooDeep:
-        node = Sym(wild, star=True)
-    return build(node)
+        return build(_value(text, 0, wild))
+    except (_TooDeep, GlobTooLarge):  # past reading: it could name anything
+        return build(Sym(wild, star=True))
 
 
 def shortest(text: str) -> int:
