@@ -283,6 +283,10 @@ class _CallIds:
         return call if new == call.id else replace(call, id=new)
 
 
+#: Text pieces an Answer keeps separate before joining them into one chunk.
+_FOLD_TEXT = 64
+
+
 class Answer:
     """A model turn assembled from its stream.
 
@@ -303,6 +307,7 @@ class Answer:
         "_parts",
         "_taken",
         "_text",
+        "_text_chunks",
         "_thinking",
         "error",
         "finish",
@@ -316,7 +321,8 @@ class Answer:
 
     def _reset(self) -> None:
         self._parts: list[AssistantPart] = []
-        self._text: list[str] = []
+        self._text: list[str] = []  # the newest text pieces, folded into _text_chunks now and then
+        self._text_chunks: list[str] = []
         self._thinking: list[str] = []  # the open reasoning part (no signature yet), in pieces
         self._calls: dict[str, ToolCall] = {}
         self._order: list[str] = []
@@ -403,7 +409,11 @@ class Answer:
             self.error = StreamBroken("the response ended without a finish reason")
 
     def _append_text(self, text: str) -> None:
-        self._text.append(text)
+        pieces = self._text
+        pieces.append(text)
+        if len(pieces) >= _FOLD_TEXT:  # a str per piece costs ~50 bytes more than its text
+            self._text_chunks.append("".join(pieces))
+            pieces.clear()
 
     def _reason(self, event: ReasoningDelta) -> None:
         """Reasoning pieces join the open part (one without a signature) until one closes it.
@@ -430,8 +440,9 @@ class Answer:
             self._thinking.clear()
 
     def _flush_text(self) -> None:
-        if self._text:
-            self._parts.append(TextPart("".join(self._text)))
+        if self._text or self._text_chunks:
+            self._parts.append(TextPart("".join([*self._text_chunks, *self._text])))
+            self._text_chunks.clear()
             self._text.clear()
 
     @property
@@ -443,7 +454,7 @@ class Answer:
     def text(self) -> str:
         """All assistant text so far."""
         done = "".join(p.text for p in self._parts if isinstance(p, TextPart))
-        return done + "".join(self._text)
+        return done + "".join(self._text_chunks) + "".join(self._text)
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The calls to execute; raises :class:`AnswerIncompleteError` unless :attr:`ok`."""

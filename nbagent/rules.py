@@ -14,12 +14,21 @@ and ``\\``, ``**`` is any run of characters including them, ``?`` is one charact
 characters. On a number, boolean or null the pattern is a JSON literal that must be equal
 (``true`` is not ``1``).
 
+A value may itself be a glob that the tool expands (``secr*/key``, ``s[e]crets/key``): it is
+decided by every path it could name, in every common glob dialect at once. A deny pattern
+matches it when any of those paths is denied (or could be: a value that climbs out with ``..``,
+passes a symbolic link into denied ground, or is too large to compare); an allow pattern only
+when every one of them is allowed; otherwise the call is asked. Both globs become automata and
+are compared exactly, within a budget (``nbagent._globs``, ``nbagent._paths``).
+
 So that "paths under ``data/``" cannot be walked out of, an *allow* pattern never matches a value
 with a ``..`` path segment (unless the pattern itself has one), nor a path that leads through a
 symbolic link to somewhere the pattern does not cover. A *deny* pattern is never narrower than
 written: it matches a path in every spelling (``data/../secrets/k``, ``//secrets/k``,
 ``secrets\\k``, either Unicode normal form, absolute or relative to the working folder, ``~``
-for home, through symbolic links to it), its wildcards match control characters too, it ignores
+for home, through symbolic links to it) and where the system cuts it (at a NUL, as a C string
+ends: ``secrets.txt\\x00.png``; trailing dots, spaces and ``:stream`` as Windows reads a
+name), its wildcards match control characters too, it ignores
 letter case where the working folder's filesystem does, it matches a string anywhere inside an
 array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies the folder
 ``secrets`` itself, through which a tool reaches everything in it. Links are followed as they

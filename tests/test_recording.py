@@ -360,7 +360,10 @@ def test_broken_recordings_are_refused_before_anything_runs(tmp_path: Path) -> N
         ),
         "no valid format version": json.dumps({**data, "version": True}),
         "nothing after its finish": events([*first, first[-1]]),
-        "'t' must be a non-negative number": events([{**first[0], "t": float("inf")}, *first[1:]]),
+        "'t' must be a non-negative number": events([{**first[0], "t": -5}, *first[1:]]),
+        "at t: Infinity is not a JSON number": events(
+            [{**first[0], "t": float("inf")}, *first[1:]]
+        ),
         "'complete' must be true or false": events(
             [{**e, "complete": "no"} if e["type"] == "call" else e for e in first]
         ),
@@ -623,3 +626,114 @@ def test_a_run_that_ends_before_its_recording_says_how_it_departed() -> None:
     result, departed = replayed(weather(ends=True, answer="rain"))
     assert departed is not None and "message 3 of the conversation differs" in departed
     assert "Oslo: rain" in departed
+
+
+def test_a_key_twice_in_a_recording_is_refused_naming_the_key_and_the_event(
+    tmp_path: Path,
+) -> None:
+    """A person reading ``"name": "weather", "name": "forget"`` sees one tool; Python's json
+    keeps the last, so the replay ran the other. The file is read as strictly as a model's
+    arguments, wherever the key sits: an event, a request, the header, a provider's raw block."""
+    ran: list[str] = []
+
+    @tool
+    def forget(city: str) -> str:
+        """Forget everything about a city."""
+        ran.append(f"forgot {city}")
+        return "forgotten"
+
+    recorder = record(script())
+    agent = Agent(recorder, [weather_tool(ran), forget], approver=AutoApprove())
+    assert _run_collecting(agent).stop_reason == "finished"
+    good = recorder.recording.to_json()
+    ran.clear()
+    call = '"name": "weather", "arguments"'
+    assert good.count(call) == 1
+    cases = {
+        "event 2 (a call event): the key 'name' appears twice": good.replace(
+            call, '"name": "weather", "name": "forget", "arguments"'
+        ),
+        "event 3 (a finish event), at usage: the key 'output_tokens' appears twice": good.replace(
+            '"output_tokens": 114}', '"output_tokens": 114, "output_tokens": 1}'
+        ),
+        "step 2's request: the key 'messages_from' appears twice": good.replace(
+            '"messages_from": 1}', '"messages_from": 1, "messages_from": 0}'
+        ),
+        "(its header): the key 'model' appears twice": good.replace(
+            '"prompt":', '"model": "someone else", "prompt":'
+        ),
+        "event 2 (a call event), at raw/input: the key 'city' appears twice": good.replace(
+            call,
+            '"name": "weather", "raw": {"input": {"city": "Oslo", "city": "Rome"}}, "arguments"',
+        ),
+        "event 2 (a call event), at raw/n: NaN is not a JSON number": good.replace(
+            call, '"name": "weather", "raw": {"n": NaN}, "arguments"'
+        ),
+        "event 1 (a text event), at text: a string holds a lone surrogate": good.replace(
+            '"text": "It is', '"text": "\\ud800It is'
+        ),
+    }
+    for words, text in cases.items():
+        assert text != good, words
+        path = _bad(tmp_path, text)
+        with pytest.raises(RecordingError) as caught:
+            _run_collecting(Agent(replay(path), [weather_tool(ran), forget]))
+        assert words in str(caught.value)
+        assert str(path) in str(caught.value)
+        assert ran == [], words
+    # the good file still replays, running the tool it names
+    result = _run_collecting(
+        Agent(replay(_bad(tmp_path, good)), [weather_tool(ran), forget], approver=AutoApprove())
+    )
+    assert result.stop_reason == "finished" and ran == ["Oslo"]
+
+
+def test_a_recorded_call_whose_arguments_hold_a_key_twice_is_refused_as_live() -> None:
+    """Arguments are kept in a recording as the model streamed them (a JSON string): a replay
+    hands them to the loop, which refuses a key given twice there exactly as in a live run."""
+    ran: list[str] = []
+    recording, _ = recorded_run()
+    text = recording.to_json().replace(
+        '"arguments": "{\\"city\\": \\"Oslo\\"}"',
+        '"arguments": "{\\"city\\": \\"Oslo\\", \\"city\\": \\"Rome\\"}"',
+    )
+    assert text != recording.to_json()
+    agent = Agent(replay(Recording.from_json(text)), [weather_tool(ran)], approver=AutoApprove())
+    result = _run_collecting(agent)
+    assert isinstance(result.error, ReplayDivergedError)  # the refusal is the new tool result
+    assert ran == []
+    results = agent.messages[2].results  # type: ignore[union-attr]
+    assert results[0].is_error and "'city' appears twice" in results[0].text
+
+
+def test_a_recording_of_one_huge_text_replays_within_a_small_multiple_of_its_size(
+    tmp_path: Path,
+) -> None:
+    """Replay made every 24-character piece of every step up front (a TextDelta, a tuple and a
+    str each: ~15x the file), reading the file asked for a buffer as big as the limit, and the
+    answer kept each piece as its own str. Measured with tracemalloc over loading the file and
+    running the whole replay; the run holds the text three times (the recording, the answer's
+    pieces and the message), so 4.5x leaves room and catches any of those coming back."""
+    import tracemalloc
+
+    recorder = record(ScriptedModel([Turn(Text("x"))]))
+    asyncio.run(Agent(recorder).run("hi"))
+    data = json.loads(recorder.recording.to_json())
+    size = 4 * 2**20
+    data["steps"][0]["events"][0]["text"] = ("abcdefghij" * (size // 10 + 1))[:size]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    file_size = path.stat().st_size
+    del data
+
+    async def replayed() -> tuple[Any, int]:
+        tracemalloc.start()
+        try:
+            result = await Agent(replay(path)).run("hi")
+            return result, tracemalloc.get_traced_memory()[1]
+        finally:  # measured inside: asyncio.run's own ending may repr the result (3.11)
+            tracemalloc.stop()
+
+    result, peak = asyncio.run(replayed())
+    assert result.stop_reason == "finished" and len(result.text) == size
+    assert peak < 4.5 * file_size, f"{peak / file_size:.1f}x the file"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._strict_json import StrictJSONError, strict_loads
 from ..errors import RecordingError
 from ..generation import NamedToolChoice, Request
 from ..messages import Message, message_to_dict
@@ -218,7 +219,12 @@ class Recording:
     def from_json(cls, text: str, *, source: str = "recording") -> Recording:
         """Parse and check a recording; :class:`RecordingError` says what is wrong and where."""
         try:
-            data = json.loads(text)
+            data = strict_loads(text)
+        except StrictJSONError as exc:  # one text, one meaning: what a person reads is replayed
+            why = f"{_place(source, exc.path, text)}: {exc}"
+            if exc.key is not None:
+                why += ", so a person reading the file and the replay could read different values"
+            raise RecordingError(why) from None
         except (ValueError, RecursionError) as exc:  # RecursionError: nested past all reason
             raise RecordingError(f"{source} is not valid JSON (truncated?): {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -247,7 +253,7 @@ class Recording:
                 raise RecordingError(f"{where} has no list of events")
             ended = False
             for index, event in enumerate(events):
-                _check_event(event, f"{where}, event {index + 1}")
+                check_event(event, f"{where}, event {index + 1}")
                 if ended:
                     raise RecordingError(
                         f"{where}, event {index + 1}: a stream has nothing after its finish, "
@@ -277,16 +283,56 @@ class Recording:
                 info = os.fstat(file.fileno())
                 if not stat.S_ISREG(info.st_mode):
                     raise RecordingError(f"the recording {shown} is not a regular file")
-                data = file.read(MAX_BYTES + 1)
+                # read() with a size allocates that size first: ask for what the file holds
+                # (one byte more shows it grew), not for the limit
+                expected = min(info.st_size, MAX_BYTES) + 1
+                data = file.read(expected)
+                if len(data) == expected:
+                    data += file.read(MAX_BYTES + 1 - len(data))
             if len(data) > MAX_BYTES:
                 raise RecordingError(
                     f"the recording {shown} is larger than {MAX_BYTES // 2**20} MiB: not read"
                 )
             text = data.decode("utf-8")
+            del data  # the text is parsed next: the bytes need not sit beside it
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise RecordingError(f"cannot read the recording {shown}: {reason}") from None
         return cls.from_json(text, source=shown)
+
+
+def _place(source: str, path: tuple[str | int, ...], text: str) -> str:
+    """Where in a recording a JSON problem sits, the way its other problems are named: the
+    file, then the step, its request or event (with the event's type), then the way further in.
+    Only on the error path: the text is read again, loosely, to tell the event's type."""
+    where, rest = source, list(path)
+    if len(rest) >= 2 and rest[0] == "steps" and isinstance(rest[1], int):
+        step = rest[1]
+        where += f", step {step + 1}"
+        rest = rest[2:]
+        if len(rest) >= 2 and rest[0] == "events" and isinstance(rest[1], int):
+            where += f", event {rest[1] + 1}"
+            kind = _event_type(text, step, rest[1])
+            if kind:
+                where += f" ({kind})"
+            rest = rest[2:]
+        elif rest and rest[0] == "request":
+            where += "'s request"
+            rest = rest[1:]
+    elif not rest:
+        where += " (its header)"
+    if rest:
+        where += ", at " + "/".join(str(part) for part in rest)
+    return where
+
+
+def _event_type(text: str, step: int, index: int) -> str:
+    try:
+        event = json.loads(text)["steps"][step]["events"][index]
+    except (ValueError, RecursionError, LookupError, TypeError):
+        return ""
+    kind = event.get("type") if isinstance(event, dict) else None
+    return f"a {kind} event" if isinstance(kind, str) and kind in _EVENT_TYPES else ""
 
 
 _REQUEST_KEYS = ("tools", "tool_choice", "instructions", "options")
@@ -365,7 +411,7 @@ _OPTIONAL: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
 )
 
 
-def _check_event(event: Any, where: str) -> None:
+def check_event(event: Any, where: str) -> None:
     """Refuse an event that could not have come from a stream (hand edits, truncation)."""
     if not isinstance(event, dict) or event.get("type") not in _EVENT_TYPES:
         raise RecordingError(f"{where}: not a known event ({str(event)[:80]})")

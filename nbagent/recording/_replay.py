@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +26,7 @@ from ..generation import (
 )
 from ..messages import Message, ProviderToolResult, message_to_dict
 from ..tools import ToolCall
-from ._format import MessageHashes, Recording, Step, fingerprint
+from ._format import MessageHashes, Recording, Step, check_event, fingerprint
 
 __all__ = ["Pace", "ReplayGenerator", "replay"]
 
@@ -64,9 +64,8 @@ class ReplayGenerator:
         self.position = 0
         self.diverged: ReplayDivergedError | None = None
         self._hashes = MessageHashes()
-        self._prepared = [
-            _prepare(step, recording.source, n) for n, step in enumerate(recording.steps, 1)
-        ]
+        for number, step in enumerate(recording.steps, 1):  # refused now, not mid-run
+            _check_step(step, f"{recording.source}, step {number}")
 
     def __repr__(self) -> str:
         return (
@@ -95,8 +94,7 @@ class ReplayGenerator:
                 yield event
             return
         self.position = number
-        prepared = self._prepared[number - 1]
-        async for event in self._play(prepared):
+        async for event in self._play(_items(self.recording.steps[number - 1])):
             yield event
 
     def _check(self, request: Request, number: int) -> None:
@@ -141,10 +139,10 @@ class ReplayGenerator:
         )
 
     async def _play(
-        self, prepared: list[tuple[float, StreamEvent | BaseException]]
+        self, items: Iterator[tuple[float, StreamEvent | BaseException]]
     ) -> AsyncIterator[StreamEvent]:
         previous = 0.0
-        for at, item in prepared:
+        for at, item in items:
             if isinstance(item, BaseException):
                 raise item
             if self.pace == "recorded":
@@ -170,39 +168,54 @@ def replay(
     return ReplayGenerator(recording, pace=pace, fallback=fallback)
 
 
-def _pieces(text: str, at: float, duration: float) -> list[tuple[float, str]]:
-    """A coalesced text split again into pieces spread over its recorded duration."""
-    if not text:
-        return []
-    chunks = [text[i : i + _PIECE] for i in range(0, len(text), _PIECE)]
-    step = duration / len(chunks) if chunks else 0.0
-    return [(at + step * (n + 1), chunk) for n, chunk in enumerate(chunks)]
+def _pieces(text: str, at: float, duration: float) -> Iterator[tuple[float, str]]:
+    """A coalesced text split again into pieces spread over its recorded duration, one piece
+    at a time: a 100 MB text is millions of pieces, and only the one being played exists."""
+    count = -(-len(text) // _PIECE)
+    step = duration / count if count else 0.0
+    for n in range(count):
+        yield at + step * (n + 1), text[n * _PIECE : (n + 1) * _PIECE]
 
 
-def _prepare(
-    step: Step, source: str, number: int
-) -> list[tuple[float, StreamEvent | BaseException]]:
-    """The stream events of one step, built once (replaying costs no parsing)."""
-    where = f"{source}, step {number}"
-    out: list[tuple[float, StreamEvent | BaseException]] = []
+def _check_step(step: Step, where: str) -> None:
+    """Refuse a step that could not have come from a stream before anything plays: each event
+    as the file reader checks it (a Recording may also be built in code), and an ending."""
+    if not isinstance(step.events, list):
+        raise RecordingError(f"{where} has no list of events")
+    for index, event in enumerate(step.events):
+        check_event(event, f"{where}, event {index + 1}")
+    if not any(event["type"] in _ENDINGS for event in step.events):
+        raise RecordingError(
+            f"{where} ends without a finish, an error or a raise (truncated or edited?): "
+            "nothing of it is replayed"
+        )
+
+
+_ENDINGS = ("finish", "error", "raise")
+
+
+def _items(step: Step) -> Iterator[tuple[float, StreamEvent | BaseException]]:
+    """The stream events of one step, made as they are played (:func:`_check_step` checked the
+    step first), so a replay holds no more than the recording itself and the piece at hand."""
     received: list[tuple[float, StreamEvent]] = []
-    finished = False
     for event in step.events:
         kind = event["type"]
         at = float(event.get("t", 0)) / 1000
         duration = float(event.get("d", 0)) / 1000
         if kind == "text":
-            out += [(t, TextDelta(piece)) for t, piece in _pieces(event["text"], at, duration)]
+            for t, piece in _pieces(event["text"], at, duration):
+                yield t, TextDelta(piece)
         elif kind == "reasoning":
             text = str(event.get("text") or "")
-            out.append((at, ReasoningDelta(text, event.get("signature"), event.get("redacted"))))
+            yield at, ReasoningDelta(text, event.get("signature"), event.get("redacted"))
         elif kind == "call":
             call_id, name = event["id"], event["name"]
             executed = bool(event.get("provider_executed", False))
-            out.append((at, ToolInputStart(call_id, name, executed)))
+            yield at, ToolInputStart(call_id, name, executed)
             args = event["arguments"]
-            out += [(t, ToolInputDelta(call_id, p)) for t, p in _pieces(args, at, duration)]
-            out.append((at + duration, ToolInputEnd(call_id)))
+            for t, piece in _pieces(args, at, duration):
+                yield t, ToolInputDelta(call_id, piece)
+            yield at + duration, ToolInputEnd(call_id)
             if event.get("complete", True):
                 final = event.get("final", args)
                 text = final if isinstance(final, str) else args
@@ -216,43 +229,31 @@ def _prepare(
                 bool(event.get("is_error", False)),
                 event.get("raw"),
             )
-            out.append((at, ProviderToolResultReceived(result)))
+            yield at, ProviderToolResultReceived(result)
         elif kind == "finish":
-            out += received
+            yield from received
             received = []
             usage = event.get("usage") or {}
-            out.append(
-                (
-                    at,
-                    Finish(
-                        event["reason"],
-                        Usage(
-                            usage.get("input_tokens", 0),
-                            usage.get("output_tokens", 0),
-                            usage.get("cache_read_tokens", 0),
-                            usage.get("cache_write_tokens", 0),
-                        ),
-                        event.get("raw_reason"),
+            yield (
+                at,
+                Finish(
+                    event["reason"],
+                    Usage(
+                        usage.get("input_tokens", 0),
+                        usage.get("output_tokens", 0),
+                        usage.get("cache_read_tokens", 0),
+                        usage.get("cache_write_tokens", 0),
                     ),
-                )
+                    event.get("raw_reason"),
+                ),
             )
-            finished = True
         elif kind == "error":
-            out += received
+            yield from received
             received = []
-            out.append((at, StreamError(errors.StreamError(event["message"]))))
-            finished = True
+            yield at, StreamError(errors.StreamError(event["message"]))
         elif kind == "raise":
-            exc: BaseException = _raised(str(event.get("error", "")), event["message"])
-            out.append((at, exc))
-            finished = True
-    if not finished:
-        raise RecordingError(
-            f"{where} ends without a finish, an error or a raise (truncated or edited?): "
-            "nothing of it is replayed"
-        )
-    out += received
-    return out
+            yield at, _raised(str(event.get("error", "")), event["message"])
+    yield from received
 
 
 def _raised(name: str, message: str) -> BaseException:
