@@ -181,10 +181,13 @@ class StreamError:
 
 @dataclass(frozen=True, slots=True)
 class StreamRetry:
-    """The response broke after output began and is being asked for again (nothing was run).
+    """The request is about to be sent again (nothing was run): an overloaded or rate-limited
+    answer, a dropped connection, or a response that broke after output began.
 
-    Everything the turn streamed so far is void: consumers drop it and start the turn afresh.
-    ``attempt`` counts from 1; ``delay`` is the wait before the new request, in seconds.
+    Yielded *before* the new request is sent, so a consumer that counts requests (a run's
+    :class:`~nbagent.Budget`) can refuse it by closing the stream. Everything the turn streamed
+    so far is void: consumers drop it and start the turn afresh. ``attempt`` counts from 1;
+    ``delay`` is the wait before the new request, in seconds.
     """
 
     reason: str
