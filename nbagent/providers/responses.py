@@ -28,8 +28,10 @@ Reasoning, carried across turns. ``store`` is false by default: OpenAI keeps not
 conversation (the privacy-friendly choice, and the one that works under Zero Data Retention),
 so the whole history is sent each turn. Reasoning items then travel encrypted: the request
 asks for ``include: ["reasoning.encrypted_content"]`` when the model reasons (``o1``, ``o3``,
-``o4-mini``, ``gpt-5`` … but not ``gpt-5-chat``; ``encrypted_reasoning=True``/``False``
-decides for other names), since non-reasoning models answer 400 to it. Each reasoning item,
+``o4-mini``, ``gpt-5`` … but not ``gpt-5-chat``, also behind a host's prefix such as
+``openai/``, ``azure/`` or Bedrock's ``openai.`` and ``us.openai.``, with any suffix;
+``encrypted_reasoning=True``/``False`` decides for other names, such as an Azure deployment's),
+since non-reasoning models answer 400 to it. Each reasoning item,
 as ``response.output_item.done`` gives it, becomes a
 :class:`~nbagent.messages.ReasoningPart` whose ``text`` is the summary (ask for one with
 ``reasoning={"summary": "auto"}``) and whose ``signature`` carries the item, the model and the
@@ -102,8 +104,24 @@ from ._strict import strict_schema
 
 __all__ = ["OpenAIResponses", "responses_input"]
 
-#: Model names that reason (and accept ``include: ["reasoning.encrypted_content"]``).
+#: Model names that reason (and accept ``include: ["reasoning.encrypted_content"]``), matched
+#: at the start of the bare name (see :func:`bare_model_name`).
 _REASONING_MODELS = re.compile(r"(o\d|gpt-5(?!(\.\d+)?-chat)|codex-|gpt-oss)")
+#: What a host puts before a model's own name: a route (``openai/``, ``azure/``), a fine-tune
+#: mark (``ft:``), and dotted labels of letters only (Bedrock's ``openai.``, its cross-region
+#: ``us.openai.``). A model's own name starts with a letter followed by a digit or a hyphen
+#: before any dot (``gpt-5.6``, ``o3``), so no label of it is taken for a prefix.
+_HOST_PREFIX = re.compile(r"^(?:ft:)?(?:[a-z][a-z_]*\.)*")
+
+
+def bare_model_name(model: str) -> str:
+    """``model`` without what a host or gateway adds before it (lower case): ``openai/o3``,
+    ``openai.gpt-5.6-luna`` and ``us.openai.gpt-oss-120b-1:0`` are ``o3``, ``gpt-5.6-luna`` and
+    ``gpt-oss-120b-1:0``. What follows the name (a date, ``-v1:0``) is kept: names are matched
+    at their start."""
+    name = model.strip().rsplit("/", 1)[-1].lower()
+    bare = _HOST_PREFIX.sub("", name, count=1)
+    return bare or name
 
 
 class OpenAIResponses(HTTPGenerator):
@@ -172,8 +190,7 @@ class OpenAIResponses(HTTPGenerator):
             return False
         if self.encrypted_reasoning is not None:
             return self.encrypted_reasoning
-        name = (model or self.model).rsplit("/", 1)[-1].lower()
-        return bool(_REASONING_MODELS.match(name))
+        return bool(_REASONING_MODELS.match(bare_model_name(model or self.model)))
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
