@@ -11,8 +11,9 @@ tool format):
 
 * an array schema needs ``items`` (the API answers "array schema missing items");
 * with ``strict=True``: everything :func:`~nbagent.providers.strict_schema` cannot rewrite
-  (keywords strict mode does not support, free-form objects …), and strict mode's documented
-  limits: at most 10 levels of object nesting, 5,000 object properties, 1,000 enum values.
+  (keywords strict mode does not support, free-form objects and maps, values of any type …),
+  each at its own JSON pointer, and strict mode's documented limits: at most 10 levels of
+  object nesting, 5,000 object properties, 1,000 enum values.
 
 ``anthropic`` (Messages):
 
@@ -126,15 +127,13 @@ def _openai(definition: Definition) -> list[tuple[str, str]]:
         if _is_array(node) and "items" not in node and "prefixItems" not in node:
             found.append((pointer, "an array schema needs `items` (say what the array holds)"))
     if definition.strict:
-        from ..errors import ToolDefinitionError
-        from ._strict import strict_schema
+        from ._strict import strict_problems, strict_schema
 
-        try:
-            strict = strict_schema(schema, tool=definition.name)
-        except ToolDefinitionError as exc:
-            found.append(("", str(exc)))
+        problems = strict_problems(schema)
+        if problems:
+            found += problems
         else:
-            found += _strict_limits(strict)
+            found += _strict_limits(strict_schema(schema, tool=definition.name))
     return found
 
 
