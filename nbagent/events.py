@@ -108,6 +108,9 @@ class RunStarted:
     run_id: str
     prompt: str
     model: str
+    #: The agent's conversation (:attr:`nbagent.Agent.conversation_id`): the same for every run
+    #: of one conversation, unique across processes.
+    conversation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

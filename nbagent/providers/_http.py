@@ -126,6 +126,26 @@ class _Budget:
         self.used = 0
 
 
+#: Hosts whose provider the GenAI conventions name (``gen_ai.provider.name`` well-known values).
+_KNOWN_HOSTS: tuple[tuple[str, str], ...] = (
+    ("api.openai.com", "openai"),
+    ("openai.azure.com", "azure.ai.openai"),
+    ("cognitiveservices.azure.com", "azure.ai.openai"),
+    ("services.ai.azure.com", "azure.ai.inference"),
+    ("api.anthropic.com", "anthropic"),
+    ("amazonaws.com", "aws.bedrock"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.groq.com", "groq"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.cohere.ai", "cohere"),
+    ("api.cohere.com", "cohere"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+)
+
+
 class HTTPGenerator:
     """Base of the HTTP adapters: settings, the lazily created client, retries, the SSE pump.
 
@@ -192,6 +212,16 @@ class HTTPGenerator:
         self._guard_started = False
 
     # --- presentation -------------------------------------------------------------------
+
+    @property
+    def telemetry_provider(self) -> str:
+        """``gen_ai.provider.name`` for this adapter's spans (OpenTelemetry GenAI conventions):
+        the provider behind a known host, else the API this adapter speaks (``vendor``)."""
+        host = (httpx2.URL(self.base_url).host or "").lower()
+        for suffix, name in _KNOWN_HOSTS:
+            if host == suffix or host.endswith("." + suffix):
+                return name
+        return self.vendor or type(self).__name__.lower()
 
     def __repr__(self) -> str:
         return (

@@ -306,6 +306,8 @@ class LocalChat(OpenAIChat):
     """
 
     provider = "the local model"
+    #: ``gen_ai.provider.name`` of its spans: the model runs in llama.cpp, in this process
+    telemetry_provider = "llama.cpp"
     #: llama.cpp turns any schema into a grammar: none of the vendors' tool rules apply
     tool_rules: ClassVar[str] = "local"
     key_env = ""
