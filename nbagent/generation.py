@@ -111,9 +111,14 @@ FinishReason = Literal["stop", "tool_calls", "pause", "length", "content_filter"
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
-    """A piece of assistant text."""
+    """A piece of assistant text.
+
+    ``raw``: the provider's item this text belongs to, to send back with it (see
+    :attr:`nbagent.content.TextPart.raw`); text with another ``raw`` is another part.
+    """
 
     text: str
+    raw: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +311,7 @@ class Answer:
         "_parts",
         "_taken",
         "_text",
+        "_text_raw",
         "_thinking",
         "error",
         "finish",
@@ -320,6 +326,7 @@ class Answer:
     def _reset(self) -> None:
         self._parts: list[AssistantPart] = []
         self._text: list[str] = []
+        self._text_raw: Any = None  # the provider item of the open text
         self._thinking: list[str] = []  # the open reasoning part (no signature yet), in pieces
         self._calls: dict[str, ToolCall] = {}
         self._order: list[str] = []
@@ -362,6 +369,9 @@ class Answer:
             self._reset()  # the partial answer was abandoned; the retry streams it anew
         elif isinstance(event, TextDelta):
             self._flush_thinking()
+            if event.raw is not self._text_raw:  # another of the provider's items
+                self._flush_text()
+                self._text_raw = event.raw
             self._append_text(event.text)
         elif isinstance(event, ToolCallReceived):
             self._flush_thinking()
@@ -434,7 +444,7 @@ class Answer:
 
     def _flush_text(self) -> None:
         if self._text:
-            self._parts.append(TextPart("".join(self._text)))
+            self._parts.append(TextPart("".join(self._text), self._text_raw))
             self._text.clear()
 
     @property

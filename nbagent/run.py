@@ -192,9 +192,7 @@ class Run:
         messages.append(self.prompt)
         self._taken = _call_ids(messages)
         model_name = getattr(agent.generator, "model", "")
-        self.emit(
-            RunStarted(self.id, self.prompt.text, str(model_name), agent.conversation_id)
-        )
+        self.emit(RunStarted(self.id, self.prompt.text, str(model_name), agent.conversation_id))
         stop: StopReason = "max_steps"
         try:
             for step in range(1, self.max_steps + 1):

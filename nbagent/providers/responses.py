@@ -6,9 +6,14 @@ How nbagent's conversation maps onto the API:
 * A user message → an input message: ``content`` as a string (one text part) or a list of
   ``input_text`` and ``input_image`` parts (images as ``data:`` URLs).
 * An assistant message → output items in the order the model produced them: reasoning items,
-  text as an ``assistant`` message, each call as a ``function_call`` item (``call_id``,
-  ``name``, the arguments as text). Calls the provider ran itself (``web_search_call`` …) are
-  not sent back: the answer that used them is.
+  each message the model wrote as an ``assistant`` message of its own, each call as a
+  ``function_call`` item (``call_id``, ``name``, the arguments as text). Every other field the
+  API gave a message or function_call item goes back with it as it came (a message's
+  ``phase``, ``commentary`` or ``final_answer``; a call's ``namespace`` after a server-side
+  ``tool_search_call``, its ``caller``; fields the API adds later), carried in the part's
+  ``raw``; a ``function_call_output`` carries its call's ``namespace`` and ``caller``. Calls
+  the provider ran itself (``web_search_call``, ``tool_search_call`` …) are not sent back: the
+  answer that used them is.
 * Tool results → one ``function_call_output`` item per result, in call order: ``output`` is the
   text, or, when the result holds images, a list of ``input_text`` and ``input_image`` parts in
   the result's order. A result whose ``is_error`` is set is prefixed ``Error:`` (the API has no
@@ -97,7 +102,7 @@ from ..messages import (
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator
-from ._responses_stream import ResponseEventParser, read_reasoning_signature
+from ._responses_stream import ResponseEventParser, carried_fields, read_reasoning_signature
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from ._strict import strict_schema
@@ -344,21 +349,24 @@ def _assistant_items(message: AssistantMessage, model: str, store: bool) -> list
         elif isinstance(part, TextPart):
             if not part.text:
                 continue
+            fields = carried_fields(part.raw, "message")  # phase …: the API needs it again
             if follower is not None:
+                if isinstance(follower.get("phase"), str):
+                    fields.setdefault("phase", follower["phase"])
                 item: dict[str, Any] = {
+                    **fields,
                     "type": "message",
                     "id": follower["id"],
                     "role": "assistant",
                     "status": "completed",
                     "content": [{"type": "output_text", "text": part.text, "annotations": []}],
                 }
-                if isinstance(follower.get("phase"), str):
-                    item["phase"] = follower["phase"]
                 items.append(item)
             else:
-                items.append({"role": "assistant", "content": part.text})
+                items.append({**fields, "role": "assistant", "content": part.text})
         elif isinstance(part, ToolCall) and not part.provider_executed:
             call: dict[str, Any] = {
+                **carried_fields(part.raw, "function_call"),  # namespace, caller …
                 "type": "function_call",
                 "call_id": part.id,
                 "name": part.name,
@@ -369,6 +377,11 @@ def _assistant_items(message: AssistantMessage, model: str, store: bool) -> list
             items.append(call)
         # provider-run calls and results are not sent back: the answer that used them is
     return items
+
+
+#: Fields of a function_call that its function_call_output carries too (the API's schema for
+#: the output item has them: which namespace the tool is in, and who called it).
+_OUTPUT_SHARES = ("namespace", "caller")
 
 
 def _output(result: ToolResultPart) -> str | list[dict[str, Any]]:
@@ -397,16 +410,21 @@ def responses_input(
     ``model`` is the model of the request: reasoning items made by another are left out.
     """
     items: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}  # call id -> the fields its output shares with it
     for message in messages:
         if isinstance(message, UserMessage):
             if message.content:
                 items.append({"role": "user", "content": _user_content(message.content)})
         elif isinstance(message, AssistantMessage):
             items.extend(_assistant_items(message, model, store))
+            for call in message.tool_calls:
+                fields = carried_fields(call.raw, "function_call")
+                calls[call.id] = {k: fields[k] for k in _OUTPUT_SHARES if k in fields}
         elif isinstance(message, ToolMessage):
             for result in message.results:
                 items.append(
                     {
+                        **calls.get(result.call_id, {}),
                         "type": "function_call_output",
                         "call_id": result.call_id,
                         "output": _output(result),
