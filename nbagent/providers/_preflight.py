@@ -23,6 +23,12 @@ tool format):
   strict tool use does not support (numeric bounds, string lengths, array bounds beyond
   ``minItems`` 0 or 1) and recursive references are refused.
 
+``local`` (a ``local:`` model, llama.cpp in this process):
+
+* no part of the schema may be unsatisfiable (``minLength`` over ``maxLength``, ``minimum``
+  over ``maximum``, an empty ``enum`` …; see :mod:`nbagent._satisfiable`): llama.cpp cannot
+  build a grammar from it, and the adapter refuses such a tool before any request.
+
 Each problem is a :class:`SchemaProblem`; :data:`PROVIDERS` maps a provider key to its check, so
 a new API adds one entry.
 """
@@ -68,7 +74,7 @@ class SchemaProblem:
         )
 
 
-_LABELS = {"openai": "OpenAI", "anthropic": "Anthropic"}
+_LABELS = {"openai": "OpenAI", "anthropic": "Anthropic", "local": "Local model"}
 
 
 def provider_label(key: str) -> str:
@@ -231,10 +237,21 @@ def _recursive(schema: dict[str, Any]) -> bool:
     return any(state.get(target) is None and cycle(target) for target in graph)
 
 
+def _local(definition: Definition) -> list[tuple[str, str]]:
+    """llama.cpp turns any schema into a grammar, but cannot build one no value satisfies."""
+    from .._satisfiable import unsatisfiable
+
+    return [
+        (pointer, f"no value satisfies this part of the schema ({reason})")
+        for pointer, reason in unsatisfiable(normalize_schema(definition.input_schema))
+    ]
+
+
 #: Provider key → its check. A check returns ``(pointer, reason)`` pairs.
 PROVIDERS: dict[str, Callable[[Definition], list[tuple[str, str]]]] = {
     "openai": _openai,
     "anthropic": _anthropic,
+    "local": _local,
 }
 _ALIASES = {
     "ollama": "openai",
