@@ -315,6 +315,49 @@ async def test_a_retry_the_request_budget_cannot_pay_for_is_not_sent(
     await server.wait_all_closed()
 
 
+OVERLOADED_EVENT = (
+    b'event: error\ndata: {"type": "error", "error": {"details": null, "type": '
+    b'"overloaded_error", "message": "Overloaded"}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}'
+    b"\n\n"
+)
+
+
+@pytest.mark.parametrize("where", ["first", "after-message-start", "mid-text", "mid-call"])
+async def test_an_overloaded_event_after_http_200_is_retried_like_a_529(
+    where: str, server: Server, history_valid: Any
+) -> None:
+    """Nothing from the answer ran, so it is asked for again with the same backoff and the same
+    max_retries as a 529 before the response; the retry is announced and counted."""
+    body = anthropic_turn(TURNS[1], "Checking the weather.")
+    cut = {
+        "first": 0,
+        "after-message-start": body.index(b"event: content_block_start"),
+        "mid-text": body.index(b"event:", body.index(b"weather.")),  # at an event's end
+        "mid-call": body.index(b"event:", body.index(b"Bern")),
+    }[where]
+    server.queue(
+        Reply(body[:cut] + OVERLOADED_EVENT), Reply(body), Reply(anthropic_turn([], FINAL))
+    )
+    ran: list[str] = []
+    model = ADAPTERS["anthropic"](server, max_retries=1)
+    agent = Agent(model=model, tools=make_tools(ran), budget=Budget(requests=3))
+    run = agent.start("go")
+    seen = [event async for event in run.events()]
+    result = await run.result()
+    assert result.stop_reason == "finished", result.error
+    assert ran == ["get_weather:Bern"] and len(server.requests) == 3
+    (retried,) = [e for e in seen if isinstance(e, StepRetried)]
+    assert "overloaded_error" in retried.reason and retried.attempt == 1
+    history_valid(agent.messages)
+    # with no retries left it is final, as a 529 would be
+    server.queue(Reply(body[:cut] + OVERLOADED_EVENT))
+    final = await Agent(ADAPTERS["anthropic"](server, max_retries=0), make_tools([])).run(
+        "go", raise_on_error=False
+    )
+    assert final.stop_reason == "failed" and "overloaded_error" in str(final.error)
+    await model.aclose()
+
+
 def openai_raw(chunks: list[bytes]) -> bytes:
     return b"".join(b"data: " + c + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
