@@ -23,10 +23,11 @@ Every tool's schema is checked before any request: one with a part no value can 
 ``additionalProperties: false`` forbids, an empty ``enum`` …) is refused with a
 :class:`~nbagent.errors.ToolDefinitionError` naming the JSON pointer, since llama.cpp's grammar
 parser grows without end on one. The grammar gets the schema without what it cannot enforce
-(``pattern``, counts over 2,000), and the first request with a tool tells the person once, as a
-:class:`GrammarWarning`, which keywords the grammar does not enforce: validation still checks
-every call against the whole schema. Every answer ends: the server stops one at a context's
-worth of tokens whatever a request asks for (``n_predict``), with no context shift.
+(``pattern``, counts over 2,000), and the person is told once per tool which keywords the
+grammar does not enforce (in a notebook a note in the cell, elsewhere a :class:`GrammarWarning`
+at the first request): validation still checks every call against the whole schema. Every
+answer ends: the server stops one at a context's worth of tokens whatever a request asks for
+(``n_predict``), with no context shift.
 
 Tool calls go through structured output by default (``tool_calls="structured"``; see
 :mod:`nbagent.providers._structured`): small models' chat templates have no tools, and the
@@ -428,9 +429,14 @@ class LocalChat(OpenAIChat):
         self._tell_unenforced(tools)
         return body
 
-    def _tell_unenforced(self, tools: list[Any]) -> None:
-        """Say once per tool (and schema) what llama.cpp's grammar leaves to validation."""
+    def grammar_notes(self, tools: Any) -> list[str]:
+        """What llama.cpp's grammar does not enforce of each of ``tools`` (definitions) not
+        told yet in this process, one line per tool, in nbagent's words; they count as told.
+        A front end shows them where the person reads (a notebook: a note in the cell)."""
+        lines = []
         for definition in tools:
+            if getattr(definition, "provider_executed", False):
+                continue
             notes = unenforced(definition.input_schema)
             key = (definition.name, repr(notes))
             if not notes or key in _TOLD:
@@ -439,14 +445,18 @@ class LocalChat(OpenAIChat):
             shown = ", ".join(f"`{keyword}` at {pointer}" for pointer, keyword in notes[:8])
             if len(notes) > 8:
                 shown += f" and {len(notes) - 8} more"
-            warnings.warn(
-                f"the local model's grammar does not enforce part of tool "
-                f"{definition.name!r}'s schema: {shown}. nbagent still checks every call "
-                "against the whole schema, so a call that breaks it is refused and the model "
-                "is told why.",
-                GrammarWarning,
-                stacklevel=2,
+            lines.append(
+                f"The local model's grammar does not enforce part of tool {definition.name!r}'s "
+                f"schema: {shown}. nbagent still checks every call against the whole schema, so "
+                "a call that breaks it is refused and the model is told why."
             )
+        return lines
+
+    def _tell_unenforced(self, tools: list[Any]) -> None:
+        """Say once per tool (and schema) what llama.cpp's grammar leaves to validation, where
+        no front end said it already (a script, the terminal)."""
+        for line in self.grammar_notes(tools):
+            warnings.warn(line, GrammarWarning, stacklevel=3)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Load the model if needed (off the event loop), then stream as the adapter does."""
