@@ -159,7 +159,7 @@ def history_message(
                 kept = _bounded(_safe_name(part), limits)
             parts.append(kept)
         elif isinstance(part, TextPart):
-            parts.append(TextPart(clean_text(part.text)))
+            parts.append(replace(part, text=clean_text(part.text)))  # raw stays with it
         elif isinstance(part, ReasoningPart):
             parts.append(replace(part, text=clean_text(part.text)))
         else:  # a provider's own result block: sent back verbatim

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -114,6 +115,10 @@ class Agent:
         self.limits = limits or Limits()
         self.budget = budget
         self.messages: list[Message] = checked_history(list(messages))
+        #: Names this conversation, for traces and logs: a random id, unique across kernels,
+        #: processes and machines, the same for every run of it; :meth:`reset` and :meth:`fork`
+        #: begin a new one.
+        self.conversation_id = _new_conversation_id()
         #: Called with every event of every run, as it happens (telemetry, logs); an observer
         #: that raises is logged and never breaks the run. See :meth:`observe`.
         self.observers: list[Callable[[str, AgentEvent], Any]] = []
@@ -138,6 +143,7 @@ class Agent:
         """Forget the conversation (tools and settings stay)."""
         self._check_idle()
         self.messages.clear()
+        self.conversation_id = _new_conversation_id()
 
     def fork(self) -> Agent:
         """A new agent with the same tools and settings and a copy of the conversation."""
@@ -145,6 +151,7 @@ class Agent:
         twin.__dict__.update(self.__dict__)
         twin.tools = dict(self.tools)
         twin.messages = list(self.messages)
+        twin.conversation_id = _new_conversation_id()  # the copy goes its own way
         twin.observers = list(self.observers)
         twin.before_tool_hooks = list(self.before_tool_hooks)
         twin.after_tool_hooks = list(self.after_tool_hooks)
@@ -372,6 +379,10 @@ def _reraise_stop(result: RunResult | None) -> None:
     raised = raised_to_caller(result.error if result is not None else None)
     if raised is not None:
         raise raised
+
+
+def _new_conversation_id() -> str:
+    return f"conv_{uuid.uuid4().hex}"
 
 
 def _hook(fn: Any) -> Any:

@@ -56,9 +56,14 @@ _MIME_BY_FORMAT = {
 
 @dataclass(frozen=True, slots=True)
 class TextPart:
-    """Plain text, for the model and the person alike."""
+    """Plain text, for the model and the person alike.
+
+    ``raw``: in a model's answer, what its adapter must send back with this text (the
+    Responses API's message item: its ``phase``, its ``id``); None elsewhere.
+    """
 
     text: str
+    raw: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

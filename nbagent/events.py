@@ -108,6 +108,9 @@ class RunStarted:
     run_id: str
     prompt: str
     model: str
+    #: The agent's conversation (:attr:`nbagent.Agent.conversation_id`): the same for every run
+    #: of one conversation, unique across processes.
+    conversation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +120,10 @@ class StepStarted:
 
 @dataclass(frozen=True, slots=True)
 class StepRetried:
-    """The model's answer broke after it began and is being requested again: front ends drop
-    what this step streamed so far (text, reasoning, calls) and show why. Nothing had run."""
+    """The model request is being sent again (the answer broke off, or the server was
+    overloaded or limited the rate): front ends drop what this step streamed so far (text,
+    reasoning, calls; often nothing) and show why. Nothing had run. Each retry counts against
+    ``Budget(requests=...)``."""
 
     step: int
     reason: str

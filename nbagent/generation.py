@@ -111,9 +111,14 @@ FinishReason = Literal["stop", "tool_calls", "pause", "length", "content_filter"
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
-    """A piece of assistant text."""
+    """A piece of assistant text.
+
+    ``raw``: the provider's item this text belongs to, to send back with it (see
+    :attr:`nbagent.content.TextPart.raw`); text with another ``raw`` is another part.
+    """
 
     text: str
+    raw: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +186,13 @@ class StreamError:
 
 @dataclass(frozen=True, slots=True)
 class StreamRetry:
-    """The response broke after output began and is being asked for again (nothing was run).
+    """The request is about to be sent again (nothing was run): an overloaded or rate-limited
+    answer, a dropped connection, or a response that broke after output began.
 
-    Everything the turn streamed so far is void: consumers drop it and start the turn afresh.
-    ``attempt`` counts from 1; ``delay`` is the wait before the new request, in seconds.
+    Yielded *before* the new request is sent, so a consumer that counts requests (a run's
+    :class:`~nbagent.Budget`) can refuse it by closing the stream. Everything the turn streamed
+    so far is void: consumers drop it and start the turn afresh. ``attempt`` counts from 1;
+    ``delay`` is the wait before the new request, in seconds.
     """
 
     reason: str
@@ -308,6 +316,7 @@ class Answer:
         "_taken",
         "_text",
         "_text_chunks",
+        "_text_raw",
         "_thinking",
         "error",
         "finish",
@@ -323,6 +332,7 @@ class Answer:
         self._parts: list[AssistantPart] = []
         self._text: list[str] = []  # the newest text pieces, folded into _text_chunks now and then
         self._text_chunks: list[str] = []
+        self._text_raw: Any = None  # the provider item of the open text
         self._thinking: list[str] = []  # the open reasoning part (no signature yet), in pieces
         self._calls: dict[str, ToolCall] = {}
         self._order: list[str] = []
@@ -365,6 +375,9 @@ class Answer:
             self._reset()  # the partial answer was abandoned; the retry streams it anew
         elif isinstance(event, TextDelta):
             self._flush_thinking()
+            if event.raw is not self._text_raw:  # another of the provider's items
+                self._flush_text()
+                self._text_raw = event.raw
             self._append_text(event.text)
         elif isinstance(event, ToolCallReceived):
             self._flush_thinking()
@@ -441,7 +454,7 @@ class Answer:
 
     def _flush_text(self) -> None:
         if self._text or self._text_chunks:
-            self._parts.append(TextPart("".join([*self._text_chunks, *self._text])))
+            self._parts.append(TextPart("".join([*self._text_chunks, *self._text]), self._text_raw))
             self._text_chunks.clear()
             self._text.clear()
 

@@ -52,10 +52,15 @@ class Budget:
     """What one run may spend: ``tokens`` (input + output, summed over its model requests) and
     ``requests`` (model requests). ``None`` leaves a bound off.
 
-    Checked before each model request: a run that spent its budget stops there with
-    ``stop_reason="budget"``, every call answered and the history valid, instead of an alert
-    after the fact. One answer can still go over the budget (its size is only known once it
-    arrived): bound that with ``Options(max_tokens=...)``.
+    ``requests`` counts every request sent, not only the steps: a retry (after an overloaded or
+    rate-limited answer, a dropped connection, an answer that broke off mid-stream) is a
+    request too, since a provider may bill it. A budget bounds what is paid for.
+
+    Checked before each model request, retries included: a run that spent its budget stops
+    there with ``stop_reason="budget"`` (a retry it cannot pay for is not sent), every call
+    answered and the history valid, instead of an alert after the fact. One answer can still
+    go over the token budget (its size is only known once it arrived): bound that with
+    ``Options(max_tokens=...)``.
     """
 
     tokens: int | None = None

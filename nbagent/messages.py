@@ -115,6 +115,8 @@ def user(*content: str | Part) -> UserMessage:
 
 def _part_to_dict(part: Any) -> dict[str, Any]:
     if isinstance(part, TextPart):
+        if part.raw is not None:
+            return {"type": "text", "text": part.text, "raw": part.raw}
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
         return {
@@ -155,7 +157,7 @@ def _part_to_dict(part: Any) -> dict[str, Any]:
 def _part_from_dict(data: Mapping[str, Any]) -> Any:
     kind = data.get("type")
     if kind == "text":
-        return TextPart(data["text"])
+        return TextPart(data["text"], data.get("raw"))
     if kind == "image":
         return ImagePart(
             base64.b64decode(data["data"]),

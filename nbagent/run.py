@@ -105,6 +105,7 @@ class Run:
         self._silenced: set[tuple[str, str]] = set()  # on_input_* callbacks that failed
         self._usage = Usage()
         self._steps = 0
+        self._requests = 0  # model requests sent, retries included (what Budget counts)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.final: RunResult | None = None
         self._keep_events = True
@@ -192,7 +193,7 @@ class Run:
         messages.append(self.prompt)
         self._taken = _call_ids(messages)
         model_name = getattr(agent.generator, "model", "")
-        self.emit(RunStarted(self.id, self.prompt.text, str(model_name)))
+        self.emit(RunStarted(self.id, self.prompt.text, str(model_name), agent.conversation_id))
         stop: StopReason = "max_steps"
         try:
             for step in range(1, self.max_steps + 1):
@@ -201,7 +202,16 @@ class Run:
                     break
                 self._steps = step
                 self.emit(StepStarted(step))
-                answer = await self._stream_turn(step)
+                self._requests += 1
+                try:
+                    answer = await self._stream_turn(step)
+                except _BudgetSpent as spent:  # a retry the budget cannot pay for: not sent
+                    self._answer = None
+                    self._usage = self._usage + spent.answer.usage
+                    self._keep_answer_text(spent.answer)
+                    self.emit(StepFinished(step, spent.answer.usage, None, 0))
+                    stop = "budget"
+                    break
                 self._usage = self._usage + answer.usage
                 if not answer.ok:
                     self._keep_answer_text(answer)
@@ -260,7 +270,7 @@ class Run:
         budget = self._budget
         if budget is None:
             return False
-        if budget.requests is not None and step > budget.requests:
+        if budget.requests is not None and self._requests >= budget.requests:
             return True
         return budget.tokens is not None and self._usage.total_tokens >= budget.tokens
 
@@ -337,6 +347,10 @@ class Run:
         stream = agent.generator.stream(request)
         try:
             async for raw in stream:
+                if raw.__class__ is StreamRetry and self._over_budget(step):
+                    # announced before it is sent, and a retry is a request like any other:
+                    # closing the stream here sends nothing more
+                    raise _BudgetSpent(answer)
                 event = answer.add(raw)
                 if isinstance(event, ToolInputDelta):  # the most frequent event: kept lean
                     call_id = event.call_id
@@ -412,6 +426,7 @@ class Run:
                     if not (keep and queue.extend_text(ReasoningTextDelta, step, event.text)):
                         self.emit(ReasoningTextDelta(step, event.text))
                 elif isinstance(event, StreamRetry):
+                    self._requests += 1
                     streams.clear()
                     self.emit(StepRetried(step, event.reason, event.attempt, event.delay))
         finally:
@@ -592,6 +607,14 @@ class _CallStream:
         self.buffer = buffer
         self.on_delta = on_delta
         self.merged: Any = None
+
+
+class _BudgetSpent(Exception):
+    """A retry the run's budget cannot pay for was announced: the stream is closed unsent."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__("the run's request budget is spent")
+        self.answer = answer
 
 
 def _reason(answer: Answer) -> Any:

@@ -5,20 +5,41 @@ later run is traced, whoever runs it (a script, ``%agent``, a batch). Needs the 
 (``pip install "nbagent[otel]"``, i.e. ``opentelemetry-api``); spans go to the tracer provider you
 configured (an SDK with an exporter), or to OpenTelemetry's global one.
 
-The spans follow the **OpenTelemetry GenAI semantic conventions, version 1.37.0** (still marked
-"development" upstream; the attribute names below are the ones that version defines):
+The spans follow the **OpenTelemetry GenAI semantic conventions, release 1.41.0** (still marked
+"development" upstream; the span and attribute names below are the ones that release defines,
+in ``docs/gen-ai/gen-ai-agent-spans.md`` and ``gen-ai-spans.md``):
 
-* ``invoke_agent nbagent`` (INTERNAL): the run — ``gen_ai.operation.name="invoke_agent"``,
-  ``gen_ai.agent.name``, ``gen_ai.conversation.id`` (the run's id), the total
-  ``gen_ai.usage.input_tokens`` / ``output_tokens``, and nbagent's stop reason
-  (``nbagent.stop_reason``). Approvals are span events (``nbagent.approval.requested`` /
-  ``.resolved``, with the tool and the decision, never the arguments).
+* ``invoke_agent nbagent`` (INTERNAL, the conventions' "invoke agent internal span": the agent
+  runs in this process): the run — ``gen_ai.operation.name="invoke_agent"``,
+  ``gen_ai.provider.name`` (Required), ``gen_ai.agent.name``, ``gen_ai.conversation.id``,
+  ``gen_ai.request.model``, the total ``gen_ai.usage.input_tokens`` / ``output_tokens``, and
+  nbagent's stop reason (``nbagent.stop_reason``). Approvals are span events
+  (``nbagent.approval.requested`` / ``.resolved``, with the tool and the decision, never the
+  arguments).
 * ``chat {model}`` (CLIENT), a child of the run: one model request —
   ``gen_ai.operation.name="chat"``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
-  ``gen_ai.response.finish_reasons``, ``gen_ai.usage.*``; a retried answer is a span event.
+  ``gen_ai.conversation.id``, ``server.address`` / ``server.port`` (for an HTTP adapter),
+  ``gen_ai.response.finish_reasons``, ``gen_ai.usage.*``; a retried request is a span event
+  (an error that was retried is not the span's error).
 * ``execute_tool {tool}`` (INTERNAL), a child of the run: one call that ran —
   ``gen_ai.operation.name="execute_tool"``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
-  ``gen_ai.tool.type="function"``; a failed call has status ERROR and ``error.type``.
+  ``gen_ai.tool.type="function"``, ``gen_ai.conversation.id``.
+
+``gen_ai.conversation.id`` is :attr:`nbagent.Agent.conversation_id`: a random id, the same for
+every run of one conversation and unique across kernels, processes and batch workers.
+``gen_ai.provider.name`` is the generator's ``telemetry_provider`` when it has one (an HTTP
+adapter names the provider behind a known host, e.g. ``openai``, ``anthropic``,
+``azure.ai.openai``, ``mistral_ai``, else the API it speaks; the local model is ``llama.cpp``),
+else the class name.
+
+Errors follow the conventions' "recording errors": a span whose operation failed has status
+ERROR, a description (redacted, at most 500 characters) and ``error.type``; a span that ended
+well has no status. The ``error.type`` values nbagent reports: on a ``chat`` span, the class
+name of the error that failed the request (an :mod:`nbagent.errors` class such as
+``RateLimitError``, ``ServerError``, ``StreamError``), or the finish reason of an answer that
+ended abnormally (``content_filter``, ``error``); on a run span, the class name of the error
+that failed the run; on a tool span, the call's status (``error``, ``timeout``,
+``cancelled`` …); on any span still open when a run is cancelled, ``cancelled``.
 
 **No content by default**: prompts, model text, arguments and results are not recorded unless
 ``capture_content=True`` (then ``gen_ai.input.messages`` on the run span, and
@@ -29,6 +50,7 @@ The spans follow the **OpenTelemetry GenAI semantic conventions, version 1.37.0*
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,23 +78,48 @@ if TYPE_CHECKING:
 __all__ = ["SEMCONV_VERSION", "instrument"]
 
 #: The GenAI semantic conventions these spans follow.
-SEMCONV_VERSION = "1.37.0"
+SEMCONV_VERSION = "1.41.0"
 _LIMIT = 8_000  # characters of captured content per attribute
 
 
 def _provider_name(generator: Any) -> str:
-    """``openai``, ``anthropic`` … as the conventions name providers (else the class name)."""
+    """``gen_ai.provider.name`` for ``generator`` (see the module docs)."""
+    named = getattr(generator, "telemetry_provider", None)
+    if isinstance(named, str) and named:
+        return named
     vendor = str(getattr(generator, "vendor", "") or getattr(generator, "provider", "")).lower()
-    for known in ("openai", "anthropic", "ollama", "deepseek", "mistral"):
-        if known in vendor:
-            return known
     return vendor or type(generator).__name__
+
+
+def _server(generator: Any) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of an HTTP adapter's base URL (else nothing)."""
+    from urllib.parse import urlsplit
+
+    base = getattr(generator, "base_url", None)
+    if not isinstance(base, str):
+        return {}
+    try:
+        parts = urlsplit(base)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return {}
+    return {"server.address": parts.hostname, "server.port": port} if parts.hostname else {}
+
+
+def _error_status(trace: Any, span: Any, kind: str, description: str = "") -> None:
+    """Mark ``span`` failed, as the conventions' "recording errors" say."""
+    span.set_attribute("error.type", kind)
+    span.set_status(trace.Status(trace.StatusCode.ERROR, description or None))
 
 
 @dataclass
 class _RunSpans:
     run: Any
+    conversation: str = ""
     model: Any = None
+    #: A model span whose answer failed, kept open until the run says why: (span, end time,
+    #: finish reason)
+    failed_model: tuple[Any, int, str | None] | None = None
     tools: dict[str, Any] = field(default_factory=dict)
 
 
@@ -134,10 +181,12 @@ class _Tracer:
     def _run_started(self, run_id: str, event: RunStarted) -> None:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": _provider_name(self.agent.generator),
             "gen_ai.agent.name": self.name,
-            "gen_ai.conversation.id": run_id,
             "gen_ai.request.model": event.model,
         }
+        if event.conversation_id:
+            attributes["gen_ai.conversation.id"] = event.conversation_id
         if self.capture:
             attributes["gen_ai.input.messages"] = json.dumps(
                 [{"role": "user", "parts": [{"type": "text", "content": _clip(event.prompt)}]}]
@@ -145,21 +194,26 @@ class _Tracer:
         span = self.tracer.start_span(
             f"invoke_agent {self.name}", kind=self._trace.SpanKind.INTERNAL, attributes=attributes
         )
-        self.runs[run_id] = _RunSpans(span)
+        self.runs[run_id] = _RunSpans(span, event.conversation_id)
 
     def _step_started(self, spans: _RunSpans, event: StepStarted) -> None:
+        self._end_failed_model(spans, None)
         generator = self.agent.generator
         model = str(getattr(generator, "model", "") or "")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": _provider_name(generator),
+            "gen_ai.request.model": model,
+            "nbagent.step": event.step,
+            **_server(generator),
+        }
+        if spans.conversation:
+            attributes["gen_ai.conversation.id"] = spans.conversation
         spans.model = self.tracer.start_span(
             f"chat {model}".strip(),
             context=self._context(spans),
             kind=self._trace.SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": _provider_name(generator),
-                "gen_ai.request.model": model,
-                "nbagent.step": event.step,
-            },
+            attributes=attributes,
         )
 
     def _step_finished(self, spans: _RunSpans, event: StepFinished) -> None:
@@ -171,8 +225,22 @@ class _Tracer:
         if event.finish_reason:
             span.set_attribute("gen_ai.response.finish_reasons", [event.finish_reason])
         if event.finish_reason in ("error", "content_filter", None):
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR))
+            # failed: why is known when the run says (the error comes right after)
+            spans.failed_model = (span, time.time_ns(), event.finish_reason)
+            return
         span.end()
+
+    def _end_failed_model(self, spans: _RunSpans, error: BaseException | None) -> None:
+        """End the model span of a failed answer, with the error that failed it if known."""
+        found, spans.failed_model = spans.failed_model, None
+        if found is None:
+            return
+        span, ended, reason = found
+        if error is not None:
+            _error_status(self._trace, span, type(error).__name__, _describe(error))
+        else:
+            _error_status(self._trace, span, reason or "incomplete")
+        span.end(end_time=ended)
 
     def _tool_started(self, spans: _RunSpans, event: ToolStarted) -> None:
         call = event.call
@@ -182,6 +250,8 @@ class _Tracer:
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
         }
+        if spans.conversation:
+            attributes["gen_ai.conversation.id"] = spans.conversation
         if self.capture:
             attributes["gen_ai.tool.call.arguments"] = _clip(call.arguments)
         spans.tools[call.id] = self.tracer.start_span(
@@ -198,27 +268,35 @@ class _Tracer:
         if self.capture:
             span.set_attribute("gen_ai.tool.call.result", _clip(event.result.text))
         if event.status != "done":
-            span.set_attribute("error.type", event.status)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.status))
+            _error_status(self._trace, span, event.status)
         span.end()
 
     def _run_ended(self, run_id: str, spans: _RunSpans, event: Any) -> None:
         result = event.result
-        for leftover in (spans.model, *spans.tools.values()):
-            if leftover is not None:
-                leftover.set_status(self._trace.Status(self._trace.StatusCode.ERROR, "cancelled"))
-                leftover.end()
+        error = event.error if isinstance(event, RunFailed) else None
+        self._end_failed_model(spans, error)
+        if spans.model is not None:  # the request was under way when the run ended
+            if error is not None:  # it failed the run (raised before any answer came)
+                _error_status(self._trace, spans.model, type(error).__name__, _describe(error))
+            else:
+                _error_status(self._trace, spans.model, "cancelled", "the run was cancelled")
+            spans.model.end()
+        for leftover in spans.tools.values():
+            _error_status(self._trace, leftover, "cancelled", "the run ended first")
+            leftover.end()
         run = spans.run
         run.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
         run.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
         run.set_attribute("nbagent.stop_reason", result.stop_reason)
         run.set_attribute("nbagent.steps", result.steps)
-        if isinstance(event, RunFailed):
-            run.set_attribute("error.type", type(event.error).__name__)
-            message = redact_secrets(str(event.error))[:500]
-            run.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
+        if error is not None:
+            _error_status(self._trace, run, type(error).__name__, _describe(error))
         run.end()
         self.runs.pop(run_id, None)
+
+
+def _describe(error: BaseException) -> str:
+    return redact_secrets(str(error))[:500]
 
 
 def _clip(text: str) -> str:

@@ -136,3 +136,140 @@ def test_stopping_the_instrumentation() -> None:
     agent.observers.clear()
     agent.run_sync("do it")
     assert exporter.get_finished_spans() == ()
+
+
+# --- the conventions' required attributes, errors and conversation ids (release 1.41.0) ---------
+
+
+def test_every_span_names_its_provider_and_conversation() -> None:
+    agent, exporter = traced()
+    agent.run_sync("do it")
+    spans = exporter.get_finished_spans()
+    run = by_name(exporter)["invoke_agent nbagent"][0]
+    assert run.attributes["gen_ai.provider.name"] == "ScriptedModel"  # Required on invoke_agent
+    conversation = run.attributes["gen_ai.conversation.id"]
+    assert conversation == agent.conversation_id and conversation.startswith("conv_")
+    assert {s.attributes.get("gen_ai.conversation.id") for s in spans} == {conversation}
+
+
+def test_a_conversation_id_is_the_conversations_not_the_runs() -> None:
+    agent, exporter = traced()
+    agent.run_sync("first")
+    agent.generator = ScriptedModel(["Again."])
+    agent.run_sync("second")  # the same conversation goes on
+    runs = by_name(exporter)["invoke_agent nbagent"]
+    ids = [r.attributes["gen_ai.conversation.id"] for r in runs]
+    assert len(ids) == 2 and ids[0] == ids[1]
+    twin = agent.fork()
+    assert twin.conversation_id != agent.conversation_id
+    before = agent.conversation_id
+    agent.reset()
+    assert agent.conversation_id != before
+
+
+def test_conversation_ids_are_unique_across_processes() -> None:
+    """Each kernel, script or batch worker numbers its runs from 1: the id must not."""
+    import subprocess
+    import sys
+
+    script = (
+        "from tests.test_telemetry import traced, by_name\n"
+        "agent, exporter = traced()\n"
+        "agent.run_sync('do it')\n"
+        "run = by_name(exporter)['invoke_agent nbagent'][0]\n"
+        "print(run.attributes['gen_ai.conversation.id'])\n"
+    )
+    seen = [
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert all(s.startswith("conv_") for s in seen), seen
+    assert seen[0] != seen[1]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error_type"),
+    [
+        (
+            401,
+            b'{"error": {"message": "bad key", "type": "invalid_request_error"}}',
+            "AuthenticationError",
+        ),
+        (
+            400,
+            b'{"error": {"message": "no such tool", "type": "invalid_request_error"}}',
+            "BadRequestError",
+        ),
+    ],
+)
+async def test_a_failed_model_request_is_an_error_span_with_its_type(
+    status: int, body: bytes, error_type: str
+) -> None:
+    """A request refused before any answer: the chat span is an ERROR with ``error.type`` (it
+    was left 'cancelled' with no type), and so is the run."""
+    from tests.providers.conftest import Reply, Server
+    from tests.providers.helpers import openai
+
+    server = Server()
+    await server.start()
+    try:
+        server.queue(Reply(body, status, content_type="application/json"))
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        model = openai(server)
+        agent = Agent(model, [lookup])
+        instrument(agent, tracer_provider=provider)
+        result = await agent.run("hi", raise_on_error=False)
+        await model.aclose()
+    finally:
+        await server.close()
+    assert result.stop_reason == "failed"
+    spans = by_name(exporter)
+    (chat,) = spans["chat gpt-4.1-mini"]
+    assert chat.status.status_code.name == "ERROR"
+    assert chat.attributes["error.type"] == error_type
+    assert "cancelled" not in (chat.status.description or "")
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["server.address"] == "127.0.0.1"
+    run = spans["invoke_agent nbagent"][0]
+    assert run.attributes["gen_ai.provider.name"] == "openai"
+    assert run.attributes["error.type"] == error_type
+
+
+async def test_an_answer_that_broke_off_is_an_error_span_with_its_type() -> None:
+    from tests.providers import wire
+    from tests.providers.conftest import Reply, Server
+    from tests.providers.helpers import anthropic
+
+    server = Server()
+    await server.start()
+    try:
+        partial = wire.anthropic_sse(
+            [
+                wire.an_message_start(),
+                wire.an_block_start(0, {"type": "text", "text": ""}),
+                wire.an_text(0, "hal"),
+            ]
+        )
+        server.queue(Reply([partial], end="drop"))
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        model = anthropic(server, max_retries=0)
+        agent = Agent(model, [lookup])
+        instrument(agent, tracer_provider=provider)
+        result = await agent.run("hi", raise_on_error=False)
+        await model.aclose()
+    finally:
+        await server.close()
+    assert result.stop_reason == "failed"
+    spans = by_name(exporter)
+    (chat,) = spans["chat claude-sonnet-4-5"]
+    assert chat.status.status_code.name == "ERROR"
+    assert chat.attributes["error.type"] == "StreamError"
+    assert "dropped" in chat.status.description
+    assert chat.attributes["gen_ai.provider.name"] == "anthropic"
+    assert chat.end_time <= spans["invoke_agent nbagent"][0].end_time

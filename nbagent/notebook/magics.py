@@ -495,6 +495,7 @@ class AgentMagics(Magics):
         Without a recording (or with ``--live`` / ``--record``) the model's problem is raised."""
         try:
             self._use_model(plan.model)
+            self._tell_grammar()
         except UsageError as problem:
             if plan.recording in ("live", "record") or self.session.busy:
                 raise
@@ -507,6 +508,14 @@ class AgentMagics(Magics):
                 raise
             return True
         return False
+
+    def _tell_grammar(self) -> None:
+        """Say once in the cell what a local model's grammar leaves to validation."""
+        notes = getattr(self.session.generator, "grammar_notes", None)
+        if callable(notes):
+            tools = self.session.sync_agent().tools.values()
+            for line in notes([t.definition for t in tools]):
+                outputs.note(line)
 
     def _mode(self, awaited: bool, needs_clicks: bool) -> tuple[Mode, str]:
         """Where the run runs (see :mod:`.runner`), and why when it is not in its cell."""

@@ -453,8 +453,8 @@ class Transcript:
             self.blocks.append(
                 NoteRecord(
                     event.step,
-                    f"The answer broke off ({event.reason}); it was discarded and asked for "
-                    f"again (retry {event.attempt}).",
+                    f"The request was sent again ({event.reason}; retry {event.attempt}); "
+                    "anything this step had shown was discarded.",
                 )
             )
         elif isinstance(event, RunStarted):

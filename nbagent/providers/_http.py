@@ -8,9 +8,8 @@
   ``Retry-After`` up to ``retry_after_cap``; a longer ``Retry-After`` is raised at once, saying
   how long the server asked for. 400, 401, 403 and 404 are never retried.
 * Retries after output began. Tool calls only ever run from a finished answer, so a response
-  that breaks mid-stream executed nothing and may be asked for again. The generator yields
-  :class:`~nbagent.generation.StreamRetry` (consumers drop the partial answer), waits with the
-  same backoff and streams the new response from its start. Retried mid-stream failures: the
+  that breaks mid-stream executed nothing and may be asked for again, with the same backoff;
+  the new response streams from its start. Retried mid-stream failures: the
   connection dropping, a read timeout (no data for ``timeout`` seconds), the body ending before
   the finish reason (a cut that looks clean), and error events the provider marks as transient
   (Anthropic ``overloaded_error``, ``api_error``, ``rate_limit_error``, ``timeout_error``;
@@ -19,6 +18,10 @@
   limit, and error events about the request itself. Every retry, before or after output,
   counts against the same ``max_retries``; when they run out the failure is final, as a
   :class:`~nbagent.generation.StreamError` event.
+* Every retry, before the response or after output began, is announced by a
+  :class:`~nbagent.generation.StreamRetry` *before* it is sent: consumers drop the partial
+  answer (if any), and a run counts it as a request against ``Budget(requests=...)``; closing
+  the stream there sends nothing more.
 * A 200 answer whose body holds no event but one JSON document (a gateway's error, or a whole
   non-streamed answer) fails with what the document says, retried only when its error is
   transient; a web page (``text/html``, often a wrong base URL) fails saying so. Read as a
@@ -123,6 +126,26 @@ class _Budget:
         self.used = 0
 
 
+#: Hosts whose provider the GenAI conventions name (``gen_ai.provider.name`` well-known values).
+_KNOWN_HOSTS: tuple[tuple[str, str], ...] = (
+    ("api.openai.com", "openai"),
+    ("openai.azure.com", "azure.ai.openai"),
+    ("cognitiveservices.azure.com", "azure.ai.openai"),
+    ("services.ai.azure.com", "azure.ai.inference"),
+    ("api.anthropic.com", "anthropic"),
+    ("amazonaws.com", "aws.bedrock"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.groq.com", "groq"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.cohere.ai", "cohere"),
+    ("api.cohere.com", "cohere"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+)
+
+
 class HTTPGenerator:
     """Base of the HTTP adapters: settings, the lazily created client, retries, the SSE pump.
 
@@ -189,6 +212,16 @@ class HTTPGenerator:
         self._guard_started = False
 
     # --- presentation -------------------------------------------------------------------
+
+    @property
+    def telemetry_provider(self) -> str:
+        """``gen_ai.provider.name`` for this adapter's spans (OpenTelemetry GenAI conventions):
+        the provider behind a known host, else the API this adapter speaks (``vendor``)."""
+        host = (httpx2.URL(self.base_url).host or "").lower()
+        for suffix, name in _KNOWN_HOSTS:
+            if host == suffix or host.endswith("." + suffix):
+                return name
+        return self.vendor or type(self).__name__.lower()
 
     def __repr__(self) -> str:
         return (
@@ -257,21 +290,30 @@ class HTTPGenerator:
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Stream one model turn: raises before the first event, yields StreamError after it.
 
-        A retryable mid-stream failure is followed by :class:`StreamRetry` and the new
-        response's events (see the module docs).
+        Every retry, before the response or after output began, is announced by a
+        :class:`StreamRetry` *before* it is sent (see the module docs), so a consumer that
+        counts requests can refuse one by closing the stream there.
         """
         path, body, new_parser = self._prepare(request)
         content = _json_bytes(body)
         budget = _Budget()
-        response = await self._open(path, content, budget)
-        began = False  # an event went out since the last StreamRetry
-        emitted = False  # an event went out at all: from then on, failures are events
+        response: httpx2.Response | None = None
+        emitted = False  # an answer's event went out: from then on, failures are events
         while True:
+            if response is None:
+                async with aclosing(self._open(path, content, budget)) as opening:
+                    async for item in opening:
+                        if isinstance(item, StreamRetry):
+                            yield item
+                        else:
+                            response = item
+                assert response is not None  # _open yields a response or raises
             attempt = _Attempt()
             async with aclosing(self._pump(response, new_parser(), attempt)) as events:
                 async for event in events:
-                    began = emitted = True
+                    emitted = True
                     yield event
+            response = None
             failure = attempt.failure
             if failure is None:
                 return
@@ -281,12 +323,15 @@ class HTTPGenerator:
             delay = self._delay(budget.used, None)
             budget.used += 1
             self._log_retry(str(failure), delay, budget.used)
-            if began:
-                yield StreamRetry(str(failure), budget.used, delay)
-                began = False
+            yield StreamRetry(str(failure), budget.used, delay)
             await asyncio.sleep(delay)
             try:
-                response = await self._open(path, content, budget)
+                async with aclosing(self._open(path, content, budget)) as opening:
+                    async for item in opening:
+                        if isinstance(item, StreamRetry):
+                            yield item
+                        else:
+                            response = item
             except errors.NbagentError as exc:
                 error: errors.NbagentError = exc
             else:
@@ -432,8 +477,11 @@ class HTTPGenerator:
             self.max_retries + 1,
         )
 
-    async def _open(self, path: str, content: bytes, budget: _Budget) -> httpx2.Response:
-        """POST ``content`` and return the streaming response, retrying what may be retried."""
+    async def _open(
+        self, path: str, content: bytes, budget: _Budget
+    ) -> AsyncGenerator[StreamRetry | httpx2.Response, None]:
+        """POST ``content`` and yield the streaming response, retrying what may be retried;
+        each retry is yielded as a :class:`StreamRetry` before it is sent."""
         client = await self._client_for_request()
         url = self.base_url + path
         while True:
@@ -453,7 +501,8 @@ class HTTPGenerator:
                 retry = True
             else:
                 if response.status_code < 300:
-                    return response
+                    yield response
+                    return
                 status, retry = await status_error(
                     response, self.provider, self.model, self.base_url, self.key_env
                 )
@@ -468,6 +517,8 @@ class HTTPGenerator:
             delay = self._delay(budget.used, retry_after)
             budget.used += 1
             self._log_retry(str(error), delay, budget.used)
+            # the first line says what happened; the rest is advice for a final failure
+            yield StreamRetry(str(error).split("\n", 1)[0], budget.used, delay)
             await asyncio.sleep(delay)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:

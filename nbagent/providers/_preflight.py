@@ -11,8 +11,9 @@ tool format):
 
 * an array schema needs ``items`` (the API answers "array schema missing items");
 * with ``strict=True``: everything :func:`~nbagent.providers.strict_schema` cannot rewrite
-  (keywords strict mode does not support, free-form objects …), and strict mode's documented
-  limits: at most 10 levels of object nesting, 5,000 object properties, 1,000 enum values.
+  (keywords strict mode does not support, free-form objects and maps, values of any type …),
+  each at its own JSON pointer, and strict mode's documented limits: at most 10 levels of
+  object nesting, 5,000 object properties, 1,000 enum values.
 
 ``anthropic`` (Messages):
 
@@ -21,6 +22,12 @@ tool format):
 * with ``strict=True``: every object needs ``additionalProperties: false``, and the keywords
   strict tool use does not support (numeric bounds, string lengths, array bounds beyond
   ``minItems`` 0 or 1) and recursive references are refused.
+
+``local`` (a ``local:`` model, llama.cpp in this process):
+
+* no part of the schema may be unsatisfiable (``minLength`` over ``maxLength``, ``minimum``
+  over ``maximum``, an empty ``enum`` …; see :mod:`nbagent._satisfiable`): llama.cpp cannot
+  build a grammar from it, and the adapter refuses such a tool before any request.
 
 Each problem is a :class:`SchemaProblem`; :data:`PROVIDERS` maps a provider key to its check, so
 a new API adds one entry.
@@ -67,7 +74,7 @@ class SchemaProblem:
         )
 
 
-_LABELS = {"openai": "OpenAI", "anthropic": "Anthropic"}
+_LABELS = {"openai": "OpenAI", "anthropic": "Anthropic", "local": "Local model"}
 
 
 def provider_label(key: str) -> str:
@@ -126,15 +133,13 @@ def _openai(definition: Definition) -> list[tuple[str, str]]:
         if _is_array(node) and "items" not in node and "prefixItems" not in node:
             found.append((pointer, "an array schema needs `items` (say what the array holds)"))
     if definition.strict:
-        from ..errors import ToolDefinitionError
-        from ._strict import strict_schema
+        from ._strict import strict_problems, strict_schema
 
-        try:
-            strict = strict_schema(schema, tool=definition.name)
-        except ToolDefinitionError as exc:
-            found.append(("", str(exc)))
+        problems = strict_problems(schema)
+        if problems:
+            found += problems
         else:
-            found += _strict_limits(strict)
+            found += _strict_limits(strict_schema(schema, tool=definition.name))
     return found
 
 
@@ -232,10 +237,21 @@ def _recursive(schema: dict[str, Any]) -> bool:
     return any(state.get(target) is None and cycle(target) for target in graph)
 
 
+def _local(definition: Definition) -> list[tuple[str, str]]:
+    """llama.cpp turns any schema into a grammar, but cannot build one no value satisfies."""
+    from .._satisfiable import unsatisfiable
+
+    return [
+        (pointer, f"no value satisfies this part of the schema ({reason})")
+        for pointer, reason in unsatisfiable(normalize_schema(definition.input_schema))
+    ]
+
+
 #: Provider key → its check. A check returns ``(pointer, reason)`` pairs.
 PROVIDERS: dict[str, Callable[[Definition], list[tuple[str, str]]]] = {
     "openai": _openai,
     "anthropic": _anthropic,
+    "local": _local,
 }
 _ALIASES = {
     "ollama": "openai",

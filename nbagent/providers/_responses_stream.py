@@ -40,7 +40,14 @@ from ._shared import (
 from ._sse import loads
 from ._strict import drop_added_nulls
 
-__all__ = ["ResponseEventParser", "read_reasoning_signature", "reasoning_signature"]
+__all__ = [
+    "ITEM_KEY",
+    "ResponseEventParser",
+    "carried_fields",
+    "item_fields",
+    "read_reasoning_signature",
+    "reasoning_signature",
+]
 
 log = logging.getLogger("nbagent.providers")
 
@@ -106,15 +113,56 @@ def read_reasoning_signature(signature: str | None) -> dict[str, Any] | None:
     return payload
 
 
+# --- what an item must carry back ------------------------------------------------------------
+
+#: The key under which an item's own fields travel in a part's ``raw``.
+ITEM_KEY = "responses_item"
+#: Fields nbagent models itself (the text, the call), or decides when to send (``id``, which
+#: pairs an item with the reasoning before it; ``status``): every other field of a message or
+#: function_call item goes back as it came (``phase``, ``namespace``, ``caller`` …), so the API
+#: accepts the item again and a field it adds later survives too.
+_OWN_FIELDS = {
+    "message": frozenset({"type", "id", "role", "status", "content"}),
+    "function_call": frozenset({"type", "id", "call_id", "name", "arguments", "status"}),
+}
+
+
+def item_fields(item: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The fields of an output ``item`` of ``kind`` that must go back with it (see above)."""
+    own = _OWN_FIELDS[kind]
+    return {k: v for k, v in item.items() if isinstance(k, str) and k not in own and v is not None}
+
+
+def carried_fields(raw: Any, kind: str) -> dict[str, Any]:
+    """The fields of an item of ``kind`` that a part's ``raw`` carries (written by this parser),
+    or none; never one nbagent sets itself, whatever a hand-edited history holds."""
+    if isinstance(raw, Mapping):
+        fields = raw.get(ITEM_KEY)
+        if isinstance(fields, Mapping):
+            return item_fields(fields, kind)
+    return {}
+
+
 # --- the parser ---------------------------------------------------------------------------------
 
 
 class _Call:
     """A function call as far as it has arrived."""
 
-    __slots__ = ("args", "call_id", "damaged", "final", "item_id", "name", "received", "started")
+    __slots__ = (
+        "args",
+        "call_id",
+        "damaged",
+        "fields",
+        "final",
+        "item_id",
+        "name",
+        "received",
+        "started",
+    )
 
     def __init__(self, item_id: str, call_id: str, name: str) -> None:
+        self.fields: dict[str, Any] = {}  # the item's own fields that go back with it
         self.item_id = item_id
         self.call_id = call_id
         self.name = name
@@ -148,6 +196,7 @@ class ResponseEventParser:
         "_index_keys",
         "_items",
         "_lossy",
+        "_messages",
         "_model",
         "_provider",
         "_reason",
@@ -174,6 +223,7 @@ class ResponseEventParser:
         self._id_keys: dict[str, str] = {}  # item id -> item key
         self._reasoning: _Reasoning | None = None  # the latest reasoning item, until followed
         self._texted: set[str] = set()  # keys of the messages whose text streamed
+        self._messages: dict[str, dict[str, Any]] = {}  # message key -> the raw of its text
         self._text_item: Any = _NO_ITEM  # the item of the latest text delta
         self._function_calls = 0
         self._status: str | None = None  # "completed" or "incomplete"
@@ -227,8 +277,18 @@ class ResponseEventParser:
                 self._texted.add(key)
                 if self._reasoning is not None:  # the message's added event never came
                     self._follow({"type": "message", "id": item_id})
-            self.out.append(TextDelta(delta))
+            self.out.append(TextDelta(delta, self._message_raw(key)))
         return False
+
+    def _message_raw(self, key: str, item: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The ``raw`` of a message's text: one dict per message, so that two messages stay
+        two parts; ``item`` (its added or done event) fills in the fields that go back."""
+        raw = self._messages.get(key)
+        if raw is None:
+            raw = self._messages[key] = {ITEM_KEY: {}}
+        if item is not None:
+            raw[ITEM_KEY].update(item_fields(item, "message"))
+        return raw
 
     def _arguments(self, payload: dict[str, Any]) -> bool:
         fragment = payload["delta"]
@@ -296,13 +356,14 @@ class ResponseEventParser:
             return  # its deltas came first: this is the item they belong to
         self._follow(item)
         if kind == "message":
-            pass  # its text streams as deltas
+            self._message_raw(key, item)  # its text streams as deltas
         elif kind == "function_call":
             call = self._calls.get(key)
             if call is None:
                 item_id = item.get("id")
                 real_id = item_id if isinstance(item_id, str) and item_id else key
                 call = self._calls[key] = _Call(real_id, "", "")
+            call.fields.update(item_fields(item, "function_call"))
             call.name = call.name or text_of(item.get("name"), "a function call's name")
             call.call_id = call.call_id or text_of(item.get("call_id"), "a function call's call_id")
             initial = text_of(item.get("arguments"), "a function call's arguments")
@@ -344,10 +405,13 @@ class ResponseEventParser:
         self._items[key] = True
         kind = item.get("type")
         if kind == "message":
+            raw = self._message_raw(key, item)  # the done item is the final word
             if key not in self._texted:  # a server that sends the text only with the item
                 text = _message_text(item)
                 if text:
-                    self.out.append(TextDelta(text))
+                    self._texted.add(key)
+                    self._text_item = key
+                    self.out.append(TextDelta(text, raw))
         elif kind == "function_call":
             self._receive(self._calls[key], item)
         elif kind == "reasoning":
@@ -444,6 +508,7 @@ class ResponseEventParser:
             self.out.append(ToolInputDelta(call.call_id, "".join(call.args)))
 
     def _receive(self, call: _Call, item: Mapping[str, Any]) -> None:
+        call.fields.update(item_fields(item, "function_call"))
         call.name = call.name or text_of(item.get("name"), "a function call's name")
         call.call_id = call.call_id or (
             text_of(item.get("call_id"), "a function call's call_id")
@@ -471,7 +536,8 @@ class ResponseEventParser:
         call.received = True
         self._function_calls += 1
         self.out.append(ToolInputEnd(call.call_id))
-        self.out.append(ToolCallReceived(ToolCall(call.call_id, call.name, arguments)))
+        raw = {ITEM_KEY: dict(call.fields)} if call.fields else None
+        self.out.append(ToolCallReceived(ToolCall(call.call_id, call.name, arguments, False, raw)))
 
     # --- how the response ends ---------------------------------------------------------------
 

@@ -12,9 +12,13 @@ Schema. :func:`strict_schema` rewrites a tool's schema into that subset, visibly
   no defaults.
 
 It refuses, with a :class:`~nbagent.errors.ToolDefinitionError` naming the JSON pointer, what
-strict mode cannot express: a root that is not an object, ``additionalProperties`` that is not
-``false`` (free-form maps), and keywords OpenAI does not support (``allOf``, ``oneOf``, ``not``,
+strict mode cannot express, and never narrows a schema silently: a root that is not an object,
+``additionalProperties`` that is not ``false`` (maps), a free-form object (``settings: dict``:
+no properties and no ``additionalProperties: false``, which made strict could only ever be
+``{}``), a value of any type (``{}``, ``x: Any``: no ``type``, ``anyOf``, ``$ref``, ``enum`` or
+``const``), and keywords OpenAI does not support (``allOf``, ``oneOf``, ``not``,
 ``if``/``then``/``else``, ``patternProperties``, ``minLength``/``maxLength``, ``uniqueItems`` …).
+:func:`strict_problems` lists every such problem with its pointer (for preflight).
 
 :func:`drop_added_nulls` undoes the visible effect on a call: a ``null`` the model sent for a
 property that was optional and did not itself allow null is removed, so the arguments validate
@@ -30,7 +34,7 @@ from typing import Any
 from ..errors import ToolDefinitionError
 from ..schema import normalize_schema
 
-__all__ = ["drop_added_nulls", "strict_schema"]
+__all__ = ["drop_added_nulls", "strict_problems", "strict_schema"]
 
 #: Keywords OpenAI strict mode rejects (from its "supported schemas" reference).
 UNSUPPORTED = frozenset(
@@ -73,40 +77,68 @@ def strict_schema(schema: Mapping[str, Any] | None, *, tool: str = "") -> dict[s
     The input is not changed. Raises :class:`ToolDefinitionError` when the schema cannot be
     made strict; ``tool`` names the tool in that message.
     """
-    root = normalize_schema(schema)
-    label = f"tool {tool!r}" if tool else "the schema"
-    if root.get("type") != "object":
-        _refuse(label, "", "the root of a strict schema must be an object (type: object)")
-    _Walk(label).node(root, "")
+    root, problems = _rewrite(schema)
+    if problems:
+        pointer, reason = problems[0]
+        label = f"tool {tool!r}" if tool else "the schema"
+        raise ToolDefinitionError(
+            f"{label} cannot be made strict for OpenAI: {reason} at {pointer or '/'}; change "
+            "the schema or set strict=False"
+        )
     return root
 
 
-def _refuse(label: str, pointer: str, reason: str) -> None:
-    raise ToolDefinitionError(
-        f"{label} cannot be made strict for OpenAI: {reason} at {pointer or '/'}; change the "
-        "schema or set strict=False"
-    )
+def strict_problems(schema: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """Everything that keeps ``schema`` from being made strict: ``(JSON pointer, reason)``
+    pairs, in schema order; empty when :func:`strict_schema` would rewrite it."""
+    return _rewrite(schema)[1]
+
+
+def _rewrite(schema: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    root = normalize_schema(schema)
+    walk = _Walk()
+    if root.get("type") != "object":
+        walk.refuse("", "the root of a strict schema must be an object (type: object)")
+    walk.node(root, "")
+    return root, walk.problems
 
 
 def _escape(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
+#: Keywords that give a subschema a kind strict mode can constrain decoding to.
+_KINDS = ("type", "anyOf", "$ref", "enum", "const")
+
+
 class _Walk:
-    def __init__(self, label: str) -> None:
-        self.label = label
+    """Rewrites a schema in place, noting what strict mode cannot express (never narrowing a
+    schema silently: what it would narrow is a problem, not a rewrite)."""
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def refuse(self, pointer: str, reason: str) -> None:
+        self.problems.append((pointer, reason))
 
     def node(self, node: Any, pointer: str) -> None:
         if not isinstance(node, dict):
-            _refuse(self.label, pointer, "boolean schemas are not supported")
+            self.refuse(pointer, "boolean schemas are not supported")
+            return
         for key in node:
             if key in UNSUPPORTED:
                 hint = _HINTS.get(key)
-                _refuse(
-                    self.label,
+                self.refuse(
                     pointer,
                     f"{key!r} is not supported in strict mode" + (f" ({hint})" if hint else ""),
                 )
+        if not any(key in node for key in _KINDS):
+            # {} or only annotations: any value at all, which strict mode cannot decode to
+            self.refuse(
+                pointer,
+                "a value of any type (no type, anyOf, $ref, enum or const) is not supported "
+                "in strict mode (give it a type)",
+            )
         if "default" in node:
             default = node.pop("default")
             note = f"(default: {json.dumps(default, ensure_ascii=False)})"
@@ -122,8 +154,9 @@ class _Walk:
         items = node.get("items")
         if items is not None:
             if isinstance(items, list):
-                _refuse(self.label, pointer + "/items", "tuple-form items are not supported")
-            self.node(items, pointer + "/items")
+                self.refuse(pointer + "/items", "tuple-form items are not supported")
+            else:
+                self.node(items, pointer + "/items")
         for index, sub in enumerate(node.get("anyOf", ())):
             self.node(sub, f"{pointer}/anyOf/{index}")
         for defs in ("$defs", "definitions"):
@@ -131,21 +164,29 @@ class _Walk:
                 self.node(sub, f"{pointer}/{defs}/{_escape(name)}")
 
     def object(self, node: dict[str, Any], pointer: str) -> None:
-        extra = node.get("additionalProperties", False)
-        if extra is not False:
-            _refuse(
-                self.label,
+        declared = "properties" in node  # {"properties": {}} says: no properties at all
+        properties = node.setdefault("properties", {})
+        extra = node.get("additionalProperties")
+        if extra is not None and extra is not False:
+            self.refuse(
                 pointer,
                 "additionalProperties must be false (strict mode cannot express free-form "
                 "objects or maps)",
             )
+        elif extra is None and not declared:
+            # A free-form object (``settings: dict``): made strict it could only ever be {}
+            self.refuse(
+                pointer,
+                "a free-form object (no properties, and additionalProperties not false) is "
+                "not supported in strict mode: made strict it could only be {} (list its "
+                "properties, or set strict=False for this tool)",
+            )
         node["additionalProperties"] = False
-        properties = node.setdefault("properties", {})
         required = set(node.get("required", ()))
         for name in list(properties):
             where = f"{pointer}/properties/{_escape(name)}"
             self.node(properties[name], where)
-            if name not in required:
+            if name not in required and isinstance(properties[name], dict):
                 properties[name] = self.nullable(properties[name], where)
         node["required"] = list(properties)
 
@@ -162,8 +203,6 @@ class _Walk:
             node["type"] = [kind, "null"]
         elif isinstance(kind, list):
             node["type"] = [*kind, "null"]
-        elif "enum" not in node:
-            _refuse(self.label, pointer, "an optional property needs a type to be made nullable")
         if "enum" in node:
             node["enum"] = [*node["enum"], None]
         return node

@@ -15,7 +15,19 @@ request, loads the file; every later ``local:`` generator with the same file and
 shares that server. Before loading, the file is checked (it exists, is a GGUF file, fits in
 the memory available), so a wrong setting is a clear
 :class:`~nbagent.errors.ConfigurationError`, never a crash. llama.cpp's own logging is
-switched off, so none of it lands in a notebook cell.
+switched off, so none of it lands in a notebook cell; and llama.cpp never sees what would make
+it write to the process's stderr itself (see :mod:`nbagent.providers._grammar`).
+
+Every tool's schema is checked before any request: one with a part no value can satisfy
+(``minLength`` 5 with ``maxLength`` 2, ``minimum`` over ``maximum``, a required property
+``additionalProperties: false`` forbids, an empty ``enum`` …) is refused with a
+:class:`~nbagent.errors.ToolDefinitionError` naming the JSON pointer, since llama.cpp's grammar
+parser grows without end on one. The grammar gets the schema without what it cannot enforce
+(``pattern``, counts over 2,000), and the person is told once per tool which keywords the
+grammar does not enforce (in a notebook a note in the cell, elsewhere a :class:`GrammarWarning`
+at the first request): validation still checks every call against the whole schema. Every
+answer ends: the server stops one at a context's worth of tokens whatever a request asks for
+(``n_predict``), with no context shift.
 
 Tool calls go through structured output by default (``tool_calls="structured"``; see
 :mod:`nbagent.providers._structured`): small models' chat templates have no tools, and the
@@ -42,6 +54,7 @@ import os
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +62,14 @@ from typing import Any, ClassVar
 
 from ..errors import BadRequestError, ConfigurationError
 from ..generation import Request, StreamEvent
+from ._grammar import check_satisfiable, grammar_schema, unenforced
 from ._keys import Secret
 from ._structured import ToolCallMode
 from .openai import OpenAIChat
 
 __all__ = [
     "MODELS",
+    "GrammarWarning",
     "LocalChat",
     "LocalServer",
     "LocalSettings",
@@ -251,6 +266,10 @@ class LocalServer:
         params.endpoint_slots = False  # it would show the prompts
         params.n_threads_http = 2
         params.cache_ram_mib = 256  # the prompt cache (8 GiB by default)
+        # Every answer ends: at most a context's worth of tokens, whatever a request asks for,
+        # and no context shift (which would let an answer go on for ever)
+        params.n_predict = settings.context
+        params.ctx_shift = False
         key = secrets.token_urlsafe(24)
         params.api_keys = [key]
         started = time.perf_counter()
@@ -279,6 +298,13 @@ class LocalServer:
         )
 
 
+class GrammarWarning(UserWarning):
+    """Parts of a tool's schema llama.cpp's grammar does not enforce (validation still does)."""
+
+
+#: (tool, what is not enforced) already told in this process
+_TOLD: set[tuple[str, str]] = set()
+
 _SERVERS: dict[LocalSettings, LocalServer] = {}
 _LOCK = threading.Lock()
 
@@ -306,6 +332,8 @@ class LocalChat(OpenAIChat):
     """
 
     provider = "the local model"
+    #: ``gen_ai.provider.name`` of its spans: the model runs in llama.cpp, in this process
+    telemetry_provider = "llama.cpp"
     #: llama.cpp turns any schema into a grammar: none of the vendors' tool rules apply
     tool_rules: ClassVar[str] = "local"
     key_env = ""
@@ -382,10 +410,53 @@ class LocalChat(OpenAIChat):
         return f"Using {server.describe()}, loaded earlier."
 
     def build_body(self, request: Request) -> dict[str, Any]:
+        """The Chat Completions body, with every tool's schema checked and made safe for
+        llama.cpp's grammar (see :mod:`nbagent.providers._grammar`) before any request."""
+        tools = [d for d in request.tools if not d.provider_executed]
+        for definition in tools:
+            check_satisfiable(definition.name, definition.input_schema)
         body = super().build_body(request)
         if request.options.max_tokens is None:
             body["max_tokens"] = self.default_max_tokens  # every answer is bounded
+        format_ = body.get("response_format")
+        if isinstance(format_, dict) and isinstance(format_.get("json_schema"), dict):
+            spec = format_["json_schema"]
+            spec["schema"] = grammar_schema(spec.get("schema"))[0]
+        for item in body.get("tools") or ():
+            function = item.get("function") if isinstance(item, dict) else None
+            if isinstance(function, dict) and "parameters" in function:
+                function["parameters"] = grammar_schema(function["parameters"])[0]
+        self._tell_unenforced(tools)
         return body
+
+    def grammar_notes(self, tools: Any) -> list[str]:
+        """What llama.cpp's grammar does not enforce of each of ``tools`` (definitions) not
+        told yet in this process, one line per tool, in nbagent's words; they count as told.
+        A front end shows them where the person reads (a notebook: a note in the cell)."""
+        lines = []
+        for definition in tools:
+            if getattr(definition, "provider_executed", False):
+                continue
+            notes = unenforced(definition.input_schema)
+            key = (definition.name, repr(notes))
+            if not notes or key in _TOLD:
+                continue
+            _TOLD.add(key)
+            shown = ", ".join(f"`{keyword}` at {pointer}" for pointer, keyword in notes[:8])
+            if len(notes) > 8:
+                shown += f" and {len(notes) - 8} more"
+            lines.append(
+                f"The local model's grammar does not enforce part of tool {definition.name!r}'s "
+                f"schema: {shown}. nbagent still checks every call against the whole schema, so "
+                "a call that breaks it is refused and the model is told why."
+            )
+        return lines
+
+    def _tell_unenforced(self, tools: list[Any]) -> None:
+        """Say once per tool (and schema) what llama.cpp's grammar leaves to validation, where
+        no front end said it already (a script, the terminal)."""
+        for line in self.grammar_notes(tools):
+            warnings.warn(line, GrammarWarning, stacklevel=3)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Load the model if needed (off the event loop), then stream as the adapter does."""

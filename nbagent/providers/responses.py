@@ -6,9 +6,14 @@ How nbagent's conversation maps onto the API:
 * A user message → an input message: ``content`` as a string (one text part) or a list of
   ``input_text`` and ``input_image`` parts (images as ``data:`` URLs).
 * An assistant message → output items in the order the model produced them: reasoning items,
-  text as an ``assistant`` message, each call as a ``function_call`` item (``call_id``,
-  ``name``, the arguments as text). Calls the provider ran itself (``web_search_call`` …) are
-  not sent back: the answer that used them is.
+  each message the model wrote as an ``assistant`` message of its own, each call as a
+  ``function_call`` item (``call_id``, ``name``, the arguments as text). Every other field the
+  API gave a message or function_call item goes back with it as it came (a message's
+  ``phase``, ``commentary`` or ``final_answer``; a call's ``namespace`` after a server-side
+  ``tool_search_call``, its ``caller``; fields the API adds later), carried in the part's
+  ``raw``; a ``function_call_output`` carries its call's ``namespace`` and ``caller``. Calls
+  the provider ran itself (``web_search_call``, ``tool_search_call`` …) are not sent back: the
+  answer that used them is.
 * Tool results → one ``function_call_output`` item per result, in call order: ``output`` is the
   text, or, when the result holds images, a list of ``input_text`` and ``input_image`` parts in
   the result's order. A result whose ``is_error`` is set is prefixed ``Error:`` (the API has no
@@ -28,8 +33,10 @@ Reasoning, carried across turns. ``store`` is false by default: OpenAI keeps not
 conversation (the privacy-friendly choice, and the one that works under Zero Data Retention),
 so the whole history is sent each turn. Reasoning items then travel encrypted: the request
 asks for ``include: ["reasoning.encrypted_content"]`` when the model reasons (``o1``, ``o3``,
-``o4-mini``, ``gpt-5`` … but not ``gpt-5-chat``; ``encrypted_reasoning=True``/``False``
-decides for other names), since non-reasoning models answer 400 to it. Each reasoning item,
+``o4-mini``, ``gpt-5`` … but not ``gpt-5-chat``, also behind a host's prefix such as
+``openai/``, ``azure/`` or Bedrock's ``openai.`` and ``us.openai.``, with any suffix;
+``encrypted_reasoning=True``/``False`` decides for other names, such as an Azure deployment's),
+since non-reasoning models answer 400 to it. Each reasoning item,
 as ``response.output_item.done`` gives it, becomes a
 :class:`~nbagent.messages.ReasoningPart` whose ``text`` is the summary (ask for one with
 ``reasoning={"summary": "auto"}``) and whose ``signature`` carries the item, the model and the
@@ -95,15 +102,31 @@ from ..messages import (
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator
-from ._responses_stream import ResponseEventParser, read_reasoning_signature
+from ._responses_stream import ResponseEventParser, carried_fields, read_reasoning_signature
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from ._strict import strict_schema
 
 __all__ = ["OpenAIResponses", "responses_input"]
 
-#: Model names that reason (and accept ``include: ["reasoning.encrypted_content"]``).
+#: Model names that reason (and accept ``include: ["reasoning.encrypted_content"]``), matched
+#: at the start of the bare name (see :func:`bare_model_name`).
 _REASONING_MODELS = re.compile(r"(o\d|gpt-5(?!(\.\d+)?-chat)|codex-|gpt-oss)")
+#: What a host puts before a model's own name: a route (``openai/``, ``azure/``), a fine-tune
+#: mark (``ft:``), and dotted labels of letters only (Bedrock's ``openai.``, its cross-region
+#: ``us.openai.``). A model's own name starts with a letter followed by a digit or a hyphen
+#: before any dot (``gpt-5.6``, ``o3``), so no label of it is taken for a prefix.
+_HOST_PREFIX = re.compile(r"^(?:ft:)?(?:[a-z][a-z_]*\.)*")
+
+
+def bare_model_name(model: str) -> str:
+    """``model`` without what a host or gateway adds before it (lower case): ``openai/o3``,
+    ``openai.gpt-5.6-luna`` and ``us.openai.gpt-oss-120b-1:0`` are ``o3``, ``gpt-5.6-luna`` and
+    ``gpt-oss-120b-1:0``. What follows the name (a date, ``-v1:0``) is kept: names are matched
+    at their start."""
+    name = model.strip().rsplit("/", 1)[-1].lower()
+    bare = _HOST_PREFIX.sub("", name, count=1)
+    return bare or name
 
 
 class OpenAIResponses(HTTPGenerator):
@@ -172,8 +195,7 @@ class OpenAIResponses(HTTPGenerator):
             return False
         if self.encrypted_reasoning is not None:
             return self.encrypted_reasoning
-        name = (model or self.model).rsplit("/", 1)[-1].lower()
-        return bool(_REASONING_MODELS.match(name))
+        return bool(_REASONING_MODELS.match(bare_model_name(model or self.model)))
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
@@ -327,21 +349,24 @@ def _assistant_items(message: AssistantMessage, model: str, store: bool) -> list
         elif isinstance(part, TextPart):
             if not part.text:
                 continue
+            fields = carried_fields(part.raw, "message")  # phase …: the API needs it again
             if follower is not None:
+                if isinstance(follower.get("phase"), str):
+                    fields.setdefault("phase", follower["phase"])
                 item: dict[str, Any] = {
+                    **fields,
                     "type": "message",
                     "id": follower["id"],
                     "role": "assistant",
                     "status": "completed",
                     "content": [{"type": "output_text", "text": part.text, "annotations": []}],
                 }
-                if isinstance(follower.get("phase"), str):
-                    item["phase"] = follower["phase"]
                 items.append(item)
             else:
-                items.append({"role": "assistant", "content": part.text})
+                items.append({**fields, "role": "assistant", "content": part.text})
         elif isinstance(part, ToolCall) and not part.provider_executed:
             call: dict[str, Any] = {
+                **carried_fields(part.raw, "function_call"),  # namespace, caller …
                 "type": "function_call",
                 "call_id": part.id,
                 "name": part.name,
@@ -352,6 +377,11 @@ def _assistant_items(message: AssistantMessage, model: str, store: bool) -> list
             items.append(call)
         # provider-run calls and results are not sent back: the answer that used them is
     return items
+
+
+#: Fields of a function_call that its function_call_output carries too (the API's schema for
+#: the output item has them: which namespace the tool is in, and who called it).
+_OUTPUT_SHARES = ("namespace", "caller")
 
 
 def _output(result: ToolResultPart) -> str | list[dict[str, Any]]:
@@ -380,16 +410,21 @@ def responses_input(
     ``model`` is the model of the request: reasoning items made by another are left out.
     """
     items: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}  # call id -> the fields its output shares with it
     for message in messages:
         if isinstance(message, UserMessage):
             if message.content:
                 items.append({"role": "user", "content": _user_content(message.content)})
         elif isinstance(message, AssistantMessage):
             items.extend(_assistant_items(message, model, store))
+            for call in message.tool_calls:
+                fields = carried_fields(call.raw, "function_call")
+                calls[call.id] = {k: fields[k] for k in _OUTPUT_SHARES if k in fields}
         elif isinstance(message, ToolMessage):
             for result in message.results:
                 items.append(
                     {
+                        **calls.get(result.call_id, {}),
                         "type": "function_call_output",
                         "call_id": result.call_id,
                         "output": _output(result),

@@ -109,8 +109,13 @@ def _message_hash(message: Message) -> str:
     """A message's hash, taken over the message as a replay rebuilds it: a recording keeps the
     model's output with credential-shaped text as ``***``, so the conversation a replay sends
     holds ``***`` where the recorded one held the text. Hashing both in that form (redaction
-    leaves ``***`` as it is) keeps such a run replayable instead of diverging at its next step."""
+    leaves ``***`` as it is) keeps such a run replayable instead of diverging at its next step.
+    A text part's ``raw`` (the provider's item, e.g. a Responses message's phase) is not
+    recorded, so it is not hashed either."""
     data = redacted(message_to_dict(message))
+    for part in data.get("content") or ():
+        if isinstance(part, dict) and part.get("type") == "text":
+            part.pop("raw", None)
     return f"{data.get('role', '?')}:{_hash(data)}"
 
 

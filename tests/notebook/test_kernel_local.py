@@ -137,3 +137,73 @@ def test_an_interrupt_during_generation_stops_the_run_and_the_history_stays_vali
     after = kernel.execute("%agent --max-steps 1 -o after Say hi.", timeout=170)
     assert kernel.eval("after.stop_reason") in ("finished", "max_steps", "length")
     assert not [w for w in LLAMA_LOG if w in everything_shown(after)]
+
+
+CODE_TOOL = '''
+import nbagent
+@nbagent.tool(schema={
+    "type": "object",
+    "properties": {"code": {"type": "string", "pattern": "\\\\d+"}},
+    "required": ["code"],
+})
+def lookup(code: str) -> str:
+    """Look a code up."""
+    return f"code {code}: found"
+'''
+
+
+def stderr_of(messages: list[dict]) -> str:
+    return "".join(
+        m["content"]["text"]
+        for m in messages
+        if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"
+    )
+
+
+@pytest.fixture
+def notebook_kernel(tmp_path: Path) -> Iterator[Kernel]:
+    """A kernel that shows what a process writes to its stderr (fd 2) in the cell, as in
+    JupyterLab: ipykernel turns that off when PYTEST_CURRENT_TEST is set, which would hide
+    exactly what this test is about."""
+    if _MISSING:
+        reason = "local:smollm2 cannot run in a kernel: missing " + ", ".join(_MISSING)
+        print(reason)
+        pytest.skip(reason)
+    env = {k: v for k, v in kernel_env().items() if k != "PYTEST_CURRENT_TEST"}
+    k = start_kernel(sys.executable, tmp_path, env)
+    try:
+        k.execute(SETUP)
+        k.execute("import os")
+        yield k
+    finally:
+        k.shutdown()
+
+
+def test_llama_cpps_own_words_never_reach_the_cell_and_nbagent_says_once_what_it_leaves(
+    notebook_kernel: Kernel,
+) -> None:
+    """A pattern llama.cpp cannot read made it print 'WARNING: JSON schema conversion was
+    incomplete …' on the kernel's stderr, which is the cell's."""
+    kernel = notebook_kernel
+    premise = kernel.execute(
+        "os.write(2, b'fd-2 reaches the cell\\n'); import time; time.sleep(0.5)"
+    )
+    assert "fd-2 reaches the cell" in everything_shown(premise)
+    kernel.execute(CODE_TOOL)
+    first = kernel.execute(
+        "%agent -m local:smollm2 --approve auto --max-steps 1 -o g Look up the code 12.",
+        timeout=170,
+    )
+    err, shown = stderr_of(first), everything_shown(first)
+    assert "JSON schema conversion" not in shown and "WARNING: " not in shown, shown
+    assert "::=" not in shown and not [w for w in LLAMA_LOG if w in shown], shown
+    # said once, as a note in the cell (not on stderr, which a person reads as an error)
+    assert shown.count("does not enforce part of tool 'lookup'") == 1, shown
+    assert "`pattern` at /properties/code/pattern" in shown
+    assert "does not enforce" not in err, err
+    assert kernel.eval("g.stop_reason") in ("finished", "max_steps", "length")
+    again = kernel.execute("%agent --max-steps 1 -o g2 And the code 7?", timeout=170)
+    shown = everything_shown(again)
+    assert "does not enforce" not in shown  # said once
+    assert "JSON schema conversion" not in shown and "WARNING: " not in shown, shown
+    assert kernel.eval(HISTORY_OK) is True

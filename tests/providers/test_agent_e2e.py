@@ -15,6 +15,7 @@ from nbagent.agent import Agent
 from nbagent.approval import ScriptedApprover, deny
 from nbagent.content import ToolResult, image_result
 from nbagent.events import StepRetried
+from nbagent.limits import Budget
 from nbagent.messages import AssistantMessage
 from nbagent.tools import Tool, tool
 
@@ -259,6 +260,102 @@ async def test_a_stream_cut_mid_call_is_asked_again_and_runs_each_call_once(
     calls = [c.id for m in agent.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
     assert calls == ["c_weather", "c_delete", "c_plot"]  # the void attempt left nothing
     assert len(server.requests) == 3
+
+
+# --- a budget counts every request sent ---------------------------------------------------------
+
+
+def error_reply(kind: str, status: int) -> Reply:
+    """An overloaded / unavailable answer before any output, in the API's own error shape."""
+    if kind == "anthropic":
+        body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    else:
+        body = {"error": {"message": "busy", "type": "server_error", "code": None}}
+    return Reply(json.dumps(body).encode(), status, content_type="application/json")
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
+async def test_a_request_budget_counts_a_retry_before_output(
+    kind: str, server: Server, history_valid: Any
+) -> None:
+    """529/503 then a good answer with calls: two requests sent, so requests=2 allows no third."""
+    build = TURN_BUILDERS[kind]
+    status = 529 if kind == "anthropic" else 503
+    server.queue(error_reply(kind, status), Reply(build(TURNS[1])), Reply(build([], FINAL)))
+    ran: list[str] = []
+    model = ADAPTERS[kind](server, max_retries=2)
+    agent = Agent(model=model, tools=make_tools(ran), budget=Budget(requests=2))
+    run = agent.start("go")
+    seen = [event async for event in run.events()]
+    result = await run.result()
+    await model.aclose()
+    assert len(server.requests) == 2  # the 529 and the answer: the third is not paid for
+    assert result.stop_reason == "budget" and result.steps == 1
+    assert ran == ["get_weather:Bern"]
+    retried = [e for e in seen if isinstance(e, StepRetried)]
+    assert len(retried) == 1 and f"HTTP {status}" in retried[0].reason
+    history_valid(agent.messages)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "responses"])
+async def test_a_retry_the_request_budget_cannot_pay_for_is_not_sent(
+    kind: str, server: Server, history_valid: Any
+) -> None:
+    build = TURN_BUILDERS[kind]
+    body = build(TURNS[0])
+    server.queue(Reply([body[: body.index(b"c_plot")]], end="drop"), Reply(build(TURNS[0])))
+    ran: list[str] = []
+    model = ADAPTERS[kind](server, max_retries=2)
+    agent = Agent(model=model, tools=make_tools(ran), budget=Budget(requests=1))
+    result = await agent.run("go", raise_on_error=False)
+    await model.aclose()
+    assert result.stop_reason == "budget", result.error
+    assert len(server.requests) == 1 and ran == []  # the cut answer ran nothing
+    history_valid(agent.messages)
+    await server.wait_all_closed()
+
+
+OVERLOADED_EVENT = (
+    b'event: error\ndata: {"type": "error", "error": {"details": null, "type": '
+    b'"overloaded_error", "message": "Overloaded"}, "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}'
+    b"\n\n"
+)
+
+
+@pytest.mark.parametrize("where", ["first", "after-message-start", "mid-text", "mid-call"])
+async def test_an_overloaded_event_after_http_200_is_retried_like_a_529(
+    where: str, server: Server, history_valid: Any
+) -> None:
+    """Nothing from the answer ran, so it is asked for again with the same backoff and the same
+    max_retries as a 529 before the response; the retry is announced and counted."""
+    body = anthropic_turn(TURNS[1], "Checking the weather.")
+    cut = {
+        "first": 0,
+        "after-message-start": body.index(b"event: content_block_start"),
+        "mid-text": body.index(b"event:", body.index(b"weather.")),  # at an event's end
+        "mid-call": body.index(b"event:", body.index(b"Bern")),
+    }[where]
+    server.queue(
+        Reply(body[:cut] + OVERLOADED_EVENT), Reply(body), Reply(anthropic_turn([], FINAL))
+    )
+    ran: list[str] = []
+    model = ADAPTERS["anthropic"](server, max_retries=1)
+    agent = Agent(model=model, tools=make_tools(ran), budget=Budget(requests=3))
+    run = agent.start("go")
+    seen = [event async for event in run.events()]
+    result = await run.result()
+    assert result.stop_reason == "finished", result.error
+    assert ran == ["get_weather:Bern"] and len(server.requests) == 3
+    (retried,) = [e for e in seen if isinstance(e, StepRetried)]
+    assert "overloaded_error" in retried.reason and retried.attempt == 1
+    history_valid(agent.messages)
+    # with no retries left it is final, as a 529 would be
+    server.queue(Reply(body[:cut] + OVERLOADED_EVENT))
+    final = await Agent(ADAPTERS["anthropic"](server, max_retries=0), make_tools([])).run(
+        "go", raise_on_error=False
+    )
+    assert final.stop_reason == "failed" and "overloaded_error" in str(final.error)
+    await model.aclose()
 
 
 def openai_raw(chunks: list[bytes]) -> bytes:

@@ -82,7 +82,11 @@ async def test_429_retry_after_seconds_then_success(kind: str, server: Server) -
     start = time.monotonic()
     events = await collect(model)
     assert time.monotonic() - start >= 0.19  # honoured, not the 1 ms backoff
-    assert events[0] == TextDelta("ok") and isinstance(events[-1], Finish)
+    # the retry is announced before it is sent (a run counts it against its budget)
+    assert events[0] == StreamRetry(events[0].reason, 1, 0.2)  # type: ignore[union-attr]
+    assert "HTTP 429: slow down" in events[0].reason  # type: ignore[union-attr]
+    assert "\n" not in events[0].reason  # type: ignore[union-attr]
+    assert events[1] == TextDelta("ok") and isinstance(events[-1], Finish)
     assert len(server.requests) == 2
     assert server.requests[0].body == server.requests[1].body
     await model.aclose()
@@ -119,7 +123,8 @@ async def test_retry_after_within_the_cap_is_waited_then_retried(kind: str, serv
     server.queue(json_reply(kind, 429, "slow down", headers={"retry-after": "0.05"}))
     server.queue(Reply(ok_body(kind)))
     model = make(kind, server, retry_after_cap=0.05)
-    assert (await collect(model))[0] == TextDelta("ok")
+    events = await collect(model)
+    assert isinstance(events[0], StreamRetry) and events[1] == TextDelta("ok")
     assert len(server.requests) == 2
     await model.aclose()
 
@@ -140,7 +145,10 @@ async def test_garbage_retry_after_is_ignored(kind: str, server: Server) -> None
 async def test_retryable_status_then_success(kind: str, server: Server, status: int) -> None:
     server.queue(json_reply(kind, status, "hiccup", etype="api_error"), Reply(ok_body(kind)))
     model = make(kind, server)
-    assert (await collect(model))[0] == TextDelta("ok")
+    events = await collect(model)
+    assert [e.attempt for e in events if isinstance(e, StreamRetry)] == [1]
+    assert isinstance(events[0], StreamRetry) and f"HTTP {status}" in events[0].reason
+    assert events[1] == TextDelta("ok")
     assert len(server.requests) == 2
     await model.aclose()
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import warnings
 
 import pytest
 
 from nbagent.agent import Agent
-from nbagent.errors import BadRequestError
+from nbagent.errors import BadRequestError, ToolDefinitionError
 from nbagent.events import AssistantTextDelta
 from nbagent.generation import (
     Finish,
@@ -29,10 +30,10 @@ from nbagent.generation import (
 from nbagent.messages import AssistantMessage, ToolMessage, user
 from nbagent.providers import resolve_generator
 from nbagent.providers._structured import INCOMPLETE_CALL
-from nbagent.providers.local import LocalChat
+from nbagent.providers.local import GrammarWarning, LocalChat
 from nbagent.providers.openai import OpenAIChat
 from nbagent.schema import compile_schema
-from nbagent.tools import Tool, tool
+from nbagent.tools import Definition, Tool, tool
 
 from .helpers import answer_of, collect
 
@@ -256,3 +257,118 @@ async def test_a_conversation_longer_than_the_context_says_what_to_do(model: Loc
     assert model._key.reveal() not in message
     events = await collect(model, Request([user("Say hi.")], options=Options(max_tokens=4)))
     assert isinstance(events[-1], Finish)  # and the server goes on
+
+
+# --- schemas llama.cpp's grammar cannot take ------------------------------------------------------
+
+
+def definition_with(schema: dict[str, object]) -> Definition:
+    return Definition(
+        name="f",
+        description="Do it.",
+        input_schema={"type": "object", "properties": {"x": schema}, "required": ["x"]},
+    )
+
+
+#: The unsatisfiable schema of the issue, sent to the real server in a child process whose
+#: memory is capped: before the fix, llama.cpp's grammar parser grew without end on it.
+UNBOUNDED_CHILD = """
+import asyncio, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+from nbagent.generation import Options, Request
+from nbagent.messages import user
+from nbagent.providers import resolve_generator
+from nbagent.tools import Definition
+model = resolve_generator("local:smollm2", environ={})
+model.load()
+schema = {"type": "object", "properties": {"x": {"type": "string", "minLength": 5,
+          "maxLength": 2}}, "required": ["x"]}
+tool = Definition(name="f", description="Do it.", input_schema=schema)
+request = Request([user("Call f.")], tools=[tool], options=Options(max_tokens=16))
+async def main():
+    try:
+        async for _ in model.stream(request):
+            pass
+    except Exception as exc:
+        print("RAISED", type(exc).__name__, str(exc))
+        return
+    print("ANSWERED")
+asyncio.run(main())
+"""
+
+
+def test_the_issues_unsatisfiable_schema_is_refused_before_the_server_sees_it(
+    model: LocalChat,
+) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", UNBOUNDED_CHILD], capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.startswith("RAISED ToolDefinitionError"), (done.stdout, done.stderr[-500:])
+    assert "/properties/x" in done.stdout and "at least 5 and at most 2" in done.stdout
+    assert "::=" not in done.stderr and "bad_alloc" not in done.stderr  # no grammar was built
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"),
+    [
+        (
+            {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 1},
+            "/properties/x",
+        ),
+        ({"type": "integer", "minimum": 9, "maximum": 2}, "/properties/x"),
+        ({"type": "integer", "exclusiveMinimum": 1, "exclusiveMaximum": 2}, "/properties/x"),
+        ({"enum": []}, "/properties/x"),
+        ({"type": "string", "const": 7}, "/properties/x"),
+        (
+            {"type": "object", "properties": {}, "required": ["a"], "additionalProperties": False},
+            "/properties/x",
+        ),
+        ({"allOf": [{"type": "string"}, {"type": "boolean"}]}, "/properties/x"),
+    ],
+)
+async def test_an_unsatisfiable_schema_is_refused_naming_where(
+    model: LocalChat, schema: dict[str, object], pointer: str
+) -> None:
+    request = Request(
+        [user("Call f.")], tools=[definition_with(schema)], options=Options(max_tokens=8)
+    )
+    with pytest.raises(ToolDefinitionError) as raised:
+        await collect(model, request)
+    assert f"at {pointer} " in str(raised.value) and "tool 'f'" in str(raised.value)
+    events = await collect(model, Request([user("Hi")], options=Options(max_tokens=4)))
+    assert isinstance(events[-1], Finish)  # the server is as it was
+
+
+async def test_llama_cpp_never_writes_to_stderr_and_nbagent_says_once_what_it_leaves_out(
+    model: LocalChat, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A pattern llama.cpp cannot read made it print a warning on the process's stderr (a
+    notebook cell's), and a count over 2,000 its whole grammar; nbagent says it, once."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "\\d+"},  # not anchored: llama.cpp warned
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2500},
+        },
+        "required": ["code"],
+    }
+    request = Request(
+        [user("Call f with code 12.")],
+        tools=[Definition(name="f", description="Do it.", input_schema=schema)],
+        options=Options(max_tokens=24, **GREEDY),
+    )
+    capfd.readouterr()
+    with pytest.warns(GrammarWarning) as told:
+        events = await collect(model, request)
+    assert isinstance(events[-1], Finish)
+    (note,) = [str(w.message) for w in told]
+    assert "`pattern` at /properties/code/pattern" in note
+    assert "/properties/tags/minItems" in note and "still checks every call" in note
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GrammarWarning)  # once: not again for the same tool
+        await collect(model, request)
+    err = capfd.readouterr().err
+    assert "JSON schema conversion" not in err and "::=" not in err and "WARNING" not in err, err

@@ -66,6 +66,37 @@ def test_openai_strict_reports_what_strict_schema_cannot_rewrite() -> None:
     assert "additionalProperties must be false" in reasons(free, "openai", strict=True)[0][1]
 
 
+def test_openai_strict_reports_free_form_values_at_their_pointers() -> None:
+    """``settings: dict`` made strict could only ever be ``{}``: reported, never narrowed."""
+    from nbagent import tool
+    from nbagent.errors import ToolDefinitionError
+    from nbagent.generation import Request
+    from nbagent.messages import user
+    from nbagent.providers.openai import OpenAIChat
+    from nbagent.providers.responses import OpenAIResponses
+
+    @tool(strict=True)
+    def configure(name: str, settings: dict, value: Any, tags: list[dict]) -> str:
+        """Store settings."""
+        return name
+
+    found = [(p.pointer, p.reason) for p in preflight(configure, "openai")]
+    assert [pointer for pointer, _ in found] == [
+        "/properties/settings",
+        "/properties/value",
+        "/properties/tags/items",
+    ]
+    assert "free-form object" in found[0][1] and "could only be {}" in found[0][1]
+    assert "any type" in found[1][1]
+    for pointer, reason in found:
+        assert pointer not in reason  # the pointer is in its field; the message adds it once
+    assert preflight(configure, "openai-responses") == preflight(configure, "openai")
+    # and no adapter sends the narrowed schema instead
+    for adapter in (OpenAIChat("gpt-4.1-mini", api_key="k"), OpenAIResponses("gpt-5", api_key="k")):
+        with pytest.raises(ToolDefinitionError, match="/properties/settings"):
+            adapter.build_body(Request([user("hi")], tools=[configure]))
+
+
 def test_openai_strict_limits() -> None:
     deep: dict[str, Any] = {"type": "string"}
     for _ in range(11):

@@ -11,7 +11,8 @@ import pytest
 from nbagent.agent import Agent
 from nbagent.approval import ScriptedApprover, deny
 from nbagent.events import StepRetried
-from nbagent.messages import AssistantMessage, ReasoningPart
+from nbagent.generation import Request
+from nbagent.messages import AssistantMessage, ReasoningPart, messages_from_json, messages_to_json
 from nbagent.providers.responses import OpenAIResponses
 
 from . import wire
@@ -202,3 +203,90 @@ async def test_a_transient_failure_mid_batch_is_asked_again_and_runs_each_call_o
     sent = server.requests[2].json["input"]
     assert [i["id"] for i in sent if i.get("type") == "reasoning"] == ["rs_1"]  # not the void one
     assert len(server.requests) == 3
+
+
+# --- every item goes back with the fields the API needs to accept it again ------------------------
+
+
+def searched_call_turn(reasoning: bool) -> bytes:
+    """gpt-5.4+ with hosted tool search: it loads a namespace, then calls a function in it."""
+    turn = wire.ResponsesTurn()
+    if reasoning:
+        turn.reasoning(["Search the CRM tools."], item_id="rs_ts", encrypted="enc-ts")
+    turn.tool_search("open orders", "crm", ["get_weather"])
+    if reasoning:
+        turn.reasoning(["Now call it."], item_id="rs_fc", encrypted="enc-fc")
+    turn.call("c_ns", "get_weather", '{"city": "Bern"}', item_id="fc_ns", namespace="crm")
+    return turn.completed().body()
+
+
+@pytest.mark.parametrize("reasoning", [False, True])
+async def test_a_call_after_a_tool_search_goes_back_with_its_namespace(
+    server: Server, history_valid: Any, reasoning: bool
+) -> None:
+    """The live API answers a function_call without its namespace with HTTP 400 "Missing
+    namespace for function_call"."""
+    server.queue(Reply(searched_call_turn(reasoning)), Reply(final_turn()))
+    ran: list[str] = []
+    model = responses(server)
+    agent = Agent(model=model, tools=make_tools(ran))
+    result = await agent.run("Open orders?")
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    assert ran == ["get_weather:Bern"]
+    history_valid(agent.messages)
+    sent = server.requests[1].json["input"]
+    (call,) = [i for i in sent if i.get("type") == "function_call"]
+    assert call["namespace"] == "crm" and call["call_id"] == "c_ns"
+    assert call["name"] == "get_weather" and call["arguments"] == '{"city": "Bern"}'
+    assert ("id" in call) is reasoning  # paired with the reasoning before it, by id
+    (output,) = [i for i in sent if i.get("type") == "function_call_output"]
+    assert output["namespace"] == "crm" and output["call_id"] == "c_ns"
+    assert output["output"] == "Sunny in Bern"
+    # provider-run items are not sent back (nor their output-only fields)
+    assert not any(str(i.get("type", "")).startswith("tool_search") for i in sent)
+    assert not any("created_by" in i for i in sent)
+    # and the history keeps it: a conversation saved and loaded goes back the same way
+    again = OpenAIResponses("gpt-5-mini", api_key=KEY, base_url=server.url + "/v1", **FAST)
+    restored = messages_from_json(messages_to_json(agent.messages))
+    body = again.build_body(Request(restored))
+    assert [i for i in body["input"] if i.get("type") == "function_call"] == [call]
+    await again.aclose()
+
+
+def phased_turn(reasoning: bool) -> bytes:
+    turn = wire.ResponsesTurn()
+    if reasoning:
+        turn.reasoning(["Check, then answer."], item_id="rs_p", encrypted="enc-p")
+    turn.message("I'll check the forecast.", item_id="msg_c", phase="commentary")
+    turn.message("It will be ", "sunny.", item_id="msg_f", phase="final_answer")
+    return turn.completed().body()
+
+
+@pytest.mark.parametrize("reasoning", [False, True])
+async def test_messages_with_a_phase_go_back_as_they_came(
+    server: Server, history_valid: Any, reasoning: bool
+) -> None:
+    """Two messages (commentary, then the final answer) are two items with their phases: they
+    went back as one message, the texts joined without a separator and the phase lost."""
+    server.queue(Reply(phased_turn(reasoning)), Reply(final_turn()))
+    model = responses(server)
+    agent = Agent(model=model, tools=make_tools([]))
+    await agent.run("Weather?")
+    result = await agent.run("Thanks!")
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    history_valid(agent.messages)
+    sent = server.requests[1].json["input"]
+    said = [i for i in sent if i.get("role") == "assistant"]
+    assert [i["phase"] for i in said] == ["commentary", "final_answer"]
+    texts = [
+        i["content"] if isinstance(i["content"], str) else i["content"][0]["text"] for i in said
+    ]
+    assert texts == ["I'll check the forecast.", "It will be sunny."]
+    if reasoning:  # the reasoning goes back beside the message it came before, by id
+        kinds = [i.get("type") for i in sent[1:4]]
+        assert kinds == ["reasoning", "message", None]
+        assert said[0]["id"] == "msg_c" and "id" not in said[1]
+    else:
+        assert all("id" not in i for i in said)

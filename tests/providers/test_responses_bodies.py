@@ -175,6 +175,18 @@ async def test_stop_sequences_are_refused_before_any_request() -> None:
         ("gpt-5-mini", {}, False, True),
         ("o3", {}, False, True),
         ("openai/gpt-5", {}, False, True),
+        # a host's prefix, and a suffix of its own, before and after the model's name
+        ("openai.gpt-5.6-luna", {}, False, True),
+        ("us.openai.gpt-oss-120b-1:0", {}, False, True),
+        ("eu.openai.o4-mini-2025-04-16-v1:0", {}, False, True),
+        ("azure/o3-mini", {}, False, True),
+        ("openrouter/openai/gpt-5.1-codex", {}, False, True),
+        ("ft:gpt-5-mini-2025-08-07:acme::abc123", {}, False, True),
+        ("GPT-5.2", {}, False, True),
+        ("openai.gpt-5.1-chat-latest", {}, False, False),
+        ("us.meta.llama3-3-70b-instruct-v1:0", {}, False, False),
+        ("openai.gpt-4.1-mini", {}, False, False),
+        ("bedrock.ollama", {}, False, False),
         ("gpt-4.1-mini", {}, False, False),  # non-reasoning models answer 400 to the include
         ("gpt-5-chat-latest", {}, False, False),
         ("gpt-4.1-mini", {"encrypted_reasoning": True}, False, True),

@@ -363,14 +363,15 @@ async def test_faults_after_output_are_retried_when_transient(
     assert answer.ok and answer.text == "again" and answer.tool_calls() == ()
 
 
-async def test_a_cut_before_any_output_is_retried_silently(server: Server) -> None:
+async def test_a_cut_before_any_output_is_retried_and_announced(server: Server) -> None:
     head = responses_text("ok")
     head = head[: head.index(b"event: response.output_item.added")]
     server.queue(Reply([head], end="drop"), Reply(responses_text("ok")))
     model = responses(server)
     events = await collect(model)
     await model.aclose()
-    assert events == [TextDelta("ok"), Finish("stop", Usage(82, 17), "completed")]
+    assert isinstance(events[0], StreamRetry) and events[0].attempt == 1
+    assert events[1:] == [TextDelta("ok"), Finish("stop", Usage(82, 17), "completed")]
     assert len(server.requests) == 2
 
 

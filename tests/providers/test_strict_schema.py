@@ -116,7 +116,22 @@ def test_empty_schemas_become_closed_empty_objects(schema: Any) -> None:
             "/properties/a~1b",
             "'maxLength'",
         ),
-        ({"type": "object", "properties": {"a": {}}}, "/properties/a", "needs a type"),
+        ({"type": "object", "properties": {"a": {}}}, "/properties/a", "of any type"),
+        (
+            {"type": "object", "properties": {"a": {"description": "anything"}}},
+            "/properties/a",
+            "of any type",
+        ),
+        (
+            {"type": "object", "properties": {"settings": {"type": "object"}}},
+            "/properties/settings",
+            "free-form object",
+        ),
+        (
+            {"type": "object", "properties": {"s": {"type": "array", "items": {"type": "object"}}}},
+            "/properties/s/items",
+            "free-form object",
+        ),
         ({"type": "object", "properties": {"a": True}}, "/properties/a", "boolean schemas"),
         (
             {"type": "object", "properties": {"a": {"type": "array", "items": [{}]}}},

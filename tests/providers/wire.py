@@ -343,11 +343,23 @@ class ResponsesTurn:
     def add(self, kind: str, **fields: Any) -> None:
         self.events.append((kind, {"type": kind, "sequence_number": len(self.events), **fields}))
 
-    def message(self, *pieces: str, item_id: str = "msg_68af403f3c1c8193b5b2c43e") -> None:
+    def message(
+        self,
+        *pieces: str,
+        item_id: str = "msg_68af403f3c1c8193b5b2c43e",
+        phase: str | None = None,
+    ) -> None:
         index = len(self.output)
         text = "".join(pieces)
         ids = {"item_id": item_id, "output_index": index, "content_index": 0}
-        item = {"id": item_id, "type": "message", "status": "in_progress", "content": []}
+        item: dict[str, Any] = {
+            "id": item_id,
+            "type": "message",
+            "status": "in_progress",
+            "content": [],
+        }
+        if phase is not None:  # gpt-5.3-codex and later label each message
+            item["phase"] = phase
         self.add(
             "response.output_item.added", output_index=index, item={**item, "role": "assistant"}
         )
@@ -366,7 +378,15 @@ class ResponsesTurn:
         self.add("response.output_item.done", output_index=index, item=done)
         self.output.append(done)
 
-    def call(self, call_id: str, name: str, *fragments: str, item_id: str | None = None) -> None:
+    def call(
+        self,
+        call_id: str,
+        name: str,
+        *fragments: str,
+        item_id: str | None = None,
+        **fields: Any,
+    ) -> None:
+        """A function call; ``fields`` are more of its item's fields (``namespace`` …)."""
         index = len(self.output)
         item_id = item_id or "fc_" + call_id
         item = {
@@ -376,6 +396,7 @@ class ResponsesTurn:
             "arguments": "",
             "call_id": call_id,
             "name": name,
+            **fields,
         }
         self.add("response.output_item.added", output_index=index, item=item)
         for fragment in fragments:
@@ -434,6 +455,54 @@ class ResponsesTurn:
         self.add("response.output_item.done", output_index=index, item=done)
         self.output.append(done)
         return done
+
+    def tool_search(self, query: str, namespace: str, functions: list[str]) -> None:
+        """A hosted (server-run) tool search that loads ``functions`` of ``namespace``: a
+        ``tool_search_call`` item and its ``tool_search_output``, as gpt-5.4 and later send."""
+        index = len(self.output)
+        call = {
+            "id": f"ts_{index}",
+            "type": "tool_search_call",
+            "status": "in_progress",
+            "execution": "server",
+            "call_id": None,
+            "arguments": {"query": query},
+            "created_by": "resp_68af",
+        }
+        self.add("response.output_item.added", output_index=index, item=call)
+        done = {**call, "status": "completed"}
+        self.add("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+        tools = [
+            {
+                "type": "namespace",
+                "name": namespace,
+                "description": f"{namespace} tools",
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": name,
+                        "description": name,
+                        "defer_loading": True,
+                        "parameters": {"type": "object", "properties": {}},
+                        "strict": False,
+                    }
+                    for name in functions
+                ],
+            }
+        ]
+        found = {
+            "id": f"tso_{index + 1}",
+            "type": "tool_search_output",
+            "status": "completed",
+            "execution": "server",
+            "call_id": None,
+            "tools": tools,
+            "created_by": "resp_68af",
+        }
+        self.add("response.output_item.added", output_index=index + 1, item=found)
+        self.add("response.output_item.done", output_index=index + 1, item=found)
+        self.output.append(found)
 
     def completed(self, usage: dict[str, Any] | None = None) -> ResponsesTurn:
         usage = usage or rs_usage()
