@@ -113,6 +113,26 @@ def _add_rule(effect: str) -> Callable[[Session, Any, list[str]], None]:
     return run
 
 
+_RUN = re.compile(r"run-\d{1,9}")
+
+
+def _runs(words: list[str]) -> bool:
+    """Nothing, or run ids (``%agent undo run-3``; ``%agent undo that`` is a prompt)."""
+    return all(_RUN.fullmatch(w) for w in words)
+
+
+def _undo(session: Session, shell: Any, words: list[str]) -> None:
+    from .kernelview import undo_command
+
+    undo_command(session, shell, words)
+
+
+def _cells(session: Session, shell: Any, words: list[str]) -> None:
+    from .kernelview import cells_command
+
+    cells_command(session, shell, words)
+
+
 def _timeout_words(words: list[str]) -> bool:
     return len(words) <= 1 and (not words or words[0] in ("off", "none") or _seconds(words[0]))
 
@@ -152,6 +172,8 @@ COMMANDS: dict[str, Command] = {
     "config": Command(_alone, lambda s, sh, _w: report.config(s, detect(sh))),
     "usage": Command(_alone, lambda s, _sh, _w: report.usage(s), scan=False),
     "mcp": Command(servers.accepts, servers.run, scan=False, split=servers.split),
+    "undo": Command(_runs, _undo, scan=False),
+    "cells": Command(_runs, _cells, scan=False),
 }
 
 
