@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..content import Shown, Table, TextPart, ToolResult, error_result
-from ._namespace import is_array, is_frame, short_repr, size_text, type_name, visible_names
+from ._namespace import (
+    byte_size,
+    is_array,
+    is_frame,
+    short_repr,
+    size_text,
+    type_name,
+    visible_names,
+)
 from ._present import bounded_repr
 
 __all__ = ["describe_variable", "list_variables"]
@@ -114,7 +122,9 @@ def _frame(frame: Any, lines: list[str], pieces: list[Shown]) -> None:
     try:
         usage = frame.memory_usage(index=True, deep=False)
         total = int(usage.sum() if hasattr(usage, "sum") else usage)
-        lines.append(f"memory: about {total / 1_048_576:,.1f} MB (object cells not counted)")
+        lines.append(
+            f"memory: about {byte_size(total)} (the objects in object columns not counted)"
+        )
     except Exception:
         pass
     head = frame.head(HEAD_ROWS)

@@ -61,11 +61,13 @@ def visible_names(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
 
 
 def type_name(value: Any) -> str:
+    """``int``, ``pandas.DataFrame``, ``Sale`` (a class the notebook defined)."""
     kind = type(value)
     module = getattr(kind, "__module__", "") or ""
+    name = kind.__qualname__ if "<locals>" not in kind.__qualname__ else kind.__name__
     if module in ("builtins", "__main__") or module.startswith("_"):
-        return kind.__qualname__
-    return f"{module.split('.')[0]}.{kind.__qualname__}"
+        return name
+    return f"{module.split('.')[0]}.{name}"
 
 
 def _module(value: Any) -> str:
@@ -302,9 +304,9 @@ class Before:
         size = estimate_size(value, room)
         if size is None or size > room:
             self.not_copied[name] = (
-                f"larger than the copy budget ({_bytes(budget)})"
+                f"larger than the copy budget ({byte_size(budget)})"
                 if size is None or size > budget
-                else f"the copy budget ({_bytes(budget)}) was used by other names"
+                else f"the copy budget ({byte_size(budget)}) was used by other names"
             )
             return
         try:
@@ -440,9 +442,10 @@ def _object_cells(frame: Any) -> int:
     return total
 
 
-def _bytes(size: int) -> str:
+def byte_size(size: float) -> str:
+    """``512 bytes``, ``3.2 KB``, ``1.5 GB``."""
     for unit in ("bytes", "KB", "MB", "GB"):
         if size < 1024 or unit == "GB":
             return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1024  # type: ignore[assignment]
-    return f"{size} bytes"
+        size /= 1024
+    return f"{size:,.0f} bytes"

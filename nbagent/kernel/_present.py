@@ -140,8 +140,9 @@ def gather(
     for item in capture.items:
         if item.kind in ("stdout", "stderr"):
             text = redact_secrets(item.text)
+            said = text[:-1] if text.endswith("\n") else text  # the model's lines are joined
             out.add_text(
-                text if item.kind == "stdout" else f"[stderr]\n{text}",
+                said if item.kind == "stdout" else f"[stderr]\n{said}",
                 Shown(item.kind, text),  # type: ignore[arg-type]
             )
             continue
