@@ -345,15 +345,22 @@ class KernelToolkit(Sequence[Tool]):
             runs = [runs]
         return self.journal.of_runs(runs)
 
-    def undo(self, runs: str | Sequence[str] | None = None) -> UndoReport:
+    def undo(
+        self, runs: str | Sequence[str] | None = None, *, step: int | None = None
+    ) -> UndoReport:
         """Put back what the snippets of ``runs`` changed in the namespace (default: the newest
-        run with snippets not undone yet); see :class:`~._journal.UndoReport`."""
+        run with snippets not undone yet); ``step``: only that step's snippet (a later step
+        that changed the same names makes them conflicts, kept as they are). See
+        :class:`~._journal.UndoReport`."""
         if runs is None:
             last = self.journal.last_run()
             if last is None:
                 return UndoReport()
             runs = [last]
-        return self.journal.undo(self.snippets(runs), self.namespace, self._hidden())
+        chosen = self.snippets(runs)
+        if step is not None:
+            chosen = [s for s in chosen if s.step == step]
+        return self.journal.undo(chosen, self.namespace, self._hidden())
 
     def cells(self, runs: str | Sequence[str] | None = None) -> list[str]:
         """The code of the snippets of ``runs`` (default: every run), each as a cell's source

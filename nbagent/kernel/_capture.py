@@ -189,6 +189,22 @@ def _input_router(inner: Any) -> Any:
     return routed_input
 
 
+class ExitRefused(RuntimeError):
+    """``exit()`` / ``quit()`` in code the agent runs: the kernel would shut down."""
+
+
+def _exit_router(inner: Any) -> Any:
+    def ask_exit(*args: Any, **kwargs: Any) -> Any:
+        if _active.get() is not None:
+            raise ExitRefused(
+                "exit() and quit() are not available to code the agent runs: the kernel "
+                "(and the person's work in it) stays"
+            )
+        return inner(*args, **kwargs)
+
+    return ask_exit
+
+
 _install_lock = threading.Lock()
 
 
@@ -221,6 +237,7 @@ def routed(shell: Any) -> Iterator[None]:
             swap(publisher, "publish", _routed_publish, shadow=True)
             swap(publisher, "clear_output", _routed_clear, shadow=True)
             swap(getattr(shell, "display_formatter", None), "format", _routed_format, shadow=True)
+            swap(shell, "ask_exit", _exit_router, shadow=True)
     try:
         yield
     finally:

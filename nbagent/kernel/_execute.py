@@ -29,7 +29,7 @@ from types import CodeType
 from typing import Any
 
 from ..redact import redact_secrets
-from ._capture import Capture, InputRefused
+from ._capture import Capture, ExitRefused, InputRefused
 
 __all__ = ["CompiledSnippet", "SnippetThread", "compile_snippet"]
 
@@ -60,7 +60,7 @@ def compile_snippet(code: str, filename: str, shell: Any = None) -> CompiledSnip
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     last: CodeType | None = None
     final = tree.body[-1] if tree.body else None
-    if isinstance(final, ast.Expr):
+    if isinstance(final, ast.Expr) and not _quiet(source):
         tree.body.pop()
         expression = ast.Expression(final.value)
         last = compile(expression, filename, "eval", flags=flags, dont_inherit=True)
@@ -74,6 +74,27 @@ def compile_snippet(code: str, filename: str, shell: Any = None) -> CompiledSnip
         last is not None and last.co_flags & inspect.CO_COROUTINE
     )
     return CompiledSnippet(source, filename, body, last, names, is_async)
+
+
+def _quiet(source: str) -> bool:
+    """The code ends with ``;``: as in a cell, its last value is not shown."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    ignored = (
+        tokenize.NEWLINE,
+        tokenize.NL,
+        tokenize.COMMENT,
+        tokenize.ENDMARKER,
+        tokenize.DEDENT,
+        tokenize.INDENT,
+    )
+    meaningful = [t for t in tokens if t.type not in ignored]
+    return bool(meaningful) and meaningful[-1].string == ";"
 
 
 def syntax_error_text(error: SyntaxError) -> str:
@@ -238,7 +259,7 @@ class SnippetThread:
 
     def _traceback(self, exc: BaseException) -> str:
         """The traceback from the snippet's own first frame on (nbagent's frames left out)."""
-        if isinstance(exc, InputRefused):
+        if isinstance(exc, (InputRefused, ExitRefused)):
             return f"{type(exc).__name__}: {exc}"
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != self.snippet.filename:

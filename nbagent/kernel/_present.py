@@ -63,7 +63,11 @@ def bounded_repr(value: Any, limit: int, shell: Any = None) -> str:
 
 def take_figures(open_before: set[int], limit: int) -> tuple[list[ImagePart], int]:
     """Pyplot figures the snippet made (or changed) and did not show, as PNG images; each is
-    closed, so Jupyter's inline backend does not draw it again under the next cell."""
+    closed, so Jupyter's inline backend does not draw it again under the next cell.
+
+    The PNG carries no "Software" line (the matplotlib version), and the text the model reads
+    names no pixel size (a tight bounding box follows font metrics): a replay elsewhere then
+    departs only where the picture itself differs."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
         return [], 0
@@ -162,7 +166,7 @@ def gather(
         )
     for number, figure in enumerate(figures, 1):
         if out.add_image(figure, max_images):
-            out.add_text(f"[figure {number}: {figure.width}×{figure.height} PNG, attached]")
+            out.add_text(f"[figure {number}: attached as an image]")
     dropped = dropped_figures + out.dropped_images
     if dropped:
         out.add_text(
@@ -188,7 +192,7 @@ def _display(
             except (ImageError, ValueError):
                 break
             if out.add_image(image, max_images):
-                out.add_text(f"[{label}: {image.width}×{image.height} image, attached]")
+                out.add_text(f"[{label}: an image, attached]")
             return
     plain = _cut(str(data.get("text/plain", "")), max_repr)
     if obj is not None and is_frame(obj):
@@ -220,7 +224,7 @@ def _value(out: Outcome, value: Any, *, max_images: int, max_repr: int, shell: A
 
             _close_pyplot_figure(value)
             if out.add_image(image, max_images):
-                out.add_text(f"Out: [figure: {image.width}×{image.height} PNG, attached]")
+                out.add_text("Out: [a figure, attached as an image]")
             return
         except Exception:
             pass

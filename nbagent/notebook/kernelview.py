@@ -88,18 +88,24 @@ def _report_bundle(report: UndoReport) -> dict[str, Any]:
 
 
 def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
-    """``%agent undo [RUN]``: put back what the newest (or the named) run's snippets changed."""
+    """``%agent undo [RUN] [step N]``: put back what the newest (or the named) run's snippets
+    changed (or that one step's)."""
     from IPython.display import display
 
     kit = session.kernel
     if kit is None:
         print("Nothing to undo: no run used the kernel tools (%agent --kernel …) in this kernel.")
         return
+    step = None
+    if len(words) >= 2 and words[-2] == "step":
+        step, words = int(words[-1]), words[:-2]
     runs = words or None
-    report = kit.undo(runs)
+    report = kit.undo(runs, step=step)
     display(_report_bundle(report), raw=True)  # type: ignore[no-untyped-call]
     with _lock:
-        retired = [d for d, (run, _) in _live.items() if runs is None or run in runs]
+        retired = [
+            d for d, (run, _) in _live.items() if step is None and (runs is None or run in runs)
+        ]
     for display_id in retired:
         _retire(display_id, "undone with %agent undo")
 

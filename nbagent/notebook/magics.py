@@ -68,7 +68,7 @@ Ask the agent; the answer streams into the cell.
   %agent tools | history | config | rules | recording | usage | stop | help
   %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
-  %agent undo [RUN] | cells [RUN]    undo what --kernel runs changed; their code as cells
+  %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
 {map_help}
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,

@@ -43,6 +43,13 @@ def test_a_snippet_shows_what_a_cell_would() -> None:
     assert not result.is_error
 
 
+def test_a_trailing_semicolon_hides_the_value_as_in_a_cell() -> None:
+    ns: dict[str, Any] = {}
+    _, (quiet, loud) = _run(ns, "x = [1]\nx.append(2);  # quiet", "len(x)")
+    assert "Out:" not in quiet.text and ns["x"] == [1, 2]
+    assert "Out: 2" in loud.text
+
+
 def test_a_syntax_error_runs_nothing_and_says_where() -> None:
     ns: dict[str, Any] = {"x": 1}
     kit, (result,) = _run(ns, "x = 2\nprint(x\n")

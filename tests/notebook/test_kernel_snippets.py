@@ -287,3 +287,27 @@ def test_a_recorded_analysis_replays_with_no_model_and_no_network(
     said = kernel.cell_text(departed)
     assert "ReplayDivergedError" in said and "now the result of run_python" in said
     assert "2 outlier(s)" in said
+
+
+def test_exit_input_and_protected_names_in_a_real_kernel(kernel: Kernel) -> None:
+    """exit() would shut the kernel down, input() would wait for nobody, and rebinding nbagent
+    or a tool would break the session: each gets a clear result and the kernel goes on."""
+    tools = """
+        @tool
+        def helper() -> str:
+            \"\"\"Help.\"\"\"
+            return "ok"
+        """
+    kernel.execute("%agent rules clear")
+    setup_run(kernel, _turns("exit()", "input('name? ')", "del nbagent\nhelper = 1"), tools=tools)
+    cell = kernel.submit("%agent --new --kernel --approve auto try these")
+    assert wait_ended(kernel, cell)["stop_reason"] == "finished"
+    read = [kernel.eval(f"model.requests[{i}].messages[-1].results[0].text") for i in (1, 2, 3)]
+    assert "ExitRefused: exit() and quit() are not available" in read[0]
+    assert "InputRefused: input() is not available" in read[1]
+    assert "Restored" in read[2] and "nbagent" in read[2] and "helper" in read[2]
+    assert kernel.eval("type(helper).__name__") == "Tool"
+    assert kernel.eval("get_ipython().exit_now") is False
+    again = kernel.submit("print('still here', nbagent.__name__)")
+    kernel.finish(again)
+    assert "still here nbagent" in kernel.cell_text(again)
