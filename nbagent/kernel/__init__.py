@@ -427,17 +427,26 @@ def _protected(namespace: Mapping[str, Any]) -> dict[str, Any]:
     toolkits, and the shell's own names (``In``, ``Out``, ``get_ipython`` …)."""
     from ..agent import Agent
 
+    guarded = _GUARDED
+    if not guarded:
+        guarded[Tool] = guarded[Agent] = guarded[KernelToolkit] = True
     kept = {}
     for name, value in list(namespace.items()):
-        if not isinstance(name, str):
+        kind = type(value)
+        if kind is types.ModuleType:
+            if value.__name__.split(".")[0] == "nbagent":
+                kept[name] = value
             continue
-        if (
-            name in SHELL_NAMES
-            or isinstance(value, (Tool, Agent, KernelToolkit))
-            or (isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "nbagent")
-        ):
+        is_guarded = guarded.get(kind)
+        if is_guarded is None:  # each type is looked at once
+            is_guarded = guarded[kind] = issubclass(kind, (Tool, Agent, KernelToolkit))
+        if is_guarded or name in SHELL_NAMES:
             kept[name] = value
     return kept
+
+
+#: Types whose values :func:`_protected` keeps (True) or not (False), as they are met.
+_GUARDED: dict[type, bool] = {}
 
 
 def _restore(namespace: dict[str, Any], protected: Mapping[str, Any]) -> list[str]:
