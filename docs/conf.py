@@ -49,9 +49,11 @@ def _mirror(source_dir: Path, target_dir: Path, pattern: str) -> None:
 
 
 def _copy_notebooks() -> None:
-    """The notebooks, and the recordings beside them (notebook 8 replays one)."""
+    """The notebooks, the recordings beside them (notebooks 8 and 11 replay some) and the data
+    they read (notebook 11's)."""
     _mirror(ROOT / "notebooks", COURSE, "*.ipynb")
     _mirror(ROOT / "notebooks" / "nbagent-recordings", COURSE / "nbagent-recordings", "*.json")
+    _mirror(ROOT / "notebooks" / "data", COURSE / "data", "*.csv")
 
 
 _copy_notebooks()

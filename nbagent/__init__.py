@@ -81,6 +81,11 @@ if TYPE_CHECKING:
         Veto,
         veto,
     )
+    from .kernel import (
+        KernelLimits,
+        KernelToolkit,
+        kernel_tools,
+    )
     from .limits import (
         Budget,
         Limits,
@@ -150,6 +155,8 @@ _LAZY = {
     "Generator": "generation",
     "ImagePart": "content",
     "InteractiveApprover": "approval",
+    "KernelLimits": "kernel",
+    "KernelToolkit": "kernel",
     "Limits": "limits",
     "Budget": "limits",
     "Timeline": "timeline",
@@ -185,6 +192,7 @@ _LAZY = {
     "generate": "generation",
     "image_part": "content",
     "image_result": "content",
+    "kernel_tools": "kernel",
     "mcp_server": "mcp",
     "normalize_schema": "schema",
     "text_and_image_result": "content",
@@ -240,6 +248,8 @@ __all__ = [
     "ImageError",
     "ImagePart",
     "InteractiveApprover",
+    "KernelLimits",
+    "KernelToolkit",
     "Limits",
     "MCPLimits",
     "MCPServer",
@@ -284,6 +294,7 @@ __all__ = [
     "generate",
     "image_part",
     "image_result",
+    "kernel_tools",
     "load_ipython_extension",
     "mcp_server",
     "normalize_schema",

@@ -206,6 +206,8 @@ async def _execute(
             timeout,
             run._progress(call.id),
             run._abandon,
+            run_id=run.id,
+            step=run._steps,
         )
 
 

@@ -306,6 +306,9 @@ async def execute_tool(
     timeout: float | None,
     on_progress: Callable[[ToolResult, float], None],
     on_abandoned: Callable[[AbandonedCall], None],
+    *,
+    run_id: str | None = None,
+    step: int | None = None,
 ) -> Outcome:
     """Run ``found`` for ``call`` to its end, its timeout, or the run's cancellation.
 
@@ -316,7 +319,7 @@ async def execute_tool(
     assert execute is not None
     loop = asyncio.get_running_loop()
     progress = _Progress(loop, on_progress)
-    context = ToolContext(call, input_value, found, progress)
+    context = ToolContext(call, input_value, found, progress, run_id=run_id, step=step)
     handle = AbandonedCall(call.id, call.name)
     is_task = inspect.iscoroutinefunction(execute)
     work = _start(

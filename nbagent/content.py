@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .errors import ImageError, ResultError
 
@@ -25,12 +25,15 @@ __all__ = [
     "IMAGE_MAX_PIXELS",
     "ImagePart",
     "Part",
+    "Shown",
+    "Table",
     "TextPart",
     "ToolResult",
     "error_result",
     "image_part",
     "image_result",
     "checked_image",
+    "shown_pieces",
     "text_and_image_result",
     "text_result",
     "to_tool_result",
@@ -196,6 +199,38 @@ class ToolResult:
     def images(self) -> tuple[ImagePart, ...]:
         """The image parts, in order."""
         return tuple(p for p in self.content if isinstance(p, ImagePart))
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of plain values to show as a table: every cell is shown as its text."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One piece of a result as the person sees it; a tuple of them as a result's ``value``
+    shows each in order (the model reads the result's ``content``, and its images follow).
+
+    ``kind`` is ``"stdout"`` / ``"stderr"`` (a program's output), ``"text"``, ``"markdown"``
+    (made safe before it is shown), ``"table"`` (``value`` a :class:`Table` or a DataFrame),
+    ``"code"`` (``value`` the code, ``language`` its language) or ``"error"`` (a traceback).
+    ``label`` says what the piece is ("Out", "display 2", "Namespace").
+    """
+
+    kind: Literal["stdout", "stderr", "text", "markdown", "table", "code", "error"]
+    value: Any
+    label: str = ""
+    language: str = ""
+
+
+def shown_pieces(value: Any) -> tuple[Shown, ...] | None:
+    """``value`` as pieces to show in order, when it is a tuple of :class:`Shown` (else None)."""
+    if isinstance(value, tuple) and value and all(isinstance(v, Shown) for v in value):
+        return value
+    return None
 
 
 def text_result(text: str, *, terminate: bool = False, value: Any = None) -> ToolResult:

@@ -10,7 +10,7 @@ import contextlib
 import contextvars
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
@@ -152,6 +152,8 @@ class ToolCallStarted:
     name: str
     title: str | None = None
     provider_executed: bool = False
+    #: Arguments that hold code, and their language (the tool's ``code_arguments``).
+    code_arguments: Mapping[str, str] = field(default_factory=dict)
 
 
 class ToolArgumentsDelta(StreamedArguments):

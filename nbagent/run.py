@@ -399,6 +399,7 @@ class Run:
                             event.name,
                             tool.title if tool else None,
                             event.provider_executed,
+                            dict(tool.code_arguments) if tool else {},
                         )
                     )
                     if tool is not None and tool.on_input_start is not None:

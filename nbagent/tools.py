@@ -142,10 +142,11 @@ class ToolContext:
     """What a running tool may use: its call, parsed input, progress updates and cancellation.
 
     Sync tools run on a worker thread: they should poll :meth:`cancelled` around slow work.
-    Async tools simply receive ``asyncio.CancelledError``.
+    Async tools simply receive ``asyncio.CancelledError``. ``run_id`` and ``step`` say which run
+    and which model turn asked for the call (None when a tool is run outside a run).
     """
 
-    __slots__ = ("_cancel", "_done", "_emit", "call", "input", "tool")
+    __slots__ = ("_cancel", "_done", "_emit", "call", "input", "run_id", "step", "tool")
 
     def __init__(
         self,
@@ -153,10 +154,15 @@ class ToolContext:
         input: Any,
         tool: Tool,
         emit: Callable[[ToolResult], None] | None = None,
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
     ) -> None:
         self.call = call
         self.input = input
         self.tool = tool
+        self.run_id = run_id
+        self.step = step
         self._emit = emit
         self._cancel = threading.Event()
         self._done = False
@@ -207,6 +213,9 @@ class Tool(Definition):
     (validated) input, sync or async, that returns what the call *would* do without doing it
     (the rows a delete would remove, a diff, a plot): front ends show it while the call waits
     for approval. It is for the person only, bounded by ``Agent.preview_timeout``.
+    ``code_arguments`` names arguments that hold code, with their language (``{"code":
+    "python"}``, ``{"query": "sql"}``): front ends show them as code, highlighted, while they
+    stream, instead of as JSON.
     """
 
     execute: Execute | None = None
@@ -218,6 +227,7 @@ class Tool(Definition):
     execution_mode: ExecutionMode = "concurrent"
     timeout: float | None = None
     preview: Callable[[Mapping[str, Any]], Any] | None = None
+    code_arguments: Mapping[str, str] = field(default_factory=dict)
     function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -268,6 +278,7 @@ def tool(
     execution_mode: ExecutionMode = "concurrent",
     timeout: float | None = None,
     preview: Callable[[Mapping[str, Any]], Any] | None = None,
+    code_arguments: Mapping[str, str] | None = None,
     on_input_start: InputCallback | None = None,
     on_input_delta: InputCallback | None = None,
     on_input_available: InputCallback | None = None,
@@ -344,6 +355,8 @@ def _make_tool(
 
         execute = execute_sync
 
+    if rest.get("code_arguments", {}) is None:
+        del rest["code_arguments"]
     try:
         made = Tool(
             name=tool_name,
@@ -443,6 +456,14 @@ def validate_tools(tools: Sequence[Tool | Definition]) -> dict[str, CompiledSche
                 raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds")
             if item.preview is not None and not callable(item.preview):
                 raise ToolDefinitionError(f"{label}: preview must be a function of the input")
+            code = item.code_arguments
+            if not isinstance(code, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) and v for k, v in code.items()
+            ):
+                raise ToolDefinitionError(
+                    f"{label}: code_arguments must map argument names to languages, "
+                    'such as {"code": "python"}'
+                )
         try:
             compiled[item.name] = compile_schema(item.input_schema)
         except SchemaError as exc:

@@ -84,7 +84,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 11)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 12)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -147,6 +147,15 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         assert printed.count("refused: This call to delete_file was not run") >= 3  # denial
         assert "Sint Maarten: no data for this city" in printed
         assert printed.count("run stopped: max_steps after 3 model turns") >= 3  # the step limit
+    elif path.stem == "11_the_agent_in_your_kernel":  # the recorded snippets ran for real here
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        assert "replay of ScriptedModel:stand-in" in shown and "finished · 5 steps" in shown
+        assert "2025-07   East" in shown and "2025-10   West" in shown  # flagged, then shown
+        assert [o for o in outputs if "image/png" in o.get("data", {})]  # the plot
+        assert "Removed (the agent added them): plt, fig, ax" in shown  # step 4 undone
+        assert "still there: []" in printed and "'z', 'outlier']" in printed  # step 3 stays
+        assert "# nbagent run-1 · step 3: flag the unusual months" in shown  # as cells
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

@@ -14,7 +14,13 @@ if TYPE_CHECKING:
     from ..tools import Definition, Tool
     from .session import Session
 
-__all__ = ["current_session", "load_ipython_extension", "register", "unload_ipython_extension"]
+__all__ = [
+    "current_session",
+    "load_ipython_extension",
+    "register",
+    "unattended",
+    "unload_ipython_extension",
+]
 
 _session: Session | None = None
 
@@ -28,6 +34,15 @@ def current_session() -> Session:
     if _session is None or (shell is not None and _session.shell is not shell):
         _session = Session(shell)
     return _session
+
+
+def unattended() -> bool:
+    """True when nobody can click in this cell: nbclient, ``jupyter execute``, papermill, CI
+    (then calls that need approval are decided by ``--approve`` or ``NBAGENT_APPROVAL``, else
+    denied). A lesson can pick its policy for such runs with it."""
+    from .frontend import detect
+
+    return not detect(_shell()).interactive
 
 
 def _shell() -> Any:

@@ -19,6 +19,7 @@ from ..approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
+from .codefeed import CodeFeed
 from .render import STATUS_COLORS, no_math_outputs, pretty_arguments, result_outputs, shorten
 from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
@@ -49,7 +50,13 @@ class ToolCard:
         self.record = record
         self.shared = shared or Shared()
         self.header = widgets.HTML(layout=self.shared.layout, style=self.shared.html_style)
-        self.arguments = PlainStream(format="code", layout=self.shared.layout)
+        self.arguments = PlainStream(
+            format="code", language=_language(record), layout=self.shared.layout
+        )
+        code = next(iter(record.code_arguments), None)
+        #: Decodes a code argument as it streams (None: the arguments are shown as JSON).
+        self.code_feed: CodeFeed | None = CodeFeed(code) if code is not None else None
+        self.details: widgets.HTML | None = None
         self.approval: ApprovalBar | None = None
         self.progress: widgets.FloatProgress | None = None
         self.progress_text: widgets.Label | None = None
@@ -94,18 +101,60 @@ class ToolCard:
         self.header.value = text
         return True
 
+    def feed_arguments(self, delta: str) -> None:
+        """A fragment of the call's arguments: shown as it came, or, for a tool that takes code,
+        as the code it adds (the JSON as it came, should the arguments not read as expected)."""
+        feed = self.code_feed
+        if feed is None:
+            self.arguments.append(delta)
+            return
+        decoded = feed.feed(delta)
+        if feed.failed:
+            self.code_feed = None
+            self.arguments.language = ""
+            self.arguments.replace(self.record.arguments)
+            return
+        self.arguments.append(decoded)
+
     def arguments_ready(self) -> None:
-        """The call is complete: show its arguments as indented JSON.
+        """The call is complete: show its arguments as indented JSON (or its code).
 
         Long arguments that already arrived whole are left as streamed: resending them only to
         indent them would double their traffic.
         """
         raw = self.record.arguments
+        code = self.record.code() if self.code_feed is not None else None
+        if code is not None:
+            _name, _language, text, rest = code
+            if self.arguments.text != text:
+                self.arguments.replace(text)
+            if rest:
+                self._show_details(rest)
+            self.arguments.finish()
+            return
+        if self.arguments.language:  # it did not come as the tool's code after all
+            self.arguments.language = ""
+            self.arguments.replace(raw)
         if self.record.input == {}:
             self.arguments.replace("")  # no arguments: nothing to show
         elif len(raw) <= PRETTY_LIMIT or self.arguments.text != raw:
             self.arguments.replace(pretty_arguments(self.record.input, raw))
         self.arguments.finish()
+
+    def _show_details(self, rest: dict[str, Any]) -> None:
+        """The arguments of a code call besides its code, one line each (``purpose: …``)."""
+        lines = []
+        for key, value in rest.items():
+            text = value if isinstance(value, str) else pretty_arguments(value, "")
+            lines.append(f"<b>{html.escape(str(key))}:</b> {html.escape(redact_secrets(text))}")
+        self.details = widgets.HTML(
+            f'<div style="font-size:0.9em">{"<br>".join(lines)}</div>',
+            layout=self.shared.layout,
+            style=self.shared.html_style,
+        )
+        children = list(self.widget.children)
+        children.insert(children.index(self.arguments), self.details)
+        self.widget.children = tuple(children)
 
     def ask(self, request: ApprovalRequest, decide: Callable[[Decision], bool]) -> ApprovalBar:
         """Show Approve / Deny / Always allow / Edit for this call (and where its preview goes)."""
@@ -203,6 +252,7 @@ class ToolCard:
         """Every widget this card made (to close them all when the run becomes static)."""
         made: list[widgets.Widget] = [self.widget, self.header, self.arguments]
         parts = (
+            self.details,
             self.progress,
             self.progress_text,
             self.result,
@@ -276,3 +326,8 @@ class ToolCard:
             self.traceback = widgets.Accordion(children=[out], selected_index=None)
             self.traceback.set_title(0, "Traceback")
             self._add(self.traceback)
+
+
+def _language(record: CallRecord) -> str:
+    """The language of the call's first code argument ("" for a tool that takes no code)."""
+    return next(iter(record.code_arguments.values()), "")

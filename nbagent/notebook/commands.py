@@ -113,6 +113,34 @@ def _add_rule(effect: str) -> Callable[[Session, Any, list[str]], None]:
     return run
 
 
+_RUN = re.compile(r"run-\d{1,9}")
+
+
+def _runs(words: list[str]) -> bool:
+    """Nothing, or run ids (``%agent cells run-3``; ``%agent cells please`` is a prompt)."""
+    return all(_RUN.fullmatch(w) for w in words)
+
+
+def _undo_words(words: list[str]) -> bool:
+    """``[RUN ...]``, or ``[RUN] step N`` (``%agent undo that`` is a prompt)."""
+    if len(words) >= 2 and words[-2] == "step" and words[-1].isdigit():
+        words = words[:-2]
+        return len(words) <= 1 and _runs(words)
+    return _runs(words)
+
+
+def _undo(session: Session, shell: Any, words: list[str]) -> None:
+    from .kernelview import undo_command
+
+    undo_command(session, shell, words)
+
+
+def _cells(session: Session, shell: Any, words: list[str]) -> None:
+    from .kernelview import cells_command
+
+    cells_command(session, shell, words)
+
+
 def _timeout_words(words: list[str]) -> bool:
     return len(words) <= 1 and (not words or words[0] in ("off", "none") or _seconds(words[0]))
 
@@ -152,6 +180,8 @@ COMMANDS: dict[str, Command] = {
     "config": Command(_alone, lambda s, sh, _w: report.config(s, detect(sh))),
     "usage": Command(_alone, lambda s, _sh, _w: report.usage(s), scan=False),
     "mcp": Command(servers.accepts, servers.run, scan=False, split=servers.split),
+    "undo": Command(_undo_words, _undo, scan=False),
+    "cells": Command(_runs, _cells, scan=False),
 }
 
 

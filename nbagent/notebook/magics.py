@@ -29,7 +29,7 @@ from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..limits import Budget
 from ..rules import RuleApprover
-from . import commands, mapmagic, outputs, report
+from . import commands, kernelview, mapmagic, outputs, report
 from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
 from .recordings import RecordMode, choose, first_request, model_configured
 from .runner import Job, Mode, PendingRun, View
@@ -54,7 +54,9 @@ _VALUE_OPTIONS = {
     "--pace",
     "--budget",
 }
-_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live"}
+_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live", "--kernel"}
+#: The kernel tools' names (``--kernel``), known before the toolkit is made.
+KERNEL_TOOLS = ("run_python", "list_variables", "describe_variable")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
 
 HELP = """\
@@ -66,6 +68,7 @@ Ask the agent; the answer streams into the cell.
   %agent tools | history | config | rules | recording | usage | stop | help
   %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
+  %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
 {map_help}
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
@@ -79,6 +82,10 @@ Options
   --max-steps N        stop after N model turns
   --budget TOKENS      stop before a model turn once the run used this many tokens
   --tools A,B          only these tools in this run
+  --kernel             let the agent run Python in this kernel (run_python, list_variables,
+                       describe_variable): it asks before each snippet; %agent undo puts
+                       back what the snippets changed, %agent cells turns them into cells.
+                       There is no sandbox: the code has your rights.
   --record             run live and record the run (beside the notebook, in nbagent-recordings/)
   --replay             replay this run's recording (with a model set: go on live where the run
                        departs from it, and record again)
@@ -195,6 +202,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--live", action="store_true")
     parser.add_argument("--pace", choices=["instant", "readable", "recorded"])
     parser.add_argument("--budget", type=int)
+    parser.add_argument("--kernel", action="store_true")
     return parser
 
 
@@ -210,6 +218,7 @@ def _run_options(args: argparse.Namespace) -> list[str]:
         "live",
         "pace",
         "budget",
+        "kernel",
     )
     return [n for n in names if getattr(args, n) not in (None, False)]
 
@@ -243,6 +252,7 @@ class _Plan:
     recording: RecordMode = "auto"
     pace: str | None = None
     budget: int | None = None
+    kernel: bool = False
 
 
 @magics_class
@@ -354,6 +364,7 @@ class AgentMagics(Magics):
             modes[0] if modes else "auto",  # type: ignore[arg-type]
             args.pace,
             args.budget,
+            args.kernel,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -406,9 +417,12 @@ class AgentMagics(Magics):
         unavailable = self._model_or_recording(plan)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
+            if plan.kernel:
+                unknown = [t for t in unknown if t not in KERNEL_TOOLS]
             if unknown:
                 known = ", ".join(sorted(session.tools)) or "none"
                 raise UsageError(f"unknown tools {', '.join(unknown)}; registered: {known}")
+        run_tools = kernelview.use_kernel(session, plan.tools, wanted=plan.kernel)
         frontend = detect(self.shell)
         try:
             policy, source = choose_policy(plan.approve, frontend)
@@ -419,6 +433,10 @@ class AgentMagics(Magics):
         approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
         mode, why = self._mode(awaited, needs_clicks)
         use_widgets = frontend.interactive and _widgets_available()
+        if plan.kernel and policy == "auto":
+            warning = kernelview.warn_auto_once(session)
+            if warning:
+                outputs.note(warning)
 
         view: View
         holder: list[Job] = []
@@ -444,6 +462,8 @@ class AgentMagics(Magics):
                     if mode != "background" or namespace.get(output) is pending:
                         namespace[output] = job.result
                 outputs.run_ended(job.view, static_segments=mode != "background")
+                if plan.kernel and use_widgets:
+                    kernelview.offer_undo(session, job.run.id if job.run else None)
             finally:
                 session.job_ended(job)
 
@@ -455,7 +475,7 @@ class AgentMagics(Magics):
             mode=mode,
             max_steps=plan.max_steps,
             budget=Budget(tokens=plan.budget) if plan.budget else None,
-            tools=plan.tools,
+            tools=run_tools,
             reset=plan.new,
             on_end=ended,
             model_for=self._model_for(plan, widgets=use_widgets, unavailable=unavailable),

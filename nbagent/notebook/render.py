@@ -16,11 +16,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..content import ImagePart, ToolResult
+from ..content import ImagePart, Shown, Table, ToolResult, shown_pieces
 from ..redact import redact_secrets
 
 __all__ = [
     "close_widgets",
+    "code_html",
     "MAX_TEXT",
     "NO_MATH_CLASS",
     "no_math",
@@ -29,6 +30,7 @@ __all__ = [
     "code_span",
     "fenced",
     "result_outputs",
+    "rows_html",
     "safe_markdown",
     "shorten",
     "table_html",
@@ -232,6 +234,75 @@ def _image_output(part: ImagePart) -> dict[str, Any]:
     return _display({"text/plain": label})
 
 
+# --- code ------------------------------------------------------------------------------------
+# Highlighting is Pygments' (IPython's own dependency): its tokens are escaped here and wrapped
+# only in ``<span style="color:…">``, so code the model wrote is shown, never run. Colors are
+# inline (a saved notebook carries no stylesheet) and read on light and dark themes.
+
+#: Longest code shown in a saved card (the recording and the run's record keep all of it).
+CODE_LIMIT = 20_000
+
+_CODE_STYLE = (
+    "white-space:pre;overflow-x:auto;margin:2px 0;padding:4px 6px;"
+    "font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);"
+    "background:var(--jp-layout-color2,#f3f3f3);border-radius:3px;line-height:1.4"
+)
+#: Token colors: middle tones readable on white and on JupyterLab Dark's #111.
+_COLORS = {
+    "Keyword": "#a626a4",
+    "Name.Builtin": "#0184bc",
+    "Name.Function": "#4078f2",
+    "Name.Class": "#c18401",
+    "Name.Decorator": "#c18401",
+    "Literal.String": "#3c9a3c",
+    "Literal.Number": "#d75f00",
+    "Comment": "#8a8a8a",
+    "Operator.Word": "#a626a4",
+}
+
+
+def code_html(code: str, language: str, *, limit: int = CODE_LIMIT) -> str:
+    """``code`` as a highlighted ``<pre>`` block (plain, escaped, for an unknown language)."""
+    text = shorten(redact_secrets(code), limit)
+    body = _highlighted(text, language)
+    return f'<pre style="{_CODE_STYLE}"><code>{body}</code></pre>'
+
+
+def _highlighted(text: str, language: str) -> str:
+    try:
+        from pygments import lex
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+    except ImportError:  # pragma: no cover - IPython depends on Pygments
+        return html.escape(text)
+    try:
+        lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return html.escape(text)
+    runs: list[tuple[str | None, list[str]]] = []  # neighbours of one color share a span
+    for token, value in lex(text, lexer):
+        color = _color(token) if value.strip() else (runs[-1][0] if runs else None)
+        if runs and runs[-1][0] == color:
+            runs[-1][1].append(value)
+        else:
+            runs.append((color, [value]))
+    return "".join(
+        f'<span style="color:{color}">{html.escape("".join(values))}</span>'
+        if color
+        else html.escape("".join(values))
+        for color, values in runs
+    )
+
+
+def _color(token: Any) -> str | None:
+    while token is not None and len(token):
+        name = ".".join(token)
+        if name in _COLORS:
+            return _COLORS[name]
+        token = token.parent
+    return None
+
+
 def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[str, Any]]:
     """nbformat outputs showing ``result`` to a person: text, Markdown, a table, images, an error.
 
@@ -240,6 +311,10 @@ def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[st
     """
     text = redact_secrets(result.text)
     value = result.value
+    pieces = shown_pieces(value)
+    if pieces is not None:
+        shown = [o for piece in pieces for o in _piece_outputs(piece, limit)]
+        return shown + [_image_output(part) for part in result.images]
     if result.is_error:
         return [{"output_type": "stream", "name": "stderr", "text": shorten(text, limit)}]
     outputs: list[dict[str, Any]] = []
@@ -270,6 +345,76 @@ def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[st
     if not outputs:
         outputs.append(_display({"text/plain": "(no output)"}))
     return outputs
+
+
+def _label_html(label: str) -> str:
+    if not label:
+        return ""
+    return f'<div style="font-size:0.85em;opacity:0.7">{html.escape(label)}</div>'
+
+
+def rows_html(table: Table, *, max_rows: int = 200) -> str:
+    """A :class:`~nbagent.content.Table` as an HTML table, every cell escaped."""
+    esc = html.escape
+    parts = ['<table class="nbagent-table"><thead><tr>']
+    parts.extend(f"<th>{esc(str(c))}</th>" for c in table.columns)
+    parts.append("</tr></thead><tbody>")
+    for row in table.rows[:max_rows]:
+        parts.append("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in row) + "</tr>")
+    parts.append("</tbody></table>")
+    if len(table.rows) > max_rows:
+        parts.append(f"<p><small>{len(table.rows):,} rows</small></p>")
+    return "".join(parts)
+
+
+def _rows_text(table: Table) -> str:
+    lines = ["  ".join(table.columns)]
+    lines += ["  ".join(str(v) for v in row) for row in table.rows]
+    return "\n".join(lines)
+
+
+def _piece_outputs(piece: Shown, limit: int) -> list[dict[str, Any]]:
+    """One :class:`~nbagent.content.Shown` piece as nbformat outputs, made safe."""
+    label = redact_secrets(piece.label)
+    head = f"{label}: " if label else ""
+    if piece.kind in ("stdout", "stderr", "error"):
+        text = shorten(redact_secrets(str(piece.value)), limit)
+        name = "stdout" if piece.kind == "stdout" else "stderr"
+        return [{"output_type": "stream", "name": name, "text": text}] if text else []
+    if piece.kind == "table":
+        value = piece.value
+        body = rows_html(value) if isinstance(value, Table) else table_html(value)
+        plain = _rows_text(value) if isinstance(value, Table) else str(getattr(value, "shape", ""))
+        if body is not None:
+            return [
+                _display(
+                    {
+                        "text/html": _label_html(label) + redact_secrets(body),
+                        "text/plain": shorten(head + redact_secrets(plain), limit),
+                    }
+                )
+            ]
+    if piece.kind == "code":
+        code = str(piece.value)
+        return [
+            _display(
+                {
+                    "text/html": _label_html(label) + code_html(code, piece.language, limit=limit),
+                    "text/plain": shorten(head + redact_secrets(code), limit),
+                }
+            )
+        ]
+    text = shorten(redact_secrets(str(piece.value)), limit)
+    if piece.kind == "markdown":
+        return [
+            _display(
+                {
+                    "text/markdown": safe_markdown(f"*{label}*\n\n{text}" if label else text),
+                    "text/plain": head + text,
+                }
+            )
+        ]
+    return [_display({"text/plain": head + text})] if text else []
 
 
 def pretty_arguments(value: Any, raw: str) -> str:

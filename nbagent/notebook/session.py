@@ -26,6 +26,7 @@ from .runner import kernel_loop
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..generation import Generator
+    from ..kernel import KernelToolkit
     from ..mcp import MCPServer
     from .runner import Job
 
@@ -118,6 +119,8 @@ class Session:
         self._closing = False
         self.recordings = RecordingStore()
         self.mcp_servers: dict[str, MCPServer] = {}
+        #: The kernel tools (``%agent --kernel``), made on first use by :mod:`.kernelview`.
+        self.kernel: KernelToolkit | None = None
         self._mcp_tools: dict[str, str] = {}  # tool name -> the MCP server it comes from
         #: per server, its tools left out because a tool of the notebook has their name
         self.mcp_shadowed: dict[str, tuple[str, ...]] = {}

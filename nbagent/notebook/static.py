@@ -29,6 +29,7 @@ from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
 from .render import (
     STATUS_COLORS,
+    code_html,
     code_span,
     fenced,
     no_math,
@@ -178,7 +179,8 @@ def _result_html(result: ToolResult) -> str:
     parts: list[str] = []
     for output in result_outputs(result, limit=PREVIEW):
         if output["output_type"] == "stream":
-            parts.append(_pre(output.get("text", ""), _ERROR_PRE_STYLE))
+            style = _PRE_STYLE if output.get("name") == "stdout" else _ERROR_PRE_STYLE
+            parts.append(_pre(output.get("text", ""), style))
             continue
         data = output.get("data", {})
         if any(mime in data for mime in _SHOWN_IMAGES) or "text/plain" not in data:
@@ -204,10 +206,14 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         f'<span style="color:{color}">{_esc(line)}</span></div>',
     ]
     args = transcript.call_arguments(record)
-    if args:
+    code = record.code()
+    if args or code is not None:
         if record.changes:
             html_parts.append(f'<div style="{_LABEL_STYLE}">Proposed by the model</div>')
-        html_parts.append(_pre(args))
+        if args:
+            html_parts.append(_pre(args))
+        if code is not None:
+            html_parts.append(code_html(code[2], code[1]))
     html_parts.extend(_changes_html(record))
     if record.preview is not None:
         html_parts.append(
@@ -334,6 +340,9 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
     args = transcript.call_arguments(block)
     if args:
         lines += ["", fenced(shorten(args, CALL_FALLBACK), "json")]
+    code = block.code()
+    if code is not None:
+        lines += ["", fenced(redact_secrets(_fallback(code[2])), code[1])]
     notes = change_notes(block)
     if notes:
         lines += ["", "Before it ran:", ""] + [f"- {code_span(line)}" for line in notes]
@@ -366,7 +375,13 @@ def block_plain(block: Block, transcript: Transcript) -> str:
         return "(thinking) " + shorten(block.text.strip(), PREVIEW) if block.text.strip() else ""
     if isinstance(block, NoteRecord):
         return f"({block.text})"
-    lines = [f"[tool] {block.name} {shorten(block.arguments, CALL_FALLBACK)}"]
+    code = block.code()
+    if code is not None:
+        args = transcript.call_arguments(block)
+        lines = [f"[tool] {block.name} {shorten(args, CALL_FALLBACK)}".rstrip()]
+        lines += ["    " + line for line in _fallback(code[2]).splitlines()]
+    else:
+        lines = [f"[tool] {block.name} {shorten(block.arguments, CALL_FALLBACK)}"]
     lines.append(f"  {transcript.call_line(block)}")
     lines += [
         f"  changed {line}" if line.startswith("by ") else f"  {line}"

@@ -278,9 +278,14 @@ class TextStream(anywidget.AnyWidget):
 
 
 class PlainStream(TextStream):
-    """A TextStream shown as preformatted text (arguments, reasoning): a much smaller script."""
+    """A TextStream shown as preformatted text (arguments, reasoning): a much smaller script.
+
+    ``language`` ("python") highlights it as code of that language, in the browser, with DOM
+    nodes only (a code argument as it streams, see :class:`~.codefeed.CodeFeed`).
+    """
 
     _esm = _static("plain.js")
+    language = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, text: str = "", *, format: TextFormat = "code", **kwargs: Any) -> None:
         super().__init__(text, format=format, **kwargs)

@@ -165,6 +165,20 @@ class CallRecord:
     edit_preview: ToolPreviewed | None = field(default=None, repr=False)
     timeout: float | None = None
     model_result: ToolResult | None = field(default=None, repr=False)
+    #: Arguments that hold code, and their language (from the tool's ``code_arguments``).
+    code_arguments: dict[str, str] = field(default_factory=dict)
+
+    def code(self) -> tuple[str, str, str, Any] | None:
+        """``(argument, language, code, other arguments)`` of a call whose tool takes code, once
+        its arguments are known and the code is a string; else None."""
+        if not self.code_arguments or not isinstance(self.input, dict):
+            return None
+        for name, language in self.code_arguments.items():
+            value = self.input.get(name)
+            if isinstance(value, str):
+                rest = {k: v for k, v in self.input.items() if k != name}
+                return name, language, value, rest
+        return None
 
     @property
     def open(self) -> bool:
@@ -380,6 +394,7 @@ class Transcript:
             last.add(event.text)
         elif isinstance(event, ToolCallStarted):
             record = CallRecord(event.call_id, event.name, event.step, event.title)
+            record.code_arguments = dict(event.code_arguments)
             self.calls[event.call_id] = record
             self.blocks.append(record)
         elif isinstance(event, ToolCallReady):
@@ -521,9 +536,13 @@ class Transcript:
         return call_line(record, now)
 
     def call_arguments(self, record: CallRecord) -> str:
-        """The call's arguments for a person: indented JSON once known, else as streamed."""
+        """The call's arguments for a person: indented JSON once known, else as streamed (for
+        a tool that takes code, the arguments other than the code: see ``CallRecord.code``)."""
         if record.input == {}:
             return ""
+        code = record.code()
+        if code is not None:
+            return pretty_arguments(code[3], "") if code[3] else ""
         if record.input is not None:
             return pretty_arguments(record.input, record.arguments)
         return record.arguments

@@ -224,7 +224,7 @@ class RunView:
         if isinstance(event, ToolArgumentsDelta):
             card = self.cards.get(event.call_id)
             if card is not None:
-                card.arguments.append(event.delta)
+                card.feed_arguments(event.delta)
                 self._maybe_flush()
             return
         if isinstance(event, ReasoningTextDelta):

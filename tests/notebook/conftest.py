@@ -48,7 +48,7 @@ def _build_ipykernel6_venv(where: Path) -> Path:
     want = {
         "ipykernel": IPYKERNEL6,
         "root": str(ROOT),
-        "extra": ["pandas"],
+        "extra": ["pandas", "matplotlib"],
         "pyproject": project,  # a new dependency must reach this venv too
     }
     if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
@@ -57,7 +57,7 @@ def _build_ipykernel6_venv(where: Path) -> Path:
     subprocess.run(
         [
             *(str(python), "-m", "pip", "install", "-q"),
-            *(f"ipykernel=={IPYKERNEL6}", "pandas", "-e", str(ROOT)),
+            *(f"ipykernel=={IPYKERNEL6}", "pandas", "matplotlib", "-e", str(ROOT)),
         ],
         check=True,
     )

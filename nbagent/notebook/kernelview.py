@@ -1,0 +1,236 @@
+"""The kernel tools in a notebook: ``%agent --kernel``, ``%agent undo``, ``%agent cells``, and the
+Undo button under a run whose snippets changed the namespace.
+
+The tools themselves (:mod:`nbagent.kernel`) enter a run like any tool; this module only gives
+them to runs that ask for them (``--kernel``: they are opt in), shows what a person can do after
+such a run, and turns the journal into cells.
+
+**Cells.** ``%agent cells [RUN]`` puts the code the agent ran into a new cell below, through the
+kernel's ``set_next_input`` payload, the mechanism ``%load`` uses. JupyterLab and Notebook 7 act
+on one such payload per executed cell (the first), so every step comes in that one cell, each
+under a comment naming its run and step. Headless runs (nbclient, ``jupyter execute``, CI) ignore
+payloads: the same code is also shown in the cell's output, so nothing is lost there.
+
+**The Undo button** is a widget, so it cannot survive saving (a reopened notebook would show
+JupyterLab's "Error displaying widget"): it becomes plain text once clicked, and as soon as any
+later cell runs. A notebook saved right after the run still has it; ``%agent undo`` does the same.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..redact import redact_secrets
+from .render import fenced
+
+if TYPE_CHECKING:
+    from ..kernel import KernelToolkit, UndoReport
+    from .session import Session
+
+__all__ = ["cells_command", "offer_undo", "undo_command", "use_kernel"]
+
+_lock = threading.Lock()
+#: Undo buttons still live: display id → (the run, the execution count that made it).
+_live: dict[str, tuple[str, int]] = {}
+_hooked: set[int] = set()
+_warned: set[int] = set()
+
+
+def toolkit(session: Session) -> KernelToolkit:
+    """The session's kernel toolkit over the notebook's namespace, made on first use."""
+    found: KernelToolkit | None = session.kernel
+    if found is None:
+        from ..kernel import KernelToolkit
+
+        found = KernelToolkit(shell=session.shell) if session.shell is not None else KernelToolkit()
+        session.kernel = found
+    return found
+
+
+def use_kernel(session: Session, tools: list[str] | None, *, wanted: bool) -> list[str] | None:
+    """The tools of a run: with ``--kernel`` the kernel tools as well (registered on first use),
+    without it every registered tool but them (they are opt in)."""
+    if wanted:
+        kit = toolkit(session)
+        missing = [t for t in kit if session.tools.get(t.name) is not t]
+        if missing:
+            session.register(*missing)
+        if tools is None:
+            return None
+        return [*tools, *(name for name in kit.names if name not in tools)]
+    made = session.kernel
+    if made is None:
+        return tools
+    names = set(made.names)
+    chosen = tools if tools is not None else list(session.tools)
+    return [name for name in chosen if name not in names]
+
+
+def warn_auto_once(session: Session) -> str | None:
+    """What ``--approve auto`` with the kernel tools allows, once per session (None after)."""
+    from ..kernel import AUTO_WARNING
+
+    with _lock:
+        if id(session) in _warned:
+            return None
+        _warned.add(id(session))
+    return AUTO_WARNING
+
+
+# --- undo ---------------------------------------------------------------------------------------
+
+
+def _report_bundle(report: UndoReport) -> dict[str, Any]:
+    lines = [redact_secrets(line) for line in report.lines()]
+    return {"text/plain": "\n".join(lines), "text/markdown": fenced("\n".join(lines))}
+
+
+def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
+    """``%agent undo [RUN] [step N]``: put back what the newest (or the named) run's snippets
+    changed (or that one step's)."""
+    from IPython.display import display
+
+    kit = session.kernel
+    if kit is None:
+        print("Nothing to undo: no run used the kernel tools (%agent --kernel …) in this kernel.")
+        return
+    step = None
+    if len(words) >= 2 and words[-2] == "step":
+        step, words = int(words[-1]), words[:-2]
+    runs = words or None
+    report = kit.undo(runs, step=step)
+    display(_report_bundle(report), raw=True)  # type: ignore[no-untyped-call]
+    with _lock:
+        retired = [
+            d for d, (run, _) in _live.items() if step is None and (runs is None or run in runs)
+        ]
+    for display_id in retired:
+        _retire(display_id, "undone with %agent undo")
+
+
+def offer_undo(session: Session, run_id: str | None) -> None:
+    """Under a run whose snippets changed the namespace: an Undo button (see the module)."""
+    kit = session.kernel
+    if kit is None or run_id is None:
+        return
+    changed = [s for s in kit.snippets(run_id) if s.diff and not s.undone]
+    if not changed:
+        return
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    names = sorted({c.name for s in changed for c in s.diff.changes})
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    button = widgets.Button(
+        description="Undo this run's changes",
+        tooltip=f"put back {shown} as they were before {run_id}",
+        icon="undo",
+    )
+    note = widgets.HTML(
+        f'<span style="font-size:0.85em;opacity:0.7">{_escape(run_id)} changed {_escape(shown)}'
+        " (or run <code>%agent undo</code>)</span>"
+    )
+    box = widgets.HBox([button, note])
+    display_id = f"nbagent-undo-{uuid.uuid4().hex}"
+    shell = session.shell
+    count = int(getattr(shell, "execution_count", 0) or 0)
+    with _lock:
+        _live[display_id] = (run_id, count)
+    _hook(shell)
+
+    def clicked(_button: Any) -> None:
+        report = kit.undo([run_id])
+        _retire(display_id, None, report)
+
+    button.on_click(clicked)
+    bundle = box._repr_mimebundle_() if hasattr(box, "_repr_mimebundle_") else {}
+    bundle = dict(bundle or {})
+    bundle["text/plain"] = f"{run_id} changed {shown}: %agent undo {run_id} puts them back"
+    display(bundle, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+
+
+def _retire(display_id: str, why: str | None, report: UndoReport | None = None) -> None:
+    """The button becomes text: what the undo did, or how to undo later."""
+    from IPython.display import update_display
+
+    with _lock:
+        found = _live.pop(display_id, None)
+    if found is None:
+        return
+    run_id = found[0]
+    if report is not None:
+        data = _report_bundle(report)
+    else:
+        text = (
+            f"{run_id}: {why}"
+            if why
+            else f"To put back what {run_id} changed: %agent undo {run_id}"
+        )
+        data = {"text/plain": text, "text/markdown": f"*{_escape_md(text)}*"}
+    update_display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+
+
+def _hook(shell: Any) -> None:
+    """Retire live buttons made by earlier cells whenever a cell ends (they would not survive
+    saving); the cell that made a button keeps it."""
+    if shell is None or id(shell) in _hooked:
+        return
+    _hooked.add(id(shell))
+
+    def after_cell(result: Any = None) -> None:
+        count = getattr(result, "execution_count", None)
+        with _lock:
+            # while cell N runs, the shell's count is already N + 1 (IPython counts before it
+            # runs a cell), so a button made during cell N has made = N + 1
+            old = [d for d, (_, made) in _live.items() if count is None or count >= made]
+        for display_id in old:
+            _retire(display_id, None)
+
+    shell.events.register("post_run_cell", after_cell)
+
+
+# --- cells --------------------------------------------------------------------------------------
+
+
+def cells_command(session: Session, shell: Any, words: list[str]) -> None:
+    """``%agent cells [RUN]``: the code the agent ran, as a new cell below (see the module)."""
+    from IPython.display import display
+
+    kit = session.kernel
+    runs = words or None
+    if runs is None and kit is not None:
+        last = [s.run_id for s in kit.snippets() if s.run_id]
+        runs = last[-1:] if last else None
+    cells = kit.cells(runs) if kit is not None and runs else []
+    if not cells:
+        print("No code to turn into cells: no run used the kernel tools (%agent --kernel …).")
+        return
+    source = "\n".join(cells).rstrip() + "\n"
+    if shell is not None and hasattr(shell, "set_next_input"):
+        shell.set_next_input(source, replace=False)
+    steps = f"{len(cells)} step{'s' if len(cells) != 1 else ''} of {', '.join(runs or [])}"
+    said = (
+        f"The code of {steps} is in a new cell below (JupyterLab, Notebook 7); run it to redo "
+        "the work without the agent. Where no cell appears (nbclient, jupyter execute), here it is:"
+    )
+    display(  # type: ignore[no-untyped-call]
+        {
+            "text/plain": f"{said}\n\n{source}",
+            "text/markdown": f"{said}\n\n{fenced(source, 'python')}",
+        },
+        raw=True,
+    )
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(redact_secrets(text))
+
+
+def _escape_md(text: str) -> str:
+    from .render import safe_markdown
+
+    return safe_markdown(redact_secrets(text))
