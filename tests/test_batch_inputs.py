@@ -1,22 +1,26 @@
 """Agent.map's inputs: what a template may hold (checked before any run), and rows that cannot
-become a prompt, which are failed rows while every other row goes on.
+become a prompt, or cannot be kept, which are failed rows while every other row goes on.
 
 The model is a FunctionModel that counts what it is asked (a real Generator through the real
-loop).
+loop); checkpoints are real files in the test's folder.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from nbagent import Agent
-from nbagent.batch import Batch
+from nbagent.batch import Batch, load_checkpoint
 from nbagent.errors import BatchInputError
-from nbagent.generation import Request
+from nbagent.generation import Finish, ProviderToolResultReceived, Request, TextDelta
+from nbagent.messages import ProviderToolResult
 from nbagent.models import FunctionModel
 
 
@@ -153,6 +157,42 @@ async def test_a_value_that_will_not_format_is_that_rows_failure_and_the_others_
     assert model.prompts == ["Grade fine ('fine')", "Grade also fine ('also fine')"]
 
 
+async def test_a_prompt_holding_a_lone_surrogate_is_a_failed_row_and_the_checkpoint_keeps_the_rest(
+    tmp_path: Path,
+) -> None:
+    """The issue's case: one row with a lone surrogate lost the whole table, because writing
+    it to the checkpoint raised UnicodeEncodeError. It is a failed row (never sent: no UTF-8
+    request can carry it), and every other row is done and checkpointed."""
+    path = tmp_path / "grades.jsonl"
+    model = Counting()
+    prompts = ["a", "b\ud800", "c", "d"]
+    out = await model.agent().map(prompts, checkpoint=path, progress=None)
+    assert list(out["status"]) == ["done", "failed", "done", "done"]
+    assert "lone surrogate (U+D800) at character 1" in out["error"][1]
+    assert model.prompts == ["a", "c", "d"]
+    rows = load_checkpoint(path).rows.values()
+    assert sorted((r.prompt, r.status) for r in rows) == [
+        ("a", "done"),
+        ("b\ud800", "failed"),  # written escaped, read back as it was
+        ("c", "done"),
+        ("d", "done"),
+    ]
+    again = Counting()
+    await again.agent().map(prompts, checkpoint=path, progress=None)
+    assert again.prompts == []  # the done rows were kept; the bad one fails again, unsent
+
+
+async def test_an_index_label_with_a_lone_surrogate_is_kept_and_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    frame = pd.DataFrame({"q": ["one", "two"]}, index=["x\udcff", "y"])
+    out = await Counting().agent().map(frame, "ask {q}", checkpoint=path, progress=None)
+    assert (out["status"] == "done").all()
+    again = Counting()
+    resumed = await again.agent().map(frame, "ask {q}", checkpoint=path, progress=None)
+    assert again.prompts == []
+    assert list(resumed.index) == ["x\udcff", "y"] and (resumed["status"] == "done").all()
+
+
 class UnreadableLabel:
     def __repr__(self) -> str:
         raise RuntimeError("no repr")
@@ -171,3 +211,38 @@ async def test_an_index_label_that_cannot_be_read_is_that_rows_failure() -> None
     assert list(out["status"]) == ["failed", "done"]
     assert "index label cannot be read: RuntimeError: no repr" in out["error"].iloc[0]
     assert model.prompts == ["ask two"]
+
+
+# --- rows that cannot be kept: that row's failure, the others are kept -------------------------
+
+
+def provider_result_model() -> FunctionModel:
+    """Answers every prompt; for "b" it also streams a provider tool result holding a value
+    JSON cannot carry (a datetime), as an offline model written by a person may."""
+
+    async def decide(request: Request) -> AsyncIterator[Any]:
+        prompt = request.messages[0].text  # type: ignore[union-attr]
+        if prompt == "b":
+            when = {"fetched": datetime.datetime(2026, 1, 1)}
+            yield ProviderToolResultReceived(ProviderToolResult("srv_1", "web_search", when))
+        yield TextDelta(f"answer {prompt}")
+        yield Finish("stop")
+
+    return FunctionModel(decide)
+
+
+async def test_a_row_the_checkpoint_cannot_hold_is_a_failed_row_and_the_others_are_kept(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    out = await Agent(provider_result_model()).map(["a", "b", "c"], checkpoint=path, progress=None)
+    assert list(out["status"]) == ["done", "failed", "done"]
+    assert "the checkpoint cannot hold this row (TypeError" in out["error"][1]
+    assert "runs again when the batch is resumed" in out["error"][1]
+    assert out["text"][1] == "answer b"  # what the run said is still in the table
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    written = {line["prompt"]: line["status"] for line in lines if "prompt" in line}
+    assert written == {"a": "done", "b": "failed", "c": "done"}
+    again = Counting()
+    await again.agent().map(["a", "b", "c"], checkpoint=path, progress=None)
+    assert again.prompts == ["b"]
