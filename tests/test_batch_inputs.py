@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,18 @@ async def test_a_value_that_will_not_format_is_that_rows_failure_and_the_others_
     assert "MemoryError" in errors[4]
     assert "lone surrogate (U+D800)" in errors[5] and "column 'answer'" in errors[5]
     assert model.prompts == ["Grade fine ('fine')", "Grade also fine ('also fine')"]
+
+
+async def test_a_decimal_that_a_fixed_point_spec_would_write_out_in_full_is_a_failed_row() -> None:
+    """``{price:.2f}`` is an ordinary spec, but a Decimal in fixed point writes every digit of
+    its integer part: ``Decimal("1E+999999999")`` (a few bytes) would be a gigabyte of text.
+    Such a row fails before anything is allocated; ordinary values format as usual."""
+    model = Counting()
+    frame = pd.DataFrame({"price": [Decimal("3.14159"), Decimal("1E+999999999"), Decimal("-2")]})
+    out = await model.agent().map(frame, "{price:.2f} | {price:.1%}", progress=None)
+    assert list(out["status"]) == ["done", "failed", "done"]
+    assert "column 'price' would be 1,000,000,004 characters as {price:.2f}" in out["error"][1]
+    assert model.prompts == ["3.14 | 314.2%", "-2.00 | -200.0%"]
 
 
 async def test_a_prompt_holding_a_lone_surrogate_is_a_failed_row_and_the_checkpoint_keeps_the_rest(

@@ -9,6 +9,7 @@ becomes a failed row saying why, and the others go on.
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import hashlib
 import json
@@ -201,6 +202,13 @@ class Template:
                     return "".join(out), f"column {name!r} is empty in this row"
                 if conversion:
                     value = self._formatter.convert_field(value, conversion)
+                wide = _fixed_point_chars(value, spec)
+                if wide > max_chars:  # a tiny Decimal('1E+999999999') is a gigabyte as {x:f}
+                    field = _field_text(name, spec, conversion)
+                    return "".join(out), (
+                        f"column {name!r} would be {_count(wide)} characters as {field} (a "
+                        f"prompt has at most {max_chars:,})"
+                    )
                 piece = format(value, spec)
                 if not isinstance(piece, str):  # pragma: no cover - format() checks this
                     raise TypeError(f"__format__ returned {type(piece).__name__}")
@@ -238,6 +246,20 @@ def _asked_chars(spec: str) -> int:
     numbers = [found["width"], found["precision"]] if found else re.findall(r"\d+", spec)
     # a number of more digits than any size reads as "too many" (int() of 5,000 digits raises)
     return sum(int(n) if len(n) <= 18 else 10**18 for n in numbers if n)
+
+
+def _fixed_point_chars(value: Any, spec: str) -> int:
+    """About how long ``value`` formats under ``spec`` when that is a Decimal in fixed point
+    (``f``, ``F``, ``%``): every digit of its integer part is written out, so the length is
+    its exponent, which the value's own size does not bound. 0 for everything else (a float
+    has at most 309 digits, an int's text is bounded by Python)."""
+    if not isinstance(value, decimal.Decimal):
+        return 0
+    found = _STANDARD_SPEC.fullmatch(spec)
+    if found is None or not spec or spec[-1] not in "fF%":
+        return 0
+    precision = int(found["precision"]) if found["precision"] else 6
+    return max(value.adjusted(), 0) + 3 + precision + (2 if spec[-1] == "%" else 0)
 
 
 def _count(chars: int) -> str:
