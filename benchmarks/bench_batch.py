@@ -16,7 +16,8 @@ each contender's own overhead.
   than the others do, so if anything the setup favours the peers.
 
 Then the same batch on a Dask ``LocalCluster`` of 1 and of 2 worker processes (the model string
-resolved on each worker from its environment): runs per second and the 2-worker speed-up.
+resolved on each worker from its environment; one Dask task per run, at most the cluster's
+threads in flight): runs per second and the 2-worker speed-up.
 
 Goals: nbagent at least 50 % of the floor's runs/s, and ahead of both peers.
 """
@@ -341,8 +342,8 @@ def build(quick: bool) -> Section:
                 row.extra = f"{rate:,.0f} runs/s"
                 section.rows.append(row)
             section.notes.append(
-                f"Dask LocalCluster, {CONCURRENCY} threads per worker: 2 workers ran "
-                f"{scaling[2] / scaling[1]:.2f}x the runs/s of 1 (this machine has "
+                f"Dask LocalCluster, {CONCURRENCY} threads per worker, one task per run: 2 "
+                f"workers ran {scaling[2] / scaling[1]:.2f}x the runs/s of 1 (this machine has "
                 f"{os.cpu_count()} cores, shared with the server process and the client)"
             )
     finally:

@@ -136,6 +136,60 @@ async def test_keys_come_from_the_workers_environment_never_from_the_task(
     assert keys == {f"Bearer {WORKER_KEY}"}
 
 
+class InFlight(Server):
+    """The loopback OpenAI-compatible server, counting the requests it is answering at once
+    (each answer waits 20 ms before its headers, so runs overlap as they would at a provider)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.default = Reply(openai_text("graded"), before_headers=0.02)
+        self.now = 0
+        self.peak = 0
+
+    async def _send(self, reply: Reply, reader: Any, writer: Any) -> bool:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            return await super()._send(reply, reader, writer)
+        finally:
+            self.now -= 1
+
+
+@pytest.mark.parametrize("concurrency", [3, None])
+async def test_at_most_concurrency_requests_are_in_flight_at_the_server_one_task_per_input(
+    cluster: Client, concurrency: int | None
+) -> None:
+    """The issue's figures: concurrency=3 put 5 requests in flight, and the default (the
+    cluster's 4 threads) 6, because inputs went in chunks that ran together on a worker. The
+    bound holds across the cluster, and each input is a task of its own."""
+    import asyncio
+
+    from distributed import get_task_stream
+
+    threads = await asyncio.to_thread(cluster.nthreads)  # a sync call: not on this loop
+    bound = concurrency or sum(threads.values())
+    server = InFlight()
+    await server.start()
+    try:
+        cluster.run(set_env, "OPENAI_BASE_URL", server.url + "/v1")
+        options = {} if concurrency is None else {"concurrency": concurrency}
+        prompts = [f"answer {i}" for i in range(100)]
+        with get_task_stream(cluster) as stream:
+            # a model name of its own: workers keep the model a batch built (with the address
+            # of its day's server) for a later batch of the same settings
+            model = f"openai-compatible:grader-{concurrency}"
+            out = await Agent("offline").map(
+                prompts, engine=cluster, model=model, progress=None, **options
+            )
+    finally:
+        await server.close()
+    assert (out["status"] == "done").all(), out["error"].dropna().tolist()[:3]
+    assert len(server.requests) == 100
+    assert server.peak <= bound, f"{server.peak} requests in flight, at most {bound} promised"
+    keys = {task["key"] for task in stream.data if "nbagent-run" in str(task["key"])}
+    assert len(keys) == 100  # one task per input
+
+
 def test_stop_half_way_on_the_cluster_keeps_finished_rows(cluster: Client) -> None:
     import threading
 

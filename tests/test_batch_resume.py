@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,8 +85,9 @@ async def test_the_checkpoint_holds_each_finished_row_and_resumes_the_rest(tmp_p
         frame(5), "ask {q}", checkpoint=path, progress=None, retries=0
     )
     lines = path.read_text().splitlines()
-    assert json.loads(lines[0]) == {"format": "nbagent-batch", "version": 1}
-    assert len(lines) == 6  # the header and one line per finished row, failed ones too
+    assert json.loads(lines[0]) == {"format": "nbagent-batch", "version": 2}
+    assert set(json.loads(lines[1])) == {"configuration"}  # what the answers depend on
+    assert len(lines) == 7  # those and one line per finished row, failed ones too
     loaded = load_checkpoint(path)
     statuses = sorted(row.status for row in loaded.rows.values())
     assert statuses == ["done"] * 4 + ["failed"]
@@ -98,7 +100,8 @@ async def test_the_checkpoint_holds_each_finished_row_and_resumes_the_rest(tmp_p
     resumed = again["result"]["row-0"]
     assert resumed.text == "echo ask q0" and resumed.stop_reason == "finished"
     assert resumed.messages == out["result"]["row-0"].messages
-    assert len(path.read_text().splitlines()) == 7  # the retried row was appended
+    # the retried row was appended, after the line describing that batch's configuration
+    assert len(path.read_text().splitlines()) == 9
 
     third = Counting()
     await Agent(third.model()).map(frame(5), "ask {q}", checkpoint=path, progress=None)
@@ -124,10 +127,11 @@ async def test_hand_edited_lines_are_damaged_lines_and_those_rows_run_again(
 ) -> None:
     path = tmp_path / "edited.jsonl"
     await Agent(Counting().model()).map(frame(3), "ask {q}", checkpoint=path, progress=None)
-    header, first, second, third = path.read_text().splitlines()
+    header, configuration, first, second, third = path.read_text().splitlines()
     row = json.loads(second)
     edited = [
         header,
+        configuration,
         first,
         json.dumps({**row, "messages": {"not": "a list"}, "stop_reason": "finished"}),
         "[1, 2]",
@@ -156,6 +160,75 @@ def test_a_file_that_is_not_a_checkpoint_is_refused(tmp_path: Path) -> None:
     newer.write_text('{"format": "nbagent-batch", "version": 99}\n')
     with pytest.raises(BatchInputError, match="newer nbagent"):
         Batch(Agent(Counting().model()), frame(2), "ask {q}", checkpoint=newer)
+
+
+def refused_at_once(make: Any, fifo: Path | None = None) -> BatchInputError:
+    """Run ``make()`` in a thread and give the BatchInputError it raised; fail (instead of
+    hanging the test run) when it is still waiting after 10 s, first unblocking a wait on
+    ``fifo`` by opening its other end."""
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            make()
+        except BaseException as exc:  # handed over to the test's thread
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        if fifo is not None:  # release the open() that waits for the other end
+            for flags in (os.O_RDONLY | os.O_NONBLOCK, os.O_WRONLY | os.O_NONBLOCK):
+                try:
+                    os.close(os.open(fifo, flags))
+                except OSError:
+                    pass
+        raise AssertionError("the checkpoint path was waited on instead of refused")
+    assert outcome and isinstance(outcome[0], BatchInputError), outcome
+    return outcome[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_checkpoint_path_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "grades.jsonl"
+    os.mkfifo(fifo)
+    model = Counting()
+    for make in (
+        lambda: Agent(model.model()).map_sync(frame(2), "ask {q}", checkpoint=fifo),
+        lambda: load_checkpoint(fifo),
+    ):
+        error = refused_at_once(make, fifo)
+        assert "it is a FIFO (named pipe)" in str(error) and str(fifo) in str(error)
+    assert model.prompts == []
+
+
+@pytest.mark.parametrize("path", ["/dev/null", "/dev/zero", "folder"])
+def test_a_checkpoint_path_that_is_a_device_or_a_folder_is_refused_at_once(
+    path: str, tmp_path: Path
+) -> None:
+    target = tmp_path if path == "folder" else Path(path)
+    if not target.exists():
+        pytest.skip(f"{target} does not exist on this system")
+    model = Counting()
+    error = refused_at_once(
+        lambda: Agent(model.model()).map_sync(frame(2), "ask {q}", checkpoint=target)
+    )
+    kind = "a folder" if path == "folder" else "a character device"
+    assert f"it is {kind}" in str(error)
+    assert model.prompts == []
+
+
+def test_a_link_to_a_checkpoint_is_followed(tmp_path: Path) -> None:
+    real = tmp_path / "real.jsonl"
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    Agent(Counting().model()).map_sync(frame(2), "ask {q}", checkpoint=link, progress=None)
+    again = Counting()
+    Agent(again.model()).map_sync(frame(2), "ask {q}", checkpoint=link, progress=None)
+    assert again.prompts == [] and len(load_checkpoint(real).rows) == 2
 
 
 @dataclass
@@ -214,7 +287,7 @@ def test_a_checkpoint_survives_a_killed_process(tmp_path: Path) -> None:
         rows = 0
         while time.monotonic() < deadline:
             if path.exists():
-                rows = len(path.read_text().splitlines()) - 1
+                rows = len(path.read_text().splitlines()) - 2  # the header, the configuration
                 if rows >= 12:
                     break
             assert process.poll() is None, process.stderr.read() if process.stderr else ""

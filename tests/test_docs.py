@@ -145,6 +145,19 @@ def test_the_batch_defaults_quoted_are_the_code_s() -> None:
     assert _number(rows["`max_inputs`"]) == signature["max_inputs"].default
 
 
+def test_the_batch_limits_quoted_are_the_code_s() -> None:
+    from nbagent import batch
+
+    howto = _table("howto/batch.md", r"[a-z ]+", "Limits")
+    assert _number(howto["prompt length"]) == batch.MAX_PROMPT_CHARS
+    assert _number(howto["format specs"]) == batch.MAX_FORMAT_CHARS
+    rows = _table("concepts/limits.md", r"`(Agent\.map|batch\.)[^`]*`.*")
+    assert _number(rows["`Agent.map(max_inputs=...)`, `batch.MAX_INPUTS`"]) == batch.MAX_INPUTS
+    assert _number(rows["`batch.MAX_PROMPT_CHARS`"]) == batch.MAX_PROMPT_CHARS
+    assert _number(rows["`batch.MAX_FORMAT_CHARS`"]) == batch.MAX_FORMAT_CHARS
+    assert _number(rows["`batch.MAX_LINE_BYTES`"]) * 2**20 == batch.MAX_LINE_BYTES
+
+
 def test_the_magic_s_forms_quoted_are_its_help() -> None:
     from nbagent.notebook.magics import HELP
 

@@ -15,13 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from ._batch import DEFAULT_CONCURRENCY, Batch
-from ._checkpoint import LoadedCheckpoint, load_checkpoint
+from ._checkpoint import MAX_LINE_BYTES, LoadedCheckpoint, load_checkpoint
+from ._inputs import MAX_FORMAT_CHARS, MAX_INPUTS, MAX_PROMPT_CHARS
 from ._progress import BatchProgress, ProgressLine, Reporter, set_default_reporter
 from ._rows import COLUMNS, BatchRow, RowStatus
 
 __all__ = [
     "COLUMNS",
     "DEFAULT_CONCURRENCY",
+    "MAX_FORMAT_CHARS",
+    "MAX_INPUTS",
+    "MAX_LINE_BYTES",
+    "MAX_PROMPT_CHARS",
     "Batch",
     "BatchInterrupted",
     "BatchProgress",

@@ -17,16 +17,19 @@ import asyncio
 import threading
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..approval import Approver, InteractiveApprover, RuleApprover, approval_policy
 from ..errors import BatchInputError
-from ._checkpoint import CheckpointWriter, load_checkpoint
+from ._checkpoint import CheckpointWriter, UnwritableRowError, load_checkpoint
+from ._fingerprint import Fingerprint, differences, fingerprint
 from ._inputs import MAX_INPUTS, Item, prepare
 from ._output import ANSWER_TOOL, OutputSpec, output_spec
 from ._progress import BatchProgress, Reporter, default_reporter
-from ._rows import BatchRow, done_rows_of_table, make_table, not_run, ordered
+from ._rows import BatchRow, describe_error, done_rows_of_table, make_table, not_run, ordered
 from ._run import Gate, RunPlan, run_item
 
 if TYPE_CHECKING:
@@ -42,6 +45,8 @@ DEFAULT_CONCURRENCY = 8
 INTERVAL = 0.25
 #: After a stop, how long the batch waits for cancelled runs to wind down.
 STOP_WAIT = 10.0
+#: Where a results table keeps the configuration its answers came from (``DataFrame.attrs``).
+TABLE_ATTR = "nbagent.batch.configuration"
 
 _HOW = (
     "pass approver='auto' (calls that need approval run), 'deny' (they are refused, the model "
@@ -142,11 +147,14 @@ class Batch:
             keep_history=keep_history,
         )
         self.model = model
+        self.fingerprint: Fingerprint = fingerprint(self.plan, model)
         if isinstance(progress, str) and progress != "auto":
             raise BatchInputError(f"progress= takes 'auto', None or a callable, not {progress!r}")
         self.rows: list[BatchRow | None] = [None] * len(self.items)
         self._resume(resume, checkpoint, spec)
-        self._writer = CheckpointWriter(checkpoint) if checkpoint is not None else None
+        self._writer = (
+            CheckpointWriter(checkpoint, self.fingerprint) if checkpoint is not None else None
+        )
         self._lock = threading.Lock()
         self._stopping = False
         self._running = 0
@@ -198,24 +206,71 @@ class Batch:
         return prepared
 
     def _resume(self, table: Any, checkpoint: Any, spec: OutputSpec | None) -> None:
+        """Take over the done rows answered under this batch's configuration, for the same
+        input and prompt; say why the others run again."""
         known: dict[tuple[str, str], BatchRow] = {}
+        elsewhere: dict[tuple[str, str], str] = {}
+        described: dict[str, dict[str, Any]] = {}
+        legacy: set[tuple[str, str]] = set()
         if table is not None:
-            for row in done_rows_of_table(table):
-                known[(row.key, row.digest)] = row
+            rows = done_rows_of_table(table)
+            earlier = _table_configuration(table)
+            if earlier is None or earlier.get("id") == self.fingerprint.id:
+                known.update(((row.key, row.digest), row) for row in rows)
+            else:
+                described[earlier["id"]] = earlier
+                elsewhere.update(((row.key, row.digest), earlier["id"]) for row in rows)
         if checkpoint is not None:
-            loaded = load_checkpoint(checkpoint, spec.decode if spec is not None else None)
+            loaded = load_checkpoint(
+                checkpoint, spec.decode if spec is not None else None, config=self.fingerprint.id
+            )
             if loaded.damaged:
-                note = (
+                self._note(
                     f"{loaded.damaged} damaged line(s) of the checkpoint {checkpoint} were "
                     "skipped (a crash mid-write); their rows run again"
                 )
-                self.notes.append(note)
-                warnings.warn(note, stacklevel=3)
             known.update(loaded.rows)
+            elsewhere.update(loaded.elsewhere)
+            described.update(loaded.configurations)
+            legacy = loaded.legacy
+        other: Counter[str] = Counter()
+        without_output = used_legacy = 0
         for item in self.items:
-            earlier = known.get((item.key, item.digest))
-            if earlier is not None and earlier.status == "done":
-                self.rows[item.position] = earlier.at(item)
+            key = (item.key, item.digest)
+            earlier_row = known.get(key)
+            if earlier_row is not None and earlier_row.status == "done":
+                if spec is not None and earlier_row.output_json is None:
+                    without_output += 1  # answered when no output was asked for
+                    continue
+                self.rows[item.position] = earlier_row.at(item)
+                used_legacy += key in legacy
+            elif key in elsewhere:
+                other[elsewhere[key]] += 1
+        where = f"the checkpoint {checkpoint}" if checkpoint is not None else "the results table"
+        for config, count in other.most_common(3):
+            what = "; ".join(differences(described.get(config), self.fingerprint.parts))
+            self._note(
+                f"{where} holds {count} done row(s) of these inputs answered under another "
+                f"configuration (changed: {what}): they run again"
+                + (", and the file keeps the earlier answers" if checkpoint is not None else "")
+            )
+        if without_output:
+            self._note(
+                f"{where} holds {without_output} done row(s) without the structured output "
+                "output= asks for: they run again"
+            )
+        if used_legacy:
+            self._note(
+                f"the checkpoint {checkpoint} was written by an older nbagent, which did not "
+                f"record what its answers depend on (model, instructions, tools, output): "
+                f"{used_legacy} done row(s) are taken from it as they are. If any of those "
+                "changed since, use another checkpoint path (or delete the file) to run them "
+                "again"
+            )
+
+    def _note(self, note: str) -> None:
+        self.notes.append(note)
+        warnings.warn(note, stacklevel=4)
 
     @property
     def pending(self) -> list[Item]:
@@ -252,7 +307,10 @@ class Batch:
                 row if row is not None else not_run(item)
                 for item, row in zip(self.items, self.rows, strict=True)
             ]
-        return make_table(ordered(rows, len(rows)), self.index, with_output=self._with_output)
+        frame = make_table(ordered(rows, len(rows)), self.index, with_output=self._with_output)
+        # what the answers depend on, so that resume= this table can tell a changed batch
+        frame.attrs[TABLE_ATTR] = self.fingerprint.to_json()
+        return frame
 
     @property
     def _with_output(self) -> bool:
@@ -317,21 +375,43 @@ class Batch:
         return self.table()
 
     def record(self, row: BatchRow) -> None:
-        """Keep a finished row: count it, checkpoint it (engines call this on the loop)."""
+        """Keep a finished row: checkpoint it, count it (engines call this on the loop).
+        Never raises: a row the checkpoint cannot hold becomes a failed row, the rest go on."""
         with self._lock:
             if self.rows[row.position] is not None:
                 return  # a retried task that came back twice: the first row counts
+        row = self._checkpointed(row)
+        with self._lock:
             self.rows[row.position] = row
             self._counts[row.status] += 1
             self._tokens += row.tokens
-        if self._writer is not None:
-            try:
-                self._writer.write(row)
-            except OSError as exc:
-                note = f"the checkpoint could not be written ({exc}); it is no longer updated"
-                self.notes.append(note)
-                warnings.warn(note, stacklevel=2)
-                self._close_writer()
+
+    def _checkpointed(self, row: BatchRow) -> BatchRow:
+        """``row`` once written to the checkpoint; a failed row saying why when it cannot be."""
+        writer = self._writer
+        if writer is None:
+            return row
+        try:
+            writer.write(row)
+        except OSError as exc:
+            self._note(f"the checkpoint could not be written ({exc}); it is no longer updated")
+            self._close_writer()
+            return row
+        except Exception as exc:  # UnwritableRowError, or anything a strange value raised
+            why = exc if isinstance(exc, UnwritableRowError) else describe_error(exc)
+            error = (
+                f"the checkpoint cannot hold this row ({why}), so it was not kept there; it "
+                "runs again when the batch is resumed"
+            )
+            if row.error:
+                error = f"{row.error}; {error}"
+            failed = replace(row, status="failed", error=error)
+            try:  # the line says what happened; every field of this one is plain text
+                writer.write(BatchRow(row.position, row.key, row.prompt, "failed", error=error))
+            except Exception:  # pragma: no cover - plain text always goes (OSError aside)
+                pass
+            return failed
+        return row
 
     def running(self, delta: int) -> None:
         with self._lock:
@@ -420,6 +500,13 @@ class Batch:
             self.notes.append(f"the progress view failed: {type(exc).__name__}: {exc}")
             warnings.warn(self.notes[-1], stacklevel=2)
             self._reporter = None
+
+
+def _table_configuration(table: Any) -> dict[str, Any] | None:
+    """The configuration an earlier results table was made under (None: not known)."""
+    attrs = getattr(table, "attrs", None)
+    found = attrs.get(TABLE_ATTR) if isinstance(attrs, dict) else None
+    return found if isinstance(found, dict) and isinstance(found.get("id"), str) else None
 
 
 def _changed(a: BatchProgress, b: BatchProgress) -> bool:

@@ -1,9 +1,11 @@
 """Runs of a batch spread over a Dask cluster (``engine=`` a ``dask.distributed.Client``).
 
-Dask does the scheduling; nbagent only submits tasks, each running a few inputs together (one
-per task for short batches, up to :data:`MAX_CHUNK` for long ones, so Dask's cost per task is
-shared), with at most ``concurrency`` runs in flight, and takes the rows back as each task ends
-(into the same table, checkpoint and progress).
+Dask does the scheduling; nbagent submits **one task per input**, never more than
+``concurrency`` of them at a time across the whole cluster (a new one only when one has ended),
+and takes each row back as its task ends (into the same table, checkpoint and progress). So at
+most ``concurrency`` runs are in flight at the provider, whatever the cluster's size, and a run
+that kills its worker takes no other input's run with it. (Tasks of several inputs each were
+cheaper for Dask, but a task of 8 inputs put 8 runs in flight under ``concurrency=3``.)
 
 What travels to the workers is a :class:`WorkerSpec`, pickled once with cloudpickle (so tools
 defined in notebook cells go by value) and sent with each task: the tools, the agent's
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -49,8 +52,6 @@ __all__ = ["WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
 
 #: Prepared agents a worker keeps (one per batch spec): a few batches may share a cluster.
 _KEEP_PLANS = 4
-#: Most inputs one task runs (together, on the worker's event loop).
-MAX_CHUNK = 16
 
 
 @dataclass
@@ -207,16 +208,10 @@ def _plan_for(spec: bytes) -> tuple[RunPlan, Gate]:
     return made
 
 
-async def run_remote(spec: bytes, items: list[Item]) -> list[BatchRow]:
-    """The task: a few inputs, run together on the worker's event loop."""
+async def run_remote(spec: bytes, item: Item) -> BatchRow:
+    """The task: one input, run on the worker's event loop."""
     plan, gate = _plan_for(spec)
-    return list(await asyncio.gather(*(run_item(plan, item, gate) for item in items)))
-
-
-def chunk_size(todo: int, limit: int) -> int:
-    """Inputs per task: one while there are few, up to :data:`MAX_CHUNK` for long batches, so
-    Dask's cost per task (scheduling, messages) is shared by several runs."""
-    return max(1, min(MAX_CHUNK, todo // (limit * 4)))
+    return await run_item(plan, item, gate)
 
 
 # --- on the client ----------------------------------------------------------------------------
@@ -272,63 +267,64 @@ def _drive(
     limit = batch.concurrency
     if batch.concurrency_default:
         limit = max(1, sum(client.nthreads().values()))
-    size = chunk_size(len(todo), limit)
-    tasks_at_once = max(1, limit // size)
     pending = iter(todo)
-    completed = as_completed()
-    futures: dict[str, tuple[Any, list[Item]]] = state["futures"]
-    token = hashlib.sha256(spec).hexdigest()[:12]
+    # with_results: each result is fetched on the client's own loop as its task ends, not by
+    # one blocking call per task from this thread; an error or a cancel comes as the exception
+    completed = as_completed(with_results=True, raise_errors=False)
+    futures: dict[str, tuple[Any, Item]] = state["futures"]
+    # this batch's own keys: Dask takes a task with a known key for the same task, so the same
+    # batch run twice on one cluster (after a Stop, or from two notebooks) must not share them
+    token = f"{hashlib.sha256(spec).hexdigest()[:12]}-{secrets.token_hex(4)}"
 
     def post(function: Any, *args: Any) -> None:
         loop.call_soon_threadsafe(function, *args)
 
-    def submit_next() -> bool:
+    def submit(count: int) -> None:
+        """Submit up to ``count`` more inputs, one task each, in one message to the scheduler."""
         if stop.is_set():
-            return False
-        chunk = [item for _, item in zip(range(size), pending, strict=False)]
-        if not chunk:
-            return False
+            return
+        items = [item for _, item in zip(range(count), pending, strict=False)]
+        if not items:
+            return
         # The spec goes with each task rather than scattered once: data scattered to workers
-        # is lost when they die, and then every task needing it would be cancelled. Only a
-        # few tasks exist at a time, so this costs little.
-        light = [Item(i.position, None, i.key, i.prompt, i.problem) for i in chunk]
-        future = client.submit(
-            run_remote, spec, light, key=f"nbagent-runs-{token}-{chunk[0].position}", pure=False
+        # is lost when they die, and then every task needing it would be cancelled. At most
+        # ``limit`` tasks exist at a time, so this costs little.
+        light = [Item(i.position, None, i.key, i.prompt, i.problem) for i in items]
+        made = client.map(
+            run_remote,
+            [spec] * len(light),
+            light,
+            key=[f"nbagent-run-{token}-{i.position}" for i in items],
+            pure=False,
         )
         with lock:
-            futures[future.key] = (future, chunk)
-        post(batch.running, len(chunk))
-        completed.add(future)
-        return True
+            for future, item in zip(made, items, strict=True):
+                futures[future.key] = (future, item)
+        post(batch.running, len(items))
+        completed.update(made)
 
-    for _ in range(tasks_at_once):
-        if not submit_next():
-            break
-    for future in completed:
-        with lock:
-            _, chunk = futures.pop(future.key)
-        post(batch.running, -len(chunk))
-        for row in _rows_of(future, chunk, stop.is_set()):
-            post(batch.record, row)
-        if not stop.is_set():
-            submit_next()
+    def record(rows: list[BatchRow]) -> None:
+        batch.running(-len(rows))
+        for row in rows:
+            batch.record(row)
+
+    submit(limit)
+    for finished in completed.batches():
+        rows = []
+        for future, result in finished:
+            with lock:
+                _, item = futures.pop(future.key)
+            rows.append(_row_of(future, item, result, stop.is_set()))
+        post(record, rows)
+        submit(len(rows))  # as many new tasks as ended: never more than ``limit`` in flight
         with lock:
             if not futures:
                 break
 
 
-def _rows_of(future: Any, chunk: list[Item], stopping: bool) -> list[BatchRow]:
-    if future.status != "cancelled" and future.status != "error":
-        try:
-            rows = future.result()
-        except Exception:  # pragma: no cover - the status said it finished
-            rows = None
-        if isinstance(rows, list) and len(rows) == len(chunk):
-            return rows
-    return [_row_of(future, item, stopping) for item in chunk]
-
-
-def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
+def _row_of(future: Any, item: Item, result: Any, stopping: bool) -> BatchRow:
+    """The row of ``item`` from its task's ``result`` (its row, or the exception it ended
+    with)."""
     if future.status == "cancelled":
         if stopping:
             return BatchRow(item.position, item.key, item.prompt, "cancelled", error="stopped")
@@ -339,9 +335,11 @@ def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
             "failed",
             error="the Dask cluster cancelled the task (a worker or the scheduler went away)",
         )
-    try:
-        row = future.result()
-    except Exception as exc:
+    if future.status == "error" or isinstance(result, BaseException):
+        # Dask hands an error over as (type, exception, traceback)
+        exc = result[1] if isinstance(result, tuple) and len(result) == 3 else result
+        if not isinstance(exc, BaseException):  # pragma: no cover - another Dask's shape
+            exc = future.exception()
         name = type(exc).__name__
         if name == "KilledWorker":
             why = (
@@ -353,5 +351,7 @@ def _row_of(future: Any, item: Item, stopping: bool) -> BatchRow:
         else:
             why = describe_error(exc) or "the task failed"
         return BatchRow(item.position, item.key, item.prompt, "failed", error=why)
-    why = f"the task gave back no row for it: {row!r:.80}"
+    if isinstance(result, BatchRow) and result.position == item.position:
+        return result
+    why = f"the task gave back no row for it: {type(result).__name__}"
     return BatchRow(item.position, item.key, item.prompt, "failed", error=why)

@@ -1,16 +1,20 @@
 """What a batch runs: one prompt per input, from prompt strings or a template filled from rows.
 
-Everything is checked before the first run, so a template that names a missing column fails at
-once (naming the columns there are) instead of 10,000 times. A row whose field is empty (None or
-NaN) is not run: it becomes a failed row saying which column was empty, and the others go on.
+Everything is checked before the first run, so a template that names a missing column, or whose
+format specs would pad a prompt to gigabytes, fails at once (naming the field) instead of 10,000
+times. A row that cannot become a prompt (a field that is empty, None or NaN; a value that will
+not format, whose ``__format__``/``repr`` raises, or that holds a lone surrogate) is not run: it
+becomes a failed row saying why, and the others go on.
 """
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import hashlib
 import json
 import math
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,12 +22,33 @@ from typing import Any
 
 from ..errors import BatchInputError
 
-__all__ = ["Item", "Template", "label_key", "prepare", "prompt_digest"]
+__all__ = [
+    "MAX_FORMAT_CHARS",
+    "MAX_INPUTS",
+    "MAX_PROMPT_CHARS",
+    "Item",
+    "Template",
+    "label_key",
+    "prepare",
+    "prompt_digest",
+]
 
 #: Inputs one batch accepts unless told otherwise (a list of prompts is held in memory).
 MAX_INPUTS = 100_000
 #: Characters one filled-in prompt may have; a longer one is a failed row, never sent.
 MAX_PROMPT_CHARS = 200_000
+#: Characters a template's format specs may ask for, all fields together: the sum of every
+#: width and precision (``{name:<20}`` asks for 20, ``{score:8.2f}`` for 10). A format spec is
+#: applied before any prompt limit, so ``{answer:>1000000000}`` would allocate gigabytes per row.
+MAX_FORMAT_CHARS = 1_000
+
+_CONVERSIONS = ("r", "s", "a")
+#: Python's standard format spec: [[fill]align][sign][z][#][0][width][grouping][.precision][type]
+_STANDARD_SPEC = re.compile(
+    r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d*))?[bcdeEfFgGnosxX%]?",
+    re.DOTALL,
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -66,9 +91,13 @@ def label_key(label: Any) -> str:
 class Template:
     """A prompt template such as ``"Grade {answer} against {key}"``: fields name columns.
 
-    Each field is a column's whole name (``{0}`` names column 0, ``{q.1}`` the column named
-    ``q.1``; nothing is read as an attribute or an index), with an optional conversion and
-    format spec (``{score:.2f}``); ``{{`` and ``}}`` are literal braces.
+    What a field may be: a column's whole name (``{0}`` names column 0, ``{q.1}`` the column
+    named ``q.1``; nothing is read as an attribute or an index), then optionally a conversion
+    (``!r``, ``!s``, ``!a``) and a format spec of the value's type (``{score:.2f}``,
+    ``{name:<20}``, ``{day:%Y-%m-%d}``); ``{{`` and ``}}`` are literal braces. A format spec
+    holds no field of its own (``{answer:{width}}``), and the widths and precisions of all
+    fields together ask for at most :data:`MAX_FORMAT_CHARS` characters. Anything else is
+    refused here, before any run, naming the field.
     """
 
     def __init__(self, text: str) -> None:
@@ -79,24 +108,50 @@ class Template:
         try:
             parsed = list(self._formatter.parse(text))
         except ValueError as exc:
-            raise BatchInputError(f"the template {text!r} is malformed: {exc}") from None
+            raise BatchInputError(f"the template {_shown(text)} is malformed: {exc}") from None
         self._parts: list[tuple[str, str | None, str, str | None]] = []
         fields: list[str] = []
+        asked: list[tuple[int, str]] = []
         for literal, name, spec, conversion in parsed:
+            if _SURROGATE.search(literal):
+                raise BatchInputError(
+                    f"the template {_shown(text)} holds a lone surrogate, which no UTF-8 "
+                    "request can carry"
+                )
             if name is not None:
                 if name == "":
                     raise BatchInputError(
-                        f"the template {text!r} has an empty field {{}}: name a column, e.g. "
-                        "{answer}"
+                        f"the template {_shown(text)} has an empty field {{}}: name a column, "
+                        "e.g. {answer}"
                     )
                 # A field is a column's whole name, read as it is: ``{0}`` names column 0 (a
                 # CSV read without a header), ``{q.1}`` the column pandas named so. Nothing is
                 # looked up as an attribute or an index, so check() decides what exists.
-                if spec and "{" in spec:
-                    raise BatchInputError(f"the template field {{{name}}} has a nested field")
+                shown = _field_text(name, spec, conversion)
+                if conversion is not None and conversion not in _CONVERSIONS:
+                    raise BatchInputError(
+                        f"the template field {shown} has the conversion !{conversion}: a "
+                        "field takes !r, !s or !a, or none"
+                    )
+                if spec and ("{" in spec or "}" in spec):
+                    raise BatchInputError(
+                        f"the template field {shown} has a field inside its format spec, which "
+                        "templates do not support: write the spec out (e.g. {answer:>20})"
+                    )
+                asked.append((_asked_chars(spec or ""), shown))
                 if name not in fields:
                     fields.append(name)
             self._parts.append((literal, name, spec or "", conversion))
+        total = sum(chars for chars, _ in asked)
+        if total > MAX_FORMAT_CHARS:
+            chars, shown = max(asked, key=lambda pair: pair[0])  # the first of the largest
+            each = "" if chars == total else f" ({_count(total)} with the other fields)"
+            raise BatchInputError(
+                f"the template field {shown} asks for {_count(chars)} characters{each}: the "
+                f"widths and precisions of a template's format specs may ask for at most "
+                f"{MAX_FORMAT_CHARS:,} together (a spec is applied before any prompt limit). "
+                "To shorten a long value, cut the column first (df['essay'].str[:2000])"
+            )
         self.fields = tuple(fields)
 
     def check(self, columns: Sequence[str], what: str) -> None:
@@ -127,23 +182,105 @@ class Template:
                 + (f" ({'; '.join(hints)})" if hints else "")
             )
 
-    def fill(self, values: Mapping[str, Any]) -> tuple[str, str | None]:
-        """The prompt for one row, and the problem when a field is empty or will not format."""
+    def fill(
+        self, values: Mapping[str, Any], max_chars: int = MAX_PROMPT_CHARS
+    ) -> tuple[str, str | None]:
+        """The prompt for one row, and the problem when it cannot be made: a field that is
+        empty, a value that will not format (whatever its ``__format__`` or ``repr`` raises)
+        or holds a lone surrogate, or a prompt past ``max_chars``. A problem is that row's,
+        never the batch's: nothing here raises for a value."""
         out: list[str] = []
+        size = 0
         for literal, name, spec, conversion in self._parts:
             out.append(literal)
+            size += len(literal)
             if name is None:
                 continue
             value = values[name]
-            if _empty(value):
-                return "".join(out), f"column {name!r} is empty in this row"
             try:
+                if _empty(value):
+                    return "".join(out), f"column {name!r} is empty in this row"
                 if conversion:
                     value = self._formatter.convert_field(value, conversion)
-                out.append(format(value, spec))
-            except (ValueError, TypeError) as exc:
-                return "".join(out), f"column {name!r} does not format as {{{name}:{spec}}}: {exc}"
+                wide = _fixed_point_chars(value, spec)
+                if wide > max_chars:  # a tiny Decimal('1E+999999999') is a gigabyte as {x:f}
+                    field = _field_text(name, spec, conversion)
+                    return "".join(out), (
+                        f"column {name!r} would be {_count(wide)} characters as {field} (a "
+                        f"prompt has at most {max_chars:,})"
+                    )
+                piece = format(value, spec)
+                if not isinstance(piece, str):  # pragma: no cover - format() checks this
+                    raise TypeError(f"__format__ returned {type(piece).__name__}")
+            except Exception as exc:  # a user's object may raise anything (MemoryError too)
+                field = _field_text(name, spec, conversion)
+                return "".join(out), f"column {name!r} does not format as {field}: {_reason(exc)}"
+            found = _SURROGATE.search(piece)
+            if found is not None:
+                return "".join(out), (
+                    f"column {name!r} holds a lone surrogate (U+{ord(found.group()):04X}), which "
+                    "no UTF-8 request can carry: fix the value (e.g. read the file with "
+                    "errors='replace')"
+                )
+            out.append(piece)
+            size += len(piece)
+            if size > max_chars:  # stop here: the rest would only make it longer
+                return "".join(out)[:max_chars], _too_long(size, max_chars, "more than ")
         return "".join(out), None
+
+
+def _field_text(name: str, spec: str | None, conversion: str | None) -> str:
+    field = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+    return "{" + (field if len(field) <= 80 else field[:77] + "...") + "}"
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 80 else repr(text[:77]) + "..."
+
+
+def _asked_chars(spec: str) -> int:
+    """Characters a format spec may ask for: its width plus its precision. A spec that is not
+    Python's standard one (``%Y-%m-%d`` for a date) counts every number in it, since its type
+    may read a number as a size."""
+    found = _STANDARD_SPEC.fullmatch(spec)
+    numbers = [found["width"], found["precision"]] if found else re.findall(r"\d+", spec)
+    # a number of more digits than any size reads as "too many" (int() of 5,000 digits raises)
+    return sum(int(n) if len(n) <= 18 else 10**18 for n in numbers if n)
+
+
+def _fixed_point_chars(value: Any, spec: str) -> int:
+    """About how long ``value`` formats under ``spec`` when that is a Decimal in fixed point
+    (``f``, ``F``, ``%``): every digit of its integer part is written out, so the length is
+    its exponent, which the value's own size does not bound. 0 for everything else (a float
+    has at most 309 digits, an int's text is bounded by Python)."""
+    if not isinstance(value, decimal.Decimal):
+        return 0
+    found = _STANDARD_SPEC.fullmatch(spec)
+    if found is None or not spec or spec[-1] not in "fF%":
+        return 0
+    precision = int(found["precision"]) if found["precision"] else 6
+    return max(value.adjusted(), 0) + 3 + precision + (2 if spec[-1] == "%" else 0)
+
+
+def _count(chars: int) -> str:
+    return f"{chars:,}" if chars < 10**18 else "more than 10^18"
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as a line, even when its own ``str`` raises."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    name = type(exc).__name__
+    if not text:
+        return name
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+def _too_long(chars: int, limit: int, more: str = "") -> str:
+    return f"the prompt has {more}{chars:,} characters (at most {limit:,})"
 
 
 def _plural(count: int, word: str) -> str:
@@ -213,10 +350,12 @@ def prepare(
         rows = zip(*(inputs[c].tolist() for c in wanted), strict=True) if wanted else iter(())
         labels = list(inputs.index)
         items = [
-            _item(position, label, dict(zip(tmpl.fields, values, strict=True)), tmpl)
+            _item(
+                position, label, dict(zip(tmpl.fields, values, strict=True)), tmpl, max_prompt_chars
+            )
             for position, (label, values) in enumerate(zip(labels, rows, strict=True))
         ]
-        return _bounded(items, max_prompt_chars), inputs.index
+        return _checked(items, max_prompt_chars), inputs.index
     values = _materialize(inputs, max_inputs)
     items = []
     for position, value in enumerate(values):
@@ -228,31 +367,51 @@ def prepare(
                 )
             columns = [str(k) for k in value]
             tmpl.check(columns, f"mapping at input {position}")
-            items.append(_item(position, position, {str(k): v for k, v in value.items()}, tmpl))
+            values_of = {str(k): v for k, v in value.items()}
+            items.append(_item(position, position, values_of, tmpl, max_prompt_chars))
         elif isinstance(value, str):
             if tmpl is None:
                 items.append(Item(position, position, label_key(position), value))
             else:
                 tmpl.check(["value"], "list of strings (use {value})")
-                items.append(_item(position, position, {"value": value}, tmpl))
+                items.append(_item(position, position, {"value": value}, tmpl, max_prompt_chars))
         else:
             raise BatchInputError(
                 f"input {position} is a {type(value).__name__}: each input is a prompt string "
                 "or a mapping (or pass a pandas DataFrame with a template)"
             )
-    return _bounded(items, max_prompt_chars), None
+    return _checked(items, max_prompt_chars), None
 
 
-def _item(position: int, label: Any, values: Mapping[str, Any], tmpl: Template) -> Item:
-    prompt, problem = tmpl.fill(values)
-    return Item(position, label, label_key(label), prompt, problem)
+def _item(
+    position: int, label: Any, values: Mapping[str, Any], tmpl: Template, max_chars: int
+) -> Item:
+    key, problem = _key(label, position)
+    prompt, unfilled = tmpl.fill(values, max_chars)
+    return Item(position, label, key, prompt, problem or unfilled)
 
 
-def _bounded(items: list[Item], max_chars: int) -> list[Item]:
+def _key(label: Any, position: int) -> tuple[str, str | None]:
+    """The label's key, or a stand-in and the problem when the label cannot be read."""
+    try:
+        return label_key(label), None
+    except Exception as exc:  # a label whose repr raises: that row's problem
+        return f"<input {position}>", f"its index label cannot be read: {_reason(exc)}"
+
+
+def _checked(items: list[Item], max_chars: int) -> list[Item]:
+    """Prompts past the limit, or holding a lone surrogate, become failed rows (never sent)."""
     out = []
     for item in items:
+        problem = None
         if item.problem is None and len(item.prompt) > max_chars:
-            problem = f"the prompt has {len(item.prompt):,} characters (at most {max_chars:,})"
+            problem = _too_long(len(item.prompt), max_chars)
+        elif item.problem is None and (found := _SURROGATE.search(item.prompt)) is not None:
+            problem = (
+                f"the prompt holds a lone surrogate (U+{ord(found.group()):04X}) at character "
+                f"{found.start():,}, which no UTF-8 request can carry"
+            )
+        if problem is not None:
             item = Item(item.position, item.label, item.key, item.prompt[:max_chars], problem)
         out.append(item)
     return out

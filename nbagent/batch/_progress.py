@@ -11,6 +11,7 @@ elsewhere (a log file must not fill with carriage returns).
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -109,7 +110,9 @@ class ProgressLine:
     def __init__(self, stream: IO[str] | None = None, *, every: float = 10.0) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.every = every
-        self._last = 0.0
+        # never printed yet: time.monotonic() counts from boot, so 0.0 would hold back the
+        # first line of a log for as long as the machine has been up less than ``every``
+        self._last = -math.inf
         self._width = 0
 
     def _tty(self) -> bool:
