@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
+from .exchanges import exchanges_html
 from .render import (
     STATUS_COLORS,
     code_html,
@@ -441,6 +442,11 @@ def _pieces(transcript: Transcript, inline_images: bool) -> Iterator[_Piece]:
         piece = _piece(block, transcript, inline_images)
         if piece.html or piece.images:
             yield piece
+    if transcript.exchanges:  # folded: it opens to show what the model saw at each step
+        count = len(transcript.exchanges)
+        requests = f"{count} request{'s' if count != 1 else ''}"
+        said = f"(what the model saw at each step, {requests}: in the HTML form)"
+        yield _Piece(exchanges_html(transcript.exchanges), f"*{said}*", said)
     yield _tail(transcript)
 
 
