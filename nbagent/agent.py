@@ -27,7 +27,7 @@ from .errors import (
     raised_to_caller,
 )
 from .events import AgentEvent, RunResult
-from .generation import Generator, Options
+from .generation import Generator, Options, Request
 from .hooks import AfterToolHook, BeforeToolHook
 from .limits import Budget, Limits
 from .messages import Message, ToolMessage, UserMessage
@@ -187,6 +187,29 @@ class Agent:
             twin.tools = {t.name: t for t in tool_list}
         if instructions is not None:
             twin.instructions = instructions
+        if source is not None and tools is None:
+            from .fork import tools_used
+
+            gone = [name for name in tools_used(source, step) if name not in twin.tools]
+            if gone:
+                raise AgentError(
+                    f"the run used tools this agent no longer has ({', '.join(gone)}): give "
+                    "tools=[...] to fork onto another tool set"
+                )
+        if source is not None:
+            from .run import history_problem
+
+            probe = Request(
+                twin.messages,
+                getattr(twin.generator, "model", ""),
+                tuple(t.definition for t in twin.tools.values()),
+                twin.instructions,
+                twin.options,
+            )
+            problem = history_problem(twin.generator, probe)
+            if problem:
+                name = getattr(twin.generator, "model", "") or type(twin.generator).__name__
+                raise AgentError(f"cannot fork at step {step} onto {name}: {problem}")
         twin.conversation_id = _new_conversation_id()  # the copy goes its own way
         twin.observers = list(self.observers)
         twin.before_tool_hooks = list(self.before_tool_hooks)

@@ -25,7 +25,7 @@ from .exchange import Exchange, exchange_of
 from .messages import AssistantMessage, Message, ToolMessage, UserMessage, message_to_dict
 from .redact import redact_secrets
 
-__all__ = ["Comparison", "compare", "fork_history"]
+__all__ = ["Comparison", "compare", "fork_history", "tools_used"]
 
 
 def _exchanges(source: Any) -> tuple[Exchange, ...]:
@@ -52,6 +52,17 @@ def fork_history(source: Any, step: int | None) -> list[Message]:
     except (TypeError, ValueError) as exc:
         raise AgentError(str(exc)) from None
     return checked_history(list(exchange.request.messages))
+
+
+def tools_used(source: Any, step: int | None) -> list[str]:
+    """The tools offered to the model at ``step`` of ``source`` (its request's definitions)."""
+    if step is None:
+        return []
+    try:
+        exchange = exchange_of(_exchanges(source), step, "the run")
+    except (TypeError, ValueError):
+        return []
+    return [d.name for d in exchange.request.tools if not d.provider_executed]
 
 
 # --- comparing two runs ------------------------------------------------------------------------

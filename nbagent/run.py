@@ -450,9 +450,9 @@ class Run:
         edits: list[str] = []
         if resume.action == "stop":
             raise asyncio.CancelledError
+        edited = None
         if (resume.results or resume.remove) and isinstance(last, ToolMessage):
             edited, edits = edited_results(last, resume)
-            self.agent.messages[-1] = edited  # the history the model reads from now on
             request = replace(request, messages=(*request.messages[:-1], edited))
         if resume.instructions is not None:
             request = replace(request, instructions=resume.instructions)
@@ -460,9 +460,13 @@ class Run:
         if resume.model is not None:
             generator = _generator(resume.model)
             request = replace(request, model=getattr(generator, "model", ""))
-            edits.append(
-                f"answered by {getattr(generator, 'model', '') or type(generator).__name__}"
-            )
+            name = getattr(generator, "model", "") or type(generator).__name__
+            problem = history_problem(generator, request)
+            if problem:  # refused before anything changed: the history stays as it was
+                raise AgentError(f"step mode, at step {step}: {name} cannot go on here: {problem}")
+            edits.append(f"answered by {name}")
+        if edited is not None:
+            self.agent.messages[-1] = edited  # the history the model reads from now on
         self.emit(StepResumed(pause.id, step, resume.action, tuple(edits), "request"))
         return request, generator, edits
 
@@ -717,6 +721,13 @@ def _aborted(tool: str | None, raised: BaseException) -> RunAbortedError:
     error = RunAbortedError(f"{who} raised {what}", tool=tool, raised=raised)
     error.__cause__ = raised
     return error
+
+
+def history_problem(generator: Any, request: Request) -> str | None:
+    """Why ``generator``'s provider would refuse ``request``'s history (its ``history_problem``,
+    for providers with rules beyond each message: Anthropic's thinking), or None."""
+    check = getattr(generator, "history_problem", None)
+    return check(request) if callable(check) else None
 
 
 def _generator(model: Any) -> Generator:
