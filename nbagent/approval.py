@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from ._previews import Previews
     from .rules import RuleApprover as RuleApprover
-    from .stepping import Pause, Resume
+    from .stepping import Resume, StepPause
 
 __all__ = [
     "ApprovalBinding",
@@ -271,9 +271,9 @@ class ScriptedApprover:
         self.requests: list[ApprovalRequest] = []
         #: Step mode: the resumes to give, one per pause, in order (then: run to the end).
         self.pauses: list[Resume] = list(pauses)
-        self.paused: list[Pause] = []
+        self.paused: list[StepPause] = []
 
-    async def pause(self, pause: Pause) -> Resume:
+    async def pause(self, pause: StepPause) -> Resume:
         """The next scripted :class:`~nbagent.stepping.Resume` (run to the end once none is
         left); every pause is kept in :attr:`paused`."""
         from .stepping import run_to_end
@@ -300,7 +300,7 @@ class _Pending:
 
 @dataclass
 class _PendingPause:
-    pause: Pause
+    pause: StepPause
     future: asyncio.Future[Resume]
     loop: asyncio.AbstractEventLoop
 
@@ -327,7 +327,7 @@ class InteractiveApprover:
         self.decided: dict[str, Decision] = {}
         self._pauses: dict[str, _PendingPause] = {}
 
-    async def pause(self, pause: Pause) -> Resume:
+    async def pause(self, pause: StepPause) -> Resume:
         """Step mode: wait until :meth:`resume` answers ``pause`` (a Next, Run to end or Stop
         click)."""
         import asyncio
@@ -342,14 +342,14 @@ class InteractiveApprover:
             with self._lock:
                 self._pauses.pop(pause.id, None)
 
-    def paused(self) -> list[Pause]:
+    def paused(self) -> list[StepPause]:
         """Pauses waiting for a resume."""
         with self._lock:
             return [p.pause for p in self._pauses.values() if not p.future.done()]
 
     def resume(self, pause_id: str, resume: Resume) -> bool:
         """Answer the pause ``pause_id`` (thread-safe, first answer wins); False when there is no
-        such pause waiting, or ``resume`` would break the history (``Pause.check`` says why)."""
+        such pause waiting, or ``resume`` would break the history (``StepPause.check`` says why)."""
         from .stepping import StepEditError
 
         with self._lock:

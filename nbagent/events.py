@@ -23,7 +23,7 @@ from .tools import ToolCall
 
 if TYPE_CHECKING:
     from .exchange import Exchange
-    from .stepping import Pause
+    from .stepping import StepPause
     from .timeline import Timeline
 
 __all__ = [
@@ -166,7 +166,7 @@ class StepPaused:
     """Step mode: the run waits at ``pause`` (before a model request, or before a batch of
     calls) until its approver gives a :class:`~nbagent.stepping.Resume`."""
 
-    pause: Pause
+    pause: StepPause
 
 
 @dataclass(frozen=True, slots=True)

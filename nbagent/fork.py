@@ -91,6 +91,9 @@ class Comparison:
     outcomes: tuple[str, str]
     totals: tuple[tuple[int, float], tuple[int, float]]  # tokens, seconds of each run
 
+    def __repr__(self) -> str:
+        return f"<Comparison of {self.names[0]} and {self.names[1]}: {self.why}>"
+
     def __str__(self) -> str:
         a, b = self.names
         lines = [f"{a} vs {b}: {self.why}"]

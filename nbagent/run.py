@@ -64,7 +64,7 @@ from .generation import (
 )
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
 from .redact import redact_secrets
-from .stepping import Pause, Resume, StepEditError, edited_results
+from .stepping import Resume, StepEditError, StepPause, edited_results
 from .timeline import TimelineBuilder
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
@@ -124,7 +124,7 @@ class Run:
         #: Each model request of the run and its answer, as they happen (see nbagent.exchange).
         self.exchanges: list[Exchange] = []
         #: Step mode: the approver's ``pause`` gives a Resume at each pause (nbagent.stepping).
-        self._pauser: Callable[[Pause], Any] | None = (
+        self._pauser: Callable[[StepPause], Any] | None = (
             getattr(approver, "pause", None) if step else None
         )
         self._continuing = continuing  # no new prompt: the run answers the history as it is
@@ -254,7 +254,7 @@ class Run:
                 self._finished = {}
                 if self._pauser is not None:
                     calls = tuple(c.call for c in checked)
-                    resume = await self._pause(Pause(self.id, step, "calls", calls=calls))
+                    resume = await self._pause(StepPause(self.id, step, "calls", calls=calls))
                     if resume.action == "stop":
                         raise asyncio.CancelledError  # every open call is answered: _repair
                 results = await self._run_batch(step, checked)
@@ -414,7 +414,7 @@ class Run:
             )
         )
 
-    async def _pause(self, pause: Pause) -> Resume:
+    async def _pause(self, pause: StepPause) -> Resume:
         """Wait at ``pause`` for the approver's Resume (step mode); an edit that would break
         the history ends the run, saying why."""
         assert self._pauser is not None
@@ -438,7 +438,7 @@ class Run:
         """Step mode: pause before the request; apply what the person changed."""
         last = request.messages[-1] if request.messages else None
         results = last.results if isinstance(last, ToolMessage) else ()
-        pause = Pause(
+        pause = StepPause(
             self.id,
             step,
             "request",

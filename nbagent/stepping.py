@@ -1,7 +1,7 @@
 """Step mode: the run pauses before each model request and before each batch of tool calls.
 
 ``agent.start(prompt, step=True)`` (``%agent --step`` in a notebook) makes the run stop at two
-kinds of :class:`Pause` and wait for a :class:`Resume`:
+kinds of :class:`StepPause` and wait for a :class:`Resume`:
 
 * ``"request"``: the request about to be sent (instructions, every message, the tools); the
   results the model is about to read may be rewritten or removed, the next request's
@@ -17,7 +17,7 @@ the resume (``await approver.pause(pause)``), so a notebook waits for **Next**, 
 Every edit keeps the history's invariants: a rewritten or removed result still answers its
 call, exactly once (a removed one says it was removed), and is marked ``edited`` in the history
 (and so in a recording); an edit naming a call the model is not about to read the result of, or
-leaving one unanswered, is refused, saying why (:meth:`Pause.check`).
+leaving one unanswered, is refused, saying why (:meth:`StepPause.check`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .tools import ToolCall
 
 __all__ = [
     "REMOVED",
-    "Pause",
+    "StepPause",
     "PauseKind",
     "Resume",
     "StepEditError",
@@ -99,7 +99,7 @@ def stop_run() -> Resume:
 
 
 @dataclass(frozen=True)
-class Pause:
+class StepPause:
     """The run waits here (see the module). ``request`` is what is about to be sent (at a
     ``"request"`` pause), ``results`` the tool results in it the model is about to read,
     ``calls`` what the model asked for (at a ``"calls"`` pause). ``id`` names the pause for a

@@ -3,7 +3,7 @@ Stop; before a model request also what the person may change first.
 
 The bar answers the pause through the run's approver (``InteractiveApprover.resume``), as the
 approval bar answers a call: a click settles the pause once, from any thread, and a click on a
-bar whose pause is over does nothing. An edit is checked first (``Pause.check``): one that would
+bar whose pause is over does nothing. An edit is checked first (``StepPause.check``): one that would
 break the history (a result left out, a result of a call the model is not about to read) is
 refused in the bar, saying why, and the run keeps waiting.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..redact import redact_secrets
-from ..stepping import Pause, Resume, StepEditError
+from ..stepping import Resume, StepEditError, StepPause
 from .exchanges import message_html, request_summary
 from .render import shorten
 
@@ -38,7 +38,7 @@ def _button(label: str, icon: str, tooltip: str, style: str = "") -> widgets.But
 class PauseBar:
     """The widgets of one pause; ``answer(resume)`` is where the bar's resume goes."""
 
-    def __init__(self, pause: Pause, answer: Callable[[Resume], bool]) -> None:
+    def __init__(self, pause: StepPause, answer: Callable[[Resume], bool]) -> None:
         self.pause = pause
         self._answer = answer
         self._lock = threading.Lock()
