@@ -27,10 +27,10 @@ from .errors import (
     raised_to_caller,
 )
 from .events import AgentEvent, RunResult
-from .generation import Generator, Options
+from .generation import Generator, Options, Request
 from .hooks import AfterToolHook, BeforeToolHook
 from .limits import Budget, Limits
-from .messages import Message, UserMessage
+from .messages import Message, ToolMessage, UserMessage
 from .run import Run, _as_user_message
 from .tools import Tool, validate_tools
 
@@ -145,12 +145,71 @@ class Agent:
         self.messages.clear()
         self.conversation_id = _new_conversation_id()
 
-    def fork(self) -> Agent:
-        """A new agent with the same tools and settings and a copy of the conversation."""
+    def fork(
+        self,
+        source: Any = None,
+        step: int | None = None,
+        *,
+        model: Generator | str | None = None,
+        tools: Iterable[Tool] | None = None,
+        instructions: str | None = None,
+    ) -> Agent:
+        """A new agent with the same tools and settings and a copy of the conversation; the
+        original is untouched.
+
+        With a ``source`` run (a :class:`~nbagent.events.RunResult` or a live :class:`Run`) and
+        a ``step``, the copy's conversation is that run's as the model saw it at that step (the
+        messages of its request): ``await forked.run(None)`` asks the model that step again,
+        ``await forked.run("try the cache")`` adds a prompt. ``model`` (a string or a
+        Generator), ``tools`` (replace the tool set: another set, or other implementations) and
+        ``instructions`` change the copy only. See :func:`nbagent.fork.fork_history`.
+        """
+        from .fork import fork_history
+
         twin = Agent.__new__(Agent)
         twin.__dict__.update(self.__dict__)
         twin.tools = dict(self.tools)
         twin.messages = list(self.messages)
+        if source is not None:
+            twin.messages = fork_history(source, step)
+        elif step is not None:
+            raise AgentError("fork(step=...) needs the run to fork: agent.fork(result, step)")
+        if model is not None:
+            if isinstance(model, str):
+                from .providers import resolve_generator
+
+                twin.generator = resolve_generator(model)
+            else:
+                twin.generator = model
+        if tools is not None:
+            tool_list = list(tools)
+            twin._schemas = validate_tools(tool_list)
+            twin.tools = {t.name: t for t in tool_list}
+        if instructions is not None:
+            twin.instructions = instructions
+        if source is not None and tools is None:
+            from .fork import tools_used
+
+            gone = [name for name in tools_used(source, step) if name not in twin.tools]
+            if gone:
+                raise AgentError(
+                    f"the run used tools this agent no longer has ({', '.join(gone)}): give "
+                    "tools=[...] to fork onto another tool set"
+                )
+        if source is not None:
+            from .run import history_problem
+
+            probe = Request(
+                twin.messages,
+                getattr(twin.generator, "model", ""),
+                tuple(t.definition for t in twin.tools.values()),
+                twin.instructions,
+                twin.options,
+            )
+            problem = history_problem(twin.generator, probe)
+            if problem:
+                name = getattr(twin.generator, "model", "") or type(twin.generator).__name__
+                raise AgentError(f"cannot fork at step {step} onto {name}: {problem}")
         twin.conversation_id = _new_conversation_id()  # the copy goes its own way
         twin.observers = list(self.observers)
         twin.before_tool_hooks = list(self.before_tool_hooks)
@@ -198,20 +257,39 @@ class Agent:
 
     def start(
         self,
-        prompt: str | UserMessage | Sequence[str | Part],
+        prompt: str | UserMessage | Sequence[str | Part] | None,
         *,
         approver: Approver | None = None,
         max_steps: int | None = None,
         tools: Iterable[str] | None = None,
         options: Options | None = None,
         budget: Budget | None = None,
+        step: bool = False,
     ) -> Run:
         """Start a run as a task on the running loop and return its :class:`Run` handle.
 
         Raises :class:`~nbagent.errors.ImageError` for a prompt image that does not decode.
         A failed run is reported as the ``RunFailed`` event (and ``stop_reason="failed"``).
+        ``prompt=None`` asks the model about the conversation as it is (a fork that re-asks a
+        step): it must end with a prompt or tool results. ``step=True``: step mode, a pause
+        before each model request and each batch of calls (see :mod:`nbagent.stepping`); the
+        run's approver must be able to pause (an AgentError says so otherwise).
         """
         self._check_idle()
+        chosen_approver = approver or self.approver
+        if step and getattr(chosen_approver, "pause", None) is None:
+            raise AgentError(
+                f"step mode needs an approver that can pause (InteractiveApprover, "
+                f"ScriptedApprover(pauses=...), or one with a pause method); "
+                f"{type(chosen_approver).__name__} cannot, so nobody could click Next"
+            )
+        if prompt is None and not (
+            self.messages and isinstance(self.messages[-1], (UserMessage, ToolMessage))
+        ):
+            raise AgentError(
+                "nothing to answer: without a prompt the conversation must end with one, or "
+                "with tool results (give a prompt)"
+            )
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -227,7 +305,7 @@ class Agent:
             chosen = {n: self.tools[n] for n in names}
         else:
             chosen = dict(self.tools)
-        message = prompt_for_history(_as_user_message(prompt))
+        message = prompt_for_history(_as_user_message(prompt if prompt is not None else ""))
         with _CLAIM:  # another thread may have started a run since the check above
             self._check_idle()
             self._running = True
@@ -235,11 +313,13 @@ class Agent:
             run = Run(
                 self,
                 message,
-                approver or self.approver,
+                chosen_approver,
                 max_steps or self.max_steps,
                 chosen,
                 options or self.options,
                 budget or self.budget,
+                step=step,
+                continuing=prompt is None,
             )
             run._start()
         except BaseException:
@@ -267,7 +347,7 @@ class Agent:
 
     async def run(
         self,
-        prompt: str | UserMessage | Sequence[str | Part],
+        prompt: str | UserMessage | Sequence[str | Part] | None,
         *,
         raise_on_error: bool = True,
         **kwargs: Any,
@@ -290,7 +370,7 @@ class Agent:
 
     def run_sync(
         self,
-        prompt: str | UserMessage | Sequence[str | Part],
+        prompt: str | UserMessage | Sequence[str | Part] | None,
         *,
         raise_on_error: bool = True,
         **kwargs: Any,

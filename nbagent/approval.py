@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from ._previews import Previews
     from .rules import RuleApprover as RuleApprover
+    from .stepping import Resume, StepPause
 
 __all__ = [
     "ApprovalBinding",
@@ -188,6 +189,8 @@ class Approver(Protocol):
 # give without asking anyone (an "always allow" rule). The loop then skips ApprovalRequested.
 # And ``forbidden(request) -> Decision | None``: a denial that holds for every call, also one
 # that needs no approval and one a person approved with edited arguments (a deny rule).
+# And ``pause(pause) -> Resume`` (sync or async): step mode's door, the same one decisions come
+# through (see nbagent.stepping); an approver without it cannot step a run.
 
 
 class AutoApprove:
@@ -253,7 +256,12 @@ class ScriptedApprover:
     Records every request it saw. Running out of scripted decisions denies, saying so.
     """
 
-    def __init__(self, decisions: Iterable[DecisionLike] | Mapping[str, DecisionLike] = ()) -> None:
+    def __init__(
+        self,
+        decisions: Iterable[DecisionLike] | Mapping[str, DecisionLike] = (),
+        *,
+        pauses: Iterable[Resume] = (),
+    ) -> None:
         self.by_tool: dict[str, DecisionLike] = {}
         self.queue: list[DecisionLike] = []
         if isinstance(decisions, Mapping):
@@ -261,6 +269,17 @@ class ScriptedApprover:
         else:
             self.queue = list(decisions)
         self.requests: list[ApprovalRequest] = []
+        #: Step mode: the resumes to give, one per pause, in order (then: run to the end).
+        self.pauses: list[Resume] = list(pauses)
+        self.paused: list[StepPause] = []
+
+    async def pause(self, pause: StepPause) -> Resume:
+        """The next scripted :class:`~nbagent.stepping.Resume` (run to the end once none is
+        left); every pause is kept in :attr:`paused`."""
+        from .stepping import run_to_end
+
+        self.paused.append(pause)
+        return self.pauses.pop(0) if self.pauses else run_to_end()
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         self.requests.append(request)
@@ -277,6 +296,13 @@ class _Pending:
     future: asyncio.Future[Decision]
     loop: asyncio.AbstractEventLoop
     done: bool = False
+
+
+@dataclass
+class _PendingPause:
+    pause: StepPause
+    future: asyncio.Future[Resume]
+    loop: asyncio.AbstractEventLoop
 
 
 class InteractiveApprover:
@@ -299,6 +325,52 @@ class InteractiveApprover:
         self.remember_always = remember_always
         self.always_allowed: set[str] = set()
         self.decided: dict[str, Decision] = {}
+        self._pauses: dict[str, _PendingPause] = {}
+
+    async def pause(self, pause: StepPause) -> Resume:
+        """Step mode: wait until :meth:`resume` answers ``pause`` (a Next, Run to end or Stop
+        click)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        waiting = _PendingPause(pause, loop.create_future(), loop)
+        with self._lock:
+            self._pauses[pause.id] = waiting
+        try:
+            return await waiting.future
+        finally:
+            with self._lock:
+                self._pauses.pop(pause.id, None)
+
+    def paused(self) -> list[StepPause]:
+        """Pauses waiting for a resume."""
+        with self._lock:
+            return [p.pause for p in self._pauses.values() if not p.future.done()]
+
+    def resume(self, pause_id: str, resume: Resume) -> bool:
+        """Answer the pause ``pause_id`` (thread-safe, first answer wins); False when there is no
+        such pause waiting, or ``resume`` would break the history (``StepPause.check`` says why)."""
+        from .stepping import StepEditError
+
+        with self._lock:
+            waiting = self._pauses.get(pause_id)
+            if waiting is None or waiting.future.done():
+                return False
+            try:
+                waiting.pause.check(resume)
+            except StepEditError:
+                return False
+            del self._pauses[pause_id]
+
+        def settle() -> None:
+            if not waiting.future.done():
+                waiting.future.set_result(resume)
+
+        try:
+            waiting.loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop is closed: the run is over
+            return False
+        return True
 
     def known_decision(self, request: ApprovalRequest) -> Decision | None:
         if request.tool_name in self.always_allowed:

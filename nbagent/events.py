@@ -22,6 +22,8 @@ from .messages import Message
 from .tools import ToolCall
 
 if TYPE_CHECKING:
+    from .exchange import Exchange
+    from .stepping import StepPause
     from .timeline import Timeline
 
 __all__ = [
@@ -39,6 +41,8 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "StepFinished",
+    "StepPaused",
+    "StepResumed",
     "StepRetried",
     "StepStarted",
     "StopReason",
@@ -83,7 +87,12 @@ CallStatus = Literal["done", "error", "timeout", "denied", "invalid", "cancelled
 
 @dataclass(frozen=True)
 class RunResult:
-    """The outcome of one run: final text, messages it added, steps, usage, why it stopped."""
+    """The outcome of one run: final text, messages it added, steps, usage, why it stopped.
+
+    ``exchanges`` holds, for each model turn, the request exactly as the model received it and
+    what came back (:class:`~nbagent.exchange.Exchange`): ``result.exchanges[0].request``.
+    :meth:`fork` starts a new conversation from any of those steps.
+    """
 
     text: str
     messages: tuple[Message, ...]
@@ -92,6 +101,40 @@ class RunResult:
     stop_reason: StopReason
     error: BaseException | None = field(default=None, compare=False)
     timing: Any = field(default=None, compare=False, repr=False)
+    exchanges: tuple[Exchange, ...] = field(default=(), compare=False, repr=False)
+    run_id: str = field(default="", compare=False)
+    #: The agent that ran it, for :meth:`fork` (not pickled: a result travels without it).
+    agent: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["agent"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
+    def exchange(self, step: int) -> Exchange:
+        """The exchange of model turn ``step`` (1-based); a clear error for a step the run does
+        not have."""
+        from .exchange import exchange_of
+
+        return exchange_of(self.exchanges, step, self.run_id or "this run")
+
+    def fork(self, step: int, *, agent: Any = None, **changes: Any) -> Any:
+        """A new :class:`~nbagent.Agent` whose conversation is this run's as the model saw it at
+        ``step`` (see :meth:`nbagent.Agent.fork`): run it with another prompt, model or tools.
+        The original is untouched. ``agent``: the agent to copy (default: the one that ran)."""
+        source = agent if agent is not None else self.agent
+        if source is None:
+            from .errors import AgentError
+
+            raise AgentError(
+                "this result does not know its agent (it was loaded or pickled): "
+                "agent.fork(result, step) forks it from an agent of your choice"
+            )
+        return source.fork(self, step, **changes)
 
     def timeline(self) -> Timeline:
         """The run over time (:class:`~nbagent.timeline.Timeline`): steps, calls, waits; its
@@ -116,6 +159,28 @@ class RunStarted:
 @dataclass(frozen=True, slots=True)
 class StepStarted:
     step: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepPaused:
+    """Step mode: the run waits at ``pause`` (before a model request, or before a batch of
+    calls) until its approver gives a :class:`~nbagent.stepping.Resume`."""
+
+    pause: StepPause
+
+
+@dataclass(frozen=True, slots=True)
+class StepResumed:
+    """The run goes on from a pause: ``action`` "next", "run" or "stop"; ``edits`` says, one line
+    each, what was changed before the request (results rewritten or removed, instructions, the
+    model); ``kind`` which pause it was."""
+
+    pause_id: str
+    step: int
+    action: str
+    edits: tuple[str, ...] = ()
+    #: "request" (the pause was before a model request) or "calls" (before a batch of calls).
+    kind: str = "request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +489,8 @@ AgentEvent = Union[
     RunStarted,
     StepStarted,
     StepRetried,
+    StepPaused,
+    StepResumed,
     AssistantTextDelta,
     ReasoningTextDelta,
     ToolCallStarted,

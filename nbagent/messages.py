@@ -86,12 +86,14 @@ class AssistantMessage:
 
 @dataclass(frozen=True, slots=True)
 class ToolResultPart:
-    """The answer to one tool call, as the model will read it."""
+    """The answer to one tool call, as the model will read it. ``edited``: a person rewrote or
+    removed it at a step-mode pause before the model read it (:mod:`nbagent.stepping`)."""
 
     call_id: str
     name: str
     content: tuple[Part, ...]
     is_error: bool = False
+    edited: bool = False
 
     @property
     def text(self) -> str:
@@ -201,6 +203,7 @@ def message_to_dict(message: Message) -> dict[str, Any]:
                     "name": r.name,
                     "is_error": r.is_error,
                     "content": [_part_to_dict(p) for p in r.content],
+                    **({"edited": True} if r.edited else {}),
                 }
                 for r in message.results
             ],
@@ -223,6 +226,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
                     r["name"],
                     tuple(_part_from_dict(p) for p in r["content"]),
                     bool(r.get("is_error", False)),
+                    bool(r.get("edited", False)),
                 )
                 for r in data["results"]
             )

@@ -528,6 +528,12 @@ class RuleApprover:
         deeper = getattr(self.fallback, "forbidden", None)
         return deeper(request) if deeper is not None else None
 
+    @property
+    def pause(self) -> Any:
+        """Step mode's pauses go to the fallback (rules decide calls, not pauses): its
+        ``pause``, or None when it cannot pause (then the run cannot step)."""
+        return getattr(self.fallback, "pause", None)
+
     async def decide(self, request: ApprovalRequest) -> Decision:
         known = self.known_decision(request)
         if known is not None:

@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._calls import run_valid_call
@@ -36,6 +37,8 @@ from .events import (
     RunResult,
     RunStarted,
     StepFinished,
+    StepPaused,
+    StepResumed,
     StepRetried,
     StepStarted,
     StopReason,
@@ -45,8 +48,10 @@ from .events import (
     ToolFinished,
     ToolProgress,
 )
+from .exchange import Exchange
 from .generation import (
     Answer,
+    Generator,
     Options,
     ReasoningDelta,
     Request,
@@ -59,6 +64,7 @@ from .generation import (
 )
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
 from .redact import redact_secrets
+from .stepping import Resume, StepEditError, StepPause, edited_results
 from .timeline import TimelineBuilder
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
@@ -84,6 +90,9 @@ class Run:
         tools: dict[str, Tool],
         options: Options,
         budget: Budget | None = None,
+        *,
+        step: bool = False,
+        continuing: bool = False,
     ) -> None:
         self.agent = agent
         self.id = f"run-{next(_run_ids)}"
@@ -112,6 +121,13 @@ class Run:
         self._timeline = TimelineBuilder()
         self._observers = tuple(agent.observers)
         self._budget = budget
+        #: Each model request of the run and its answer, as they happen (see nbagent.exchange).
+        self.exchanges: list[Exchange] = []
+        #: Step mode: the approver's ``pause`` gives a Resume at each pause (nbagent.stepping).
+        self._pauser: Callable[[StepPause], Any] | None = (
+            getattr(approver, "pause", None) if step else None
+        )
+        self._continuing = continuing  # no new prompt: the run answers the history as it is
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -190,7 +206,8 @@ class Run:
     async def _main(self) -> RunResult:
         agent = self.agent
         messages = agent.messages
-        messages.append(self.prompt)
+        if not self._continuing:
+            messages.append(self.prompt)
         self._taken = _call_ids(messages)
         model_name = getattr(agent.generator, "model", "")
         self.emit(RunStarted(self.id, self.prompt.text, str(model_name), agent.conversation_id))
@@ -235,6 +252,11 @@ class Run:
                     break
                 self._open_calls = tuple(c.call for c in checked)
                 self._finished = {}
+                if self._pauser is not None:
+                    calls = tuple(c.call for c in checked)
+                    resume = await self._pause(StepPause(self.id, step, "calls", calls=calls))
+                    if resume.action == "stop":
+                        raise asyncio.CancelledError  # every open call is answered: _repair
                 results = await self._run_batch(step, checked)
                 messages.append(ToolMessage(tuple(part for part, _ in results)))
                 self._open_calls = ()
@@ -291,7 +313,18 @@ class Run:
             if isinstance(message, AssistantMessage) and message.text:
                 text = message.text
                 break
-        return RunResult(text, new, self._steps, self._usage, stop, error, self._timeline)
+        return RunResult(
+            text,
+            new,
+            self._steps,
+            self._usage,
+            stop,
+            error,
+            self._timeline,
+            tuple(self.exchanges),
+            self.id,
+            self.agent,
+        )
 
     def _keep_answer_text(self, answer: Answer) -> None:
         """Keep what the person already saw of a broken answer, without its (unrunnable) calls."""
@@ -330,13 +363,117 @@ class Run:
 
     async def _stream_turn(self, step: int) -> Answer:
         agent = self.agent
+        generator: Generator = agent.generator
         request = Request(
             messages=tuple(agent.messages),
-            model=getattr(agent.generator, "model", ""),
+            model=getattr(generator, "model", ""),
             tools=self.definitions,
             instructions=agent.instructions,
             options=self.options,
         )
+        edits: list[str] = []
+        if self._pauser is not None:
+            request, generator, edits = await self._pause_before(step, request, generator)
+        started = time.monotonic()
+        retries = 0
+        try:
+            answer, retries = await self._stream_answer(step, request, generator)
+        except BaseException as exc:
+            failed = self._answer or Answer(self._taken)
+            self._record(step, request, generator, failed, retries, started, edits, exc)
+            raise
+        self._record(step, request, generator, answer, retries, started, edits, answer.error)
+        return answer
+
+    def _record(
+        self,
+        step: int,
+        request: Request,
+        generator: Any,
+        answer: Answer,
+        retries: int,
+        started: float,
+        edits: list[str],
+        error: BaseException | None,
+    ) -> None:
+        finish = answer.finish.reason if answer.finish is not None else None
+        message = answer.message(with_calls=answer.ok)
+        self.exchanges.append(
+            Exchange(
+                step,
+                request,
+                message,
+                finish,
+                answer.usage,
+                answer.status if answer.status != "streaming" else "failed",
+                str(getattr(generator, "model", "") or type(generator).__name__),
+                retries,
+                time.monotonic() - started,
+                error,
+                tuple(edits),
+            )
+        )
+
+    async def _pause(self, pause: StepPause) -> Resume:
+        """Wait at ``pause`` for the approver's Resume (step mode); an edit that would break
+        the history ends the run, saying why."""
+        assert self._pauser is not None
+        self.emit(StepPaused(pause))
+        resume = self._pauser(pause)
+        if inspect.isawaitable(resume):
+            resume = await resume
+        try:
+            resume = pause.check(resume)
+        except StepEditError as exc:
+            raise AgentError(f"step mode, at step {pause.step}: {exc}") from None
+        if resume.action == "run":
+            self._pauser = None  # to the end without pausing
+        if pause.kind == "calls":
+            self.emit(StepResumed(pause.id, pause.step, resume.action, (), "calls"))
+        return resume
+
+    async def _pause_before(
+        self, step: int, request: Request, generator: Generator
+    ) -> tuple[Request, Generator, list[str]]:
+        """Step mode: pause before the request; apply what the person changed."""
+        last = request.messages[-1] if request.messages else None
+        results = last.results if isinstance(last, ToolMessage) else ()
+        pause = StepPause(
+            self.id,
+            step,
+            "request",
+            request=request,
+            results=results,
+            model=str(getattr(generator, "model", "")),
+        )
+        resume = await self._pause(pause)
+        edits: list[str] = []
+        if resume.action == "stop":
+            raise asyncio.CancelledError
+        edited = None
+        if (resume.results or resume.remove) and isinstance(last, ToolMessage):
+            edited, edits = edited_results(last, resume)
+            request = replace(request, messages=(*request.messages[:-1], edited))
+        if resume.instructions is not None:
+            request = replace(request, instructions=resume.instructions)
+            edits.append("instructions changed for this request")
+        if resume.model is not None:
+            generator = _generator(resume.model)
+            request = replace(request, model=getattr(generator, "model", ""))
+            name = getattr(generator, "model", "") or type(generator).__name__
+            problem = history_problem(generator, request)
+            if problem:  # refused before anything changed: the history stays as it was
+                raise AgentError(f"step mode, at step {step}: {name} cannot go on here: {problem}")
+            edits.append(f"answered by {name}")
+        if edited is not None:
+            self.agent.messages[-1] = edited  # the history the model reads from now on
+        self.emit(StepResumed(pause.id, step, resume.action, tuple(edits), "request"))
+        return request, generator, edits
+
+    async def _stream_answer(
+        self, step: int, request: Request, generator: Generator
+    ) -> tuple[Answer, int]:
+        retries = 0
         answer = Answer(self._taken)
         self._answer = answer
         streams: dict[str, _CallStream] = {}
@@ -344,7 +481,7 @@ class Run:
         queue = self._queue
         pending = queue.items  # the queue's deque: its tail is checked once per fragment
         shown = self.limits.max_argument_bytes  # beyond it a call is refused: show no more
-        stream = agent.generator.stream(request)
+        stream = generator.stream(request)
         try:
             async for raw in stream:
                 if raw.__class__ is StreamRetry and self._over_budget(step):
@@ -428,13 +565,14 @@ class Run:
                         self.emit(ReasoningTextDelta(step, event.text))
                 elif isinstance(event, StreamRetry):
                     self._requests += 1
+                    retries += 1
                     streams.clear()
                     self.emit(StepRetried(step, event.reason, event.attempt, event.delay))
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
         answer.end()
         self._answer = None
-        return answer
+        return answer, retries
 
     def _call_stream(self, name: str) -> _CallStream:
         """What the loop keeps of one call while its arguments stream: text only if someone
@@ -583,6 +721,26 @@ def _aborted(tool: str | None, raised: BaseException) -> RunAbortedError:
     error = RunAbortedError(f"{who} raised {what}", tool=tool, raised=raised)
     error.__cause__ = raised
     return error
+
+
+def history_problem(generator: Any, request: Request) -> str | None:
+    """Why ``generator``'s provider would refuse ``request``'s history (its ``history_problem``,
+    for providers with rules beyond each message: Anthropic's thinking), or None."""
+    check = getattr(generator, "history_problem", None)
+    return check(request) if callable(check) else None
+
+
+def _generator(model: Any) -> Generator:
+    """A model for one step-mode request: a Generator, or a model string resolved as the
+    agent resolves its own (``nbagent.providers``)."""
+    if isinstance(model, str):
+        from .providers import resolve_generator
+
+        return resolve_generator(model)
+    if not hasattr(model, "stream"):
+        raise AgentError(f"a model is a model string or a Generator, not {type(model).__name__}")
+    generator: Generator = model
+    return generator
 
 
 def _call_ids(messages: Sequence[Message]) -> set[str]:

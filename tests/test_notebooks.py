@@ -84,7 +84,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 12)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 13)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -156,6 +156,16 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         assert "Removed (the agent added them): plt, fig, ax" in shown  # step 4 undone
         assert "still there: []" in printed and "'z', 'outlier']" in printed  # step 3 stays
         assert "# nbagent run-1 · step 3: flag the unusual months" in shown  # as cells
+    elif path.stem == "12_step_and_fork":  # exchanges, step mode headless, an edit, a fork
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        html = "\n".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
+        assert "What the model saw, step by step (2 requests)" in html
+        assert "step 2: 3 messages in, stop out" in printed
+        assert "--step: nobody can click Next here" in shown
+        assert "the model read: Oslo: sunny, 25 °C | edited: True" in printed
+        assert "pack a raincoat and boots" in printed
+        assert "they first differ at step 2: they answered differently" in printed
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

@@ -51,6 +51,13 @@ AUTO_WARNING = (
 )
 
 
+#: Shown on a snippet's card while it runs: a snippet that never returns is the person's to stop.
+RUNNING_NOTE = (
+    "running in your kernel: Stop or Kernel > Interrupt stops it (a call that blocks in C, "
+    "such as time.sleep, stops when it returns)"
+)
+
+
 @dataclass(frozen=True)
 class KernelLimits:
     """Bounds of the kernel tools (defaults in parentheses).
@@ -258,6 +265,7 @@ class KernelToolkit(Sequence[Tool]):
             except RuntimeError:  # the loop closed meanwhile: nobody waits any more
                 pass
 
+        context.update(RUNNING_NOTE)
         with routed(self.shell):
             runner.start(finished)
             try:

@@ -51,9 +51,7 @@ def _credentials_hint(status: int, response: httpx2.Response) -> str:
     if status not in (401, 403):
         return ""
     challenge = response.headers.get("www-authenticate", "")
-    wants = (
-        "credentials" if status == 401 else "other credentials (or refused the ones given)"
-    )
+    wants = "credentials" if status == 401 else "other credentials (or refused the ones given)"
     scheme = challenge.split(" ", 1)[0] if challenge else ""
     asked = f" (it asks for {scheme[:40]})" if scheme else ""
     return (
@@ -224,9 +222,7 @@ def _without_length(headers: httpx2.Headers) -> Mapping[str, str]:
 class _Body(httpx2.AsyncByteStream):
     """A body read up to ``limit`` bytes; a ``tools/list`` answer is screened whole."""
 
-    def __init__(
-        self, response: httpx2.Response, limit: int, screen: ListingScreen | None
-    ) -> None:
+    def __init__(self, response: httpx2.Response, limit: int, screen: ListingScreen | None) -> None:
         self.inner = _stream(response)
         self.limit = limit
         self.screen = screen
@@ -254,9 +250,7 @@ class _Events(httpx2.AsyncByteStream):
     """An event stream whose events are each at most ``limit`` bytes; the events of a
     ``tools/list`` answer are screened one by one."""
 
-    def __init__(
-        self, response: httpx2.Response, limit: int, screen: ListingScreen | None
-    ) -> None:
+    def __init__(self, response: httpx2.Response, limit: int, screen: ListingScreen | None) -> None:
         self.inner = _stream(response)
         self.limit = limit
         self.screen = screen

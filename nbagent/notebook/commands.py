@@ -21,6 +21,7 @@ from IPython.core.error import UsageError
 
 from . import report, servers
 from .frontend import detect
+from .render import no_math
 
 if TYPE_CHECKING:
     from .session import Session
@@ -141,6 +142,25 @@ def _cells(session: Session, shell: Any, words: list[str]) -> None:
     cells_command(session, shell, words)
 
 
+def _two_runs(words: list[str]) -> bool:
+    return len(words) == 2 and _runs(words)
+
+
+def _compare(session: Session, _shell: Any, words: list[str]) -> None:
+    """``%agent compare run-3 run-5``: the two runs side by side (static: it survives saving)."""
+    from IPython.display import display
+
+    from ..fork import compare
+
+    try:
+        first, second = (session.result_of(w) for w in words)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    shown = compare(first, second)
+    data = {"text/html": shown._repr_html_(), "text/plain": str(shown)}
+    display(no_math(data), raw=True)  # type: ignore[no-untyped-call]
+
+
 def _timeout_words(words: list[str]) -> bool:
     return len(words) <= 1 and (not words or words[0] in ("off", "none") or _seconds(words[0]))
 
@@ -182,6 +202,7 @@ COMMANDS: dict[str, Command] = {
     "mcp": Command(servers.accepts, servers.run, scan=False, split=servers.split),
     "undo": Command(_undo_words, _undo, scan=False),
     "cells": Command(_runs, _cells, scan=False),
+    "compare": Command(_two_runs, _compare, scan=False),
 }
 
 

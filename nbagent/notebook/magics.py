@@ -54,7 +54,9 @@ _VALUE_OPTIONS = {
     "--pace",
     "--budget",
 }
-_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live", "--kernel"}
+_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live", "--kernel", "--step"}
+#: ``%agent fork run-3 2 [options] [PROMPT]``: a new conversation from run-3 as of its step 2.
+_FORK = re.compile(r"fork\s+(run-\d{1,9})\s+(\d{1,6})(?:\s+|$)(.*)", re.DOTALL)
 #: The kernel tools' names (``--kernel``), known before the toolkit is made.
 KERNEL_TOOLS = ("run_python", "list_variables", "describe_variable")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
@@ -69,6 +71,8 @@ Ask the agent; the answer streams into the cell.
   %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
   %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
+  %agent fork RUN STEP [options] [PROMPT]    a new conversation from RUN as its step STEP saw it
+  %agent compare RUN RUN           two runs side by side: where they first differ
 {map_help}
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
@@ -82,6 +86,8 @@ Options
   --max-steps N        stop after N model turns
   --budget TOKENS      stop before a model turn once the run used this many tokens
   --tools A,B          only these tools in this run
+  --step               step through the run: it pauses before each model request and each
+                       batch of calls (Next, Run to end, Stop; edit what the model reads next)
   --kernel             let the agent run Python in this kernel (run_python, list_variables,
                        describe_variable): it asks before each snippet; %agent undo puts
                        back what the snippets changed, %agent cells turns them into cells.
@@ -203,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--pace", choices=["instant", "readable", "recorded"])
     parser.add_argument("--budget", type=int)
     parser.add_argument("--kernel", action="store_true")
+    parser.add_argument("--step", action="store_true")
     return parser
 
 
@@ -219,8 +226,17 @@ def _run_options(args: argparse.Namespace) -> list[str]:
         "pace",
         "budget",
         "kernel",
+        "step",
     )
     return [n for n in names if getattr(args, n) not in (None, False)]
+
+
+def _fork_label(plan: _Plan) -> str:
+    """What a run with no prompt is (a fork that asks a step again)."""
+    if plan.fork is None:
+        return ""
+    run_id, step = plan.fork
+    return f"(a fork of {run_id} at step {step}: the model is asked that step again)"
 
 
 def _widgets_available() -> bool:
@@ -253,6 +269,8 @@ class _Plan:
     pace: str | None = None
     budget: int | None = None
     kernel: bool = False
+    step: bool = False
+    fork: tuple[str, int] | None = None  # run id, step
 
 
 @magics_class
@@ -329,12 +347,15 @@ class AgentMagics(Magics):
                 report.problems(self.session.scan())
             command.run(self.session, self.shell, words)
             return None
+        forking = _FORK.fullmatch(line.strip()) if cell is None else None
+        if forking is not None:
+            line = forking.group(3)
         tokens, rest = split_options(line)
         args = _parser().parse_args(tokens)
         prompt = rest.strip()
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
-        if not prompt:
+        if not prompt and forking is None:
             if (args.new or args.model) and not _run_options(args):
                 self._settings_only(args.model, new=args.new)
                 return None
@@ -365,6 +386,8 @@ class AgentMagics(Magics):
             args.pace,
             args.budget,
             args.kernel,
+            args.step,
+            (forking.group(1), int(forking.group(2))) if forking is not None else None,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -423,6 +446,11 @@ class AgentMagics(Magics):
                 known = ", ".join(sorted(session.tools)) or "none"
                 raise UsageError(f"unknown tools {', '.join(unknown)}; registered: {known}")
         run_tools = kernelview.use_kernel(session, plan.tools, wanted=plan.kernel)
+        if plan.fork is not None:
+            try:
+                session.fork(*plan.fork)
+            except (ValueError, NbagentError) as exc:
+                raise UsageError(str(exc)) from None
         frontend = detect(self.shell)
         try:
             policy, source = choose_policy(plan.approve, frontend)
@@ -433,6 +461,14 @@ class AgentMagics(Magics):
         approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
         mode, why = self._mode(awaited, needs_clicks)
         use_widgets = frontend.interactive and _widgets_available()
+        step = plan.step
+        if step and not needs_clicks:
+            why = frontend.reason if source == "default" else f"{source} says {policy}"
+            outputs.note(
+                f"--step: nobody can click Next here ({why}), so the run goes to the end "
+                "without pausing"
+            )
+            step = False
         if plan.kernel and policy == "auto":
             warning = kernelview.warn_auto_once(session)
             if warning:
@@ -444,14 +480,14 @@ class AgentMagics(Magics):
             from .view import RunView
 
             view = RunView(
-                plan.prompt,
+                plan.prompt or _fork_label(plan),
                 approver=asked if needs_clicks else None,  # type: ignore[arg-type]
                 on_stop=lambda: holder[0].cancel() if holder else None,
             )
         else:
             from .textview import TextView
 
-            view = TextView(plan.prompt)
+            view = TextView(plan.prompt or _fork_label(plan))
         output = plan.output
         pending: PendingRun | None = None
 
@@ -476,7 +512,9 @@ class AgentMagics(Magics):
             max_steps=plan.max_steps,
             budget=Budget(tokens=plan.budget) if plan.budget else None,
             tools=run_tools,
-            reset=plan.new,
+            reset=plan.new and plan.fork is None,
+            step=step,
+            continuing=plan.fork is not None and not plan.prompt,
             on_end=ended,
             model_for=self._model_for(plan, widgets=use_widgets, unavailable=unavailable),
         )

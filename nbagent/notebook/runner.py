@@ -172,6 +172,8 @@ class Job:
         reset: bool = False,
         on_end: Callable[[Job], None] | None = None,
         model_for: Callable[[Agent, str, list[str] | None], Choice] | None = None,
+        step: bool = False,
+        continuing: bool = False,
     ) -> None:
         self.number = next(_numbers)
         self._agent = agent
@@ -185,6 +187,8 @@ class Job:
         self.reset = reset
         self.on_end = on_end
         self.model_for = model_for
+        self.step = step  # step mode: a pause before each request and each batch of calls
+        self.continuing = continuing  # no prompt: the run answers the conversation as it is
         self.saved: str | None = None  # the recording this run was saved to
         self.run: Run | None = None
         self.task: asyncio.Task[RunResult] | None = None
@@ -229,11 +233,12 @@ class Job:
         try:
             with abandoned_calls_shown():  # the card says so: no stderr beside it
                 run = agent.start(
-                    self.prompt,
+                    None if self.continuing else self.prompt,
                     approver=self.approver,
                     max_steps=self.max_steps,
                     tools=self.tools,
                     budget=self.budget,
+                    step=self.step,
                 )
             with self._lock:
                 self.run = run

@@ -25,6 +25,7 @@ from .runner import kernel_loop
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..events import RunResult
     from ..generation import Generator
     from ..kernel import KernelToolkit
     from ..mcp import MCPServer
@@ -165,6 +166,30 @@ class Session:
             from . import report
 
             report.problems(self.provider_problems(self.tools.values(), model_only=True))
+
+    def result_of(self, run_id: str) -> RunResult:
+        """The result of a run this session made (``run-3``), or a UsageError-worthy ValueError
+        saying which runs there are."""
+        with self._lock:
+            jobs = list(self.jobs)
+        for job in reversed(jobs):
+            result = job.result
+            if job.run is not None and job.run.id == run_id:
+                if result is None:
+                    raise ValueError(f"{run_id} has not ended yet: wait for it, or stop it")
+                return result
+        known = [j.run.id for j in jobs if j.run is not None and j.result is not None]
+        there = ", ".join(known[-8:]) or "none yet"
+        raise ValueError(f"no run {run_id!r} in this kernel (the last runs: {there})")
+
+    def fork(self, run_id: str, step: int) -> None:
+        """The conversation from now on is ``run_id``'s as the model saw it at ``step`` (a new
+        conversation; the one before stays in its runs' results)."""
+        if self.busy:
+            active = self.active.label if self.active is not None else "a run"
+            raise ValueError(f"{active} is still going on: wait for it to end before forking")
+        result = self.result_of(run_id)
+        self._agent = self.agent.fork(result, step)
 
     @property
     def generator(self) -> Generator:

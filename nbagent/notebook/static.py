@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
+from .exchanges import exchanges_html
 from .render import (
     STATUS_COLORS,
     code_html,
@@ -441,7 +442,20 @@ def _pieces(transcript: Transcript, inline_images: bool) -> Iterator[_Piece]:
         piece = _piece(block, transcript, inline_images)
         if piece.html or piece.images:
             yield piece
+    exchanges = _exchanges_piece(transcript)
+    if exchanges is not None:
+        yield exchanges
     yield _tail(transcript)
+
+
+def _exchanges_piece(transcript: Transcript) -> _Piece | None:
+    """What the model saw at each step, folded (it opens in the saved output)."""
+    if not transcript.exchanges:
+        return None
+    count = len(transcript.exchanges)
+    requests = f"{count} request{'s' if count != 1 else ''}"
+    said = f"(what the model saw at each step, {requests}: in the HTML form)"
+    return _Piece(exchanges_html(transcript.exchanges), f"*{said}*", said)
 
 
 def _bundle(pieces: list[_Piece]) -> dict[str, Any]:
@@ -533,7 +547,9 @@ def tail_outputs(transcript: Transcript, metadata: dict[str, Any] | None = None)
     carries the run's ``metadata`` (the last output of a run holds its record)."""
     data, _ = _with_images(_tail(transcript))[0]
     timeline = _timeline_bundle(transcript)
-    return [*([timeline] if timeline else []), (data, dict(metadata or {}))]
+    exchanges = _exchanges_piece(transcript)
+    seen: list[Bundle] = [(_bundle([exchanges]), {})] if exchanges is not None else []
+    return [*seen, *([timeline] if timeline else []), (data, dict(metadata or {}))]
 
 
 def run_markdown(transcript: Transcript) -> str:

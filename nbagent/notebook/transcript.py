@@ -27,6 +27,7 @@ from ..events import (
     RunFinished,
     RunStarted,
     StepFinished,
+    StepResumed,
     StepRetried,
     StepStarted,
     ToolArgumentsChanged,
@@ -298,6 +299,18 @@ _STATUS_WORDS = {
 }
 
 
+def resumed_words(event: StepResumed) -> str:
+    """How a step-mode pause ended, in one line (the saved run keeps it)."""
+    action = {
+        "next": "went on to the next step",
+        "run": "went on to the end without pausing",
+        "stop": "stopped the run",
+    }.get(event.action, event.action)
+    edits = f"; before it: {'; '.join(event.edits)}" if event.edits else ""
+    where = "before running its calls" if event.kind == "calls" else "before the model request"
+    return f"⏸ step {event.step}: paused {where}, then {action}{edits}"
+
+
 def call_line(record: CallRecord, now: float | None = None) -> str:
     """How one call stands, in words: "approved by you after 2.1 s · done in 0.3 s"."""
     clock = now if now is not None else time.monotonic()
@@ -350,6 +363,8 @@ class Transcript:
     ended: float | None = None
     clock: Any = field(default=time.monotonic, repr=False)
     timing: TimelineBuilder | None = field(default=None, repr=False)
+    #: What the model saw and said at each step (from the run's result, at its end).
+    exchanges: tuple[Any, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -473,12 +488,16 @@ class Transcript:
                 )
             )
         elif isinstance(event, RunStarted):
-            self.run_id, self.prompt, self.model = event.run_id, event.prompt, event.model
+            self.run_id, self.model = event.run_id, event.model
+            self.prompt = event.prompt or self.prompt  # a run with no prompt keeps its label
         elif isinstance(event, StepStarted):
             self.steps = event.step
         elif isinstance(event, StepFinished):
             self.usage = self.usage + event.usage
+        elif isinstance(event, StepResumed):
+            self.blocks.append(NoteRecord(event.step, resumed_words(event)))
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
+            self.exchanges = tuple(event.result.exchanges)
             self.end(event.result.stop_reason, event.result.usage)
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"

@@ -12,7 +12,7 @@ import html
 import time
 import traceback as tb
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
@@ -28,6 +28,8 @@ from ..events import (
     RunFinished,
     RunStarted,
     StepFinished,
+    StepPaused,
+    StepResumed,
     StepRetried,
     StepStarted,
     ToolArgumentsChanged,
@@ -41,11 +43,15 @@ from ..events import (
     ToolStarted,
 )
 from ..redact import redact_secrets
+from ..stepping import Resume
 from .card import Shared, ToolCard
 from .presence import Presence
 from .render import close_widgets
 from .stream import PlainStream, TextStream
-from .transcript import Transcript
+from .transcript import Transcript, resumed_words
+
+if TYPE_CHECKING:
+    from .pause_bar import PauseBar
 
 __all__ = ["RunView"]
 
@@ -99,7 +105,9 @@ class RunView:
         self._notes: list[widgets.Widget] = []
         self._stream_steps: dict[int, int] = {}
         self._shown_first = False
-        self._asking: set[str] = set()  # calls waiting for Approve / Deny
+        self._asking: set[str] = set()  # calls waiting for Approve / Deny, and pauses
+        self.pauses: dict[str, PauseBar] = {}  # step mode: the pauses waiting, by id
+        self._pause_widgets: list[widgets.Widget] = []
         self.presence = Presence(clock)
 
         self.shared = shared = Shared()
@@ -279,6 +287,14 @@ class RunView:
             abandoned = getattr(event, "abandoned", None)
             if abandoned is not None:
                 self._watch_abandoned(event.call.id, abandoned)
+        elif isinstance(event, StepPaused):
+            self._paused(event)
+        elif isinstance(event, StepResumed):
+            bar = self.pauses.pop(event.pause_id, None)
+            self._asking.discard(event.pause_id)
+            self.presence.waiting = bool(self._asking)
+            if bar is not None:
+                bar.close(resumed_words(event))
         elif isinstance(event, StepRetried):
             self._drop_step(event.step)
         elif isinstance(event, RunStarted):
@@ -292,6 +308,24 @@ class RunView:
             if isinstance(event, RunFailed):
                 self.show_error(event.error)
             self.close()
+
+    def _paused(self, event: StepPaused) -> None:
+        """Step mode: a bar with Next, Run to end and Stop (and edits before a request)."""
+        from .pause_bar import PauseBar
+
+        self._finish_text()
+        approver = self.approver
+        pause = event.pause
+
+        def answer(resume: Resume) -> bool:
+            return approver.resume(pause.id, resume) if approver is not None else False
+
+        bar = PauseBar(pause, answer)
+        self.pauses[pause.id] = bar
+        self._pause_widgets += bar.all_widgets()
+        self._asking.add(pause.id)
+        self.presence.waiting = True
+        self._append_block(bar.widget)
 
     def _drop_step(self, step: int) -> None:
         """A retried step: remove what it streamed (the transcript already did) and say why."""
@@ -371,6 +405,7 @@ class RunView:
         ]
         if self.errors is not None:
             made.append(self.errors)
+        made += self._pause_widgets
         for card in self.cards.values():
             made += card.all_widgets()
         close_widgets(made)
@@ -406,6 +441,9 @@ class RunView:
         for card in self.cards.values():
             card.close_approval(hide=True)  # the card's header says what became of the call
             card.refresh()
+        for bar in self.pauses.values():
+            bar.close("the run ended while it was paused")
+        self.pauses.clear()
         self.stop.disabled = True
         self.stop.layout.display = "none"
         self.footer.value = self._footer_html()

@@ -193,6 +193,38 @@ class AnthropicMessages(HTTPGenerator):
         path = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
         return path, self.build_body(request), lambda: _EventParser(self.provider)
 
+    def history_problem(self, request: Request) -> str | None:
+        """Why Anthropic would refuse ``request``'s history though each message is valid (a
+        fork onto this model, or a step switched to it), or None.
+
+        With extended thinking on (``thinking`` in ``Options.extra``), the last assistant turn
+        whose tool calls are being answered must begin with a thinking block signed by
+        Anthropic: a history from another model (or from Anthropic without thinking) lacks it.
+        """
+        thinking = request.options.extra.get("thinking")
+        if not isinstance(thinking, Mapping) or thinking.get("type") in (None, "disabled"):
+            return None
+        messages = anthropic_messages(request.messages)
+        if len(messages) < 2 or messages[-1].get("role") != "user":
+            return None
+        answered = messages[-1].get("content")
+        if not (
+            isinstance(answered, list)
+            and any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in answered)
+        ):
+            return None
+        last = messages[-2]
+        blocks = last.get("content") if last.get("role") == "assistant" else None
+        first = blocks[0] if isinstance(blocks, list) and blocks else None
+        if isinstance(first, Mapping) and first.get("type") in ("thinking", "redacted_thinking"):
+            return None
+        return (
+            "with thinking on, Anthropic needs the assistant turn whose tool calls are being "
+            "answered to begin with its own signed thinking, and this history's does not (it "
+            "came from another model, or ran without thinking): fork at a step that begins with "
+            "a prompt, or turn thinking off for it"
+        )
+
     def build_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         options = request.options

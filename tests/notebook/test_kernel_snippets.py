@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from nbagent.kernel import RUNNING_NOTE
+
 from .kernel import Kernel
 from .test_kernel_approval import in_cell, setup_run, wait_ended
 from .test_kernel_edit import type_text
@@ -169,6 +171,11 @@ def test_stop_interrupts_a_running_snippet(kernel: Kernel) -> None:
     cell = kernel.submit("%agent --new --kernel spin")  # asks: the cell takes clicks
     _approve_all(kernel, cell, since, 1)
     _running(kernel, since)
+    # the card says whose it is to stop a snippet that never returns
+    kernel.wait_for(
+        lambda: kernel.widget_ids("LabelModel", since=since, value=RUNNING_NOTE),
+        what="the card's note on how to stop it",
+    )
     time.sleep(0.5)
     stop = kernel.wait_for(lambda: kernel.buttons("Stop", enabled=True, since=since))
     kernel.click(stop[0])
