@@ -127,10 +127,15 @@ def offer_undo(session: Session, run_id: str | None) -> None:
         description="Undo this run's changes",
         tooltip=f"put back {shown} as they were before {run_id}",
         icon="undo",
+        # ipywidgets' default button width (148 px) cut the label to "Undo this run'…"
+        layout=widgets.Layout(width="auto", min_width="fit-content"),
     )
+    # a block with its own line height: ipywidgets gives an HTML widget's text the height of a
+    # button row (28 px), so a note that wrapped read double spaced
     note = widgets.HTML(
-        f'<span style="font-size:0.85em;opacity:0.7">{_escape(run_id)} changed {_escape(shown)}'
-        " (or run <code>%agent undo</code>)</span>"
+        '<div style="font-size:0.85em;opacity:0.7;line-height:1.45">'
+        f"{_escape(run_id)} changed {_escape(shown)} (or run <code>%agent undo</code>)</div>",
+        layout=widgets.Layout(align_self="center"),
     )
     box = widgets.HBox([button, note])
     display_id = f"nbagent-undo-{uuid.uuid4().hex}"
