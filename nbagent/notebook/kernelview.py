@@ -6,9 +6,11 @@ them to runs that ask for them (``--kernel``: they are opt in), shows what a per
 such a run, and turns the journal into cells.
 
 **Cells.** ``%agent cells [RUN]`` puts the code the agent ran into a new cell below, through the
-kernel's ``set_next_input`` payload, the mechanism ``%load`` uses. JupyterLab and Notebook 7 act
-on one such payload per executed cell (the first), so every step comes in that one cell, each
-under a comment naming its run and step. Headless runs (nbclient, ``jupyter execute``, CI) ignore
+kernel's ``set_next_input`` payload, the mechanism ``%load`` uses. IPython keeps one such payload
+per execution, and JupyterLab 4.6 and Notebook 7.6 insert the first of a reply as one new cell
+directly below the executed cell (measured in tests/browser), so every step comes in that one
+cell, each under a comment naming its run and step. Run All does not run the new cell, and each
+``%agent cells`` adds one more. Headless runs (nbclient, ``jupyter execute``, CI) ignore
 payloads: the same code is also shown in the cell's output, so nothing is lost there.
 
 **The Undo button** is a widget, so it cannot survive saving (a reopened notebook would show
