@@ -103,10 +103,11 @@ def describe_variable(
     else:
         lines.append(f"value: {bounded_repr(value, max_chars)}")
     text = "\n".join(lines)
+    # no label: the text's first line already names the variable (a label printed it twice)
     if not pieces:
-        pieces.append(Shown("text", text, name))
+        pieces.append(Shown("text", text))
     else:
-        pieces.insert(0, Shown("text", "\n".join(lines[:3]), name))
+        pieces.insert(0, Shown("text", "\n".join(lines[:3])))
     return ToolResult((TextPart(text),), value=tuple(pieces))
 
 

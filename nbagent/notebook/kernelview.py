@@ -6,9 +6,11 @@ them to runs that ask for them (``--kernel``: they are opt in), shows what a per
 such a run, and turns the journal into cells.
 
 **Cells.** ``%agent cells [RUN]`` puts the code the agent ran into a new cell below, through the
-kernel's ``set_next_input`` payload, the mechanism ``%load`` uses. JupyterLab and Notebook 7 act
-on one such payload per executed cell (the first), so every step comes in that one cell, each
-under a comment naming its run and step. Headless runs (nbclient, ``jupyter execute``, CI) ignore
+kernel's ``set_next_input`` payload, the mechanism ``%load`` uses. IPython keeps one such payload
+per execution, and JupyterLab 4.6 and Notebook 7.6 insert the first of a reply as one new cell
+directly below the executed cell (measured in tests/browser), so every step comes in that one
+cell, each under a comment naming its run and step. Run All does not run the new cell, and each
+``%agent cells`` adds one more. Headless runs (nbclient, ``jupyter execute``, CI) ignore
 payloads: the same code is also shown in the cell's output, so nothing is lost there.
 
 **The Undo button** is a widget, so it cannot survive saving (a reopened notebook would show
@@ -127,10 +129,15 @@ def offer_undo(session: Session, run_id: str | None) -> None:
         description="Undo this run's changes",
         tooltip=f"put back {shown} as they were before {run_id}",
         icon="undo",
+        # ipywidgets' default button width (148 px) cut the label to "Undo this run'…"
+        layout=widgets.Layout(width="auto", min_width="fit-content"),
     )
+    # a block with its own line height: ipywidgets gives an HTML widget's text the height of a
+    # button row (28 px), so a note that wrapped read double spaced
     note = widgets.HTML(
-        f'<span style="font-size:0.85em;opacity:0.7">{_escape(run_id)} changed {_escape(shown)}'
-        " (or run <code>%agent undo</code>)</span>"
+        '<div style="font-size:0.85em;opacity:0.7;line-height:1.45">'
+        f"{_escape(run_id)} changed {_escape(shown)} (or run <code>%agent undo</code>)</div>",
+        layout=widgets.Layout(align_self="center"),
     )
     box = widgets.HBox([button, note])
     display_id = f"nbagent-undo-{uuid.uuid4().hex}"

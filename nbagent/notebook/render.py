@@ -20,6 +20,8 @@ from ..content import ImagePart, Shown, Table, ToolResult, shown_pieces
 from ..redact import redact_secrets
 
 __all__ = [
+    "CODE_BACKGROUND",
+    "CODE_COLORS",
     "close_widgets",
     "code_html",
     "MAX_TEXT",
@@ -237,27 +239,33 @@ def _image_output(part: ImagePart) -> dict[str, Any]:
 # --- code ------------------------------------------------------------------------------------
 # Highlighting is Pygments' (IPython's own dependency): its tokens are escaped here and wrapped
 # only in ``<span style="color:…">``, so code the model wrote is shown, never run. Colors are
-# inline (a saved notebook carries no stylesheet) and read on light and dark themes.
+# inline hex (a saved notebook carries no stylesheet, and JupyterLab's sanitizer drops ``var()``
+# from the styles of an untrusted notebook), so they must read on every background the block can
+# get: the theme's editor background (#f5f5f5 light, #212121 dark) or, where the sanitizer
+# dropped it, the page (#fff, #111). ``<code>`` gets no background of its own: JupyterLab gives
+# one to every ``code``, which drew a band of the page's color behind each line.
 
 #: Longest code shown in a saved card (the recording and the run's record keep all of it).
 CODE_LIMIT = 20_000
 
+CODE_BACKGROUND = "var(--jp-cell-editor-background,#f5f5f5)"
 _CODE_STYLE = (
     "white-space:pre;overflow-x:auto;margin:2px 0;padding:4px 6px;"
     "font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);"
-    "background:var(--jp-layout-color2,#f3f3f3);border-radius:3px;line-height:1.4"
+    f"background:{CODE_BACKGROUND};border-radius:3px;line-height:1.4"
 )
-#: Token colors: middle tones readable on white and on JupyterLab Dark's #111.
-_COLORS = {
-    "Keyword": "#a626a4",
+#: Token colors, each of luminance about 0.2: at least 3.6:1 on all four backgrounds above.
+#: ``static/plain.js`` (the live view) uses the same, so a card keeps its colors when it ends.
+CODE_COLORS = {
+    "Keyword": "#d031cd",
     "Name.Builtin": "#0184bc",
-    "Name.Function": "#4078f2",
-    "Name.Class": "#c18401",
-    "Name.Decorator": "#c18401",
-    "Literal.String": "#3c9a3c",
-    "Literal.Number": "#d75f00",
-    "Comment": "#8a8a8a",
-    "Operator.Word": "#a626a4",
+    "Name.Function": "#3b75f2",
+    "Name.Class": "#a67101",
+    "Name.Decorator": "#a67101",
+    "Literal.String": "#378d37",
+    "Literal.Number": "#cb5a00",
+    "Comment": "#7c7c7c",
+    "Operator.Word": "#d031cd",
 }
 
 
@@ -265,7 +273,7 @@ def code_html(code: str, language: str, *, limit: int = CODE_LIMIT) -> str:
     """``code`` as a highlighted ``<pre>`` block (plain, escaped, for an unknown language)."""
     text = shorten(redact_secrets(code), limit)
     body = _highlighted(text, language)
-    return f'<pre style="{_CODE_STYLE}"><code>{body}</code></pre>'
+    return f'<pre style="{_CODE_STYLE}"><code style="background:none;padding:0">{body}</code></pre>'
 
 
 def _highlighted(text: str, language: str) -> str:
@@ -297,8 +305,8 @@ def _highlighted(text: str, language: str) -> str:
 def _color(token: Any) -> str | None:
     while token is not None and len(token):
         name = ".".join(token)
-        if name in _COLORS:
-            return _COLORS[name]
+        if name in CODE_COLORS:
+            return CODE_COLORS[name]
         token = token.parent
     return None
 

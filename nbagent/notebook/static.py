@@ -211,7 +211,9 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
     if args or code is not None:
         if record.changes:
             html_parts.append(f'<div style="{_LABEL_STYLE}">Proposed by the model</div>')
-        if args:
+        if code is not None and code[3]:
+            html_parts.append(_details_html(code[3]))
+        elif args:
             html_parts.append(_pre(args))
         if code is not None:
             html_parts.append(code_html(code[2], code[1]))
@@ -251,6 +253,16 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
         redact_secrets(block_plain(record, transcript)),
         [] if inline_images else images,
     )
+
+
+def _details_html(rest: dict[str, Any]) -> str:
+    """The arguments of a code call besides its code, one line each (``purpose: …``), as the
+    live card shows them (it showed ``{"purpose": …}`` as JSON once saved)."""
+    lines = []
+    for key, value in rest.items():
+        text = value if isinstance(value, str) else pretty_arguments(value, "")
+        lines.append(f"<b>{_esc(str(key))}:</b> {_esc(shorten(text, PREVIEW))}")
+    return f'<div style="font-size:0.9em;margin:2px 0">{"<br>".join(lines)}</div>'
 
 
 def preview_label(record: CallRecord) -> str:

@@ -229,15 +229,28 @@ def kernel_idle(page: Any) -> bool:
     return bool(page.locator(".jp-StatusBar-TextItem", has_text=IDLE).count())
 
 
+def mark_cells(page: Any) -> None:
+    """Mark the code cells there now, so that :func:`cells_done` waits for them alone: a cell
+    that a run inserts (``%agent cells``) is not run by the Run All that made it."""
+    page.evaluate(
+        "() => document.querySelectorAll('.jp-CodeCell')"
+        ".forEach(c => { c.dataset.nbagentMarked = '1'; })"
+    )
+
+
 def cells_done(page: Any) -> bool:
-    """Every code cell has run (an execution count, no ``[*]``)."""
-    prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    """Every code cell (every marked one, after :func:`mark_cells`) has run: an execution
+    count, no ``[*]``."""
+    marked = page.locator(".jp-CodeCell[data-nbagent-marked] .jp-InputArea-prompt")
+    found = marked if marked.count() else page.locator(".jp-CodeCell .jp-InputArea-prompt")
+    prompts = found.all_inner_texts()
     return bool(prompts) and all(p.strip() not in ("[ ]:", "[*]:", "") for p in prompts)
 
 
-#: Text in the cells' outputs (not stderr or tracebacks, which Jupyter itself colours) whose
-#: contrast with what is behind it is below ``limit``: ``[text, ratio, color, background]``.
-#: The colour is blended with the background by its alpha and every ancestor's opacity.
+#: Text in the cells' outputs (not stderr or tracebacks, nor the code blocks of Markdown that
+#: JupyterLab highlights with its theme's classes: Jupyter itself colours those) whose contrast
+#: with what is behind it is below ``limit``: ``[text, ratio, color, background]``. The colour
+#: is blended with the background by its alpha and every ancestor's opacity.
 _FAINT_TEXT = """(limit) => {
   const rgba = (css) => {
     const m = css.match(/rgba?\\(([^)]+)\\)/);
@@ -263,6 +276,7 @@ _FAINT_TEXT = """(limit) => {
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       const el = node.parentElement;
       if (!node.textContent.trim() || !el.getClientRects().length) continue;
+      if (el.matches('.jp-RenderedMarkdown pre code span[class]:not([style])')) continue;
       let alpha = rgba(getComputedStyle(el).color).a;
       for (let up = el; up; up = up.parentElement) alpha *= Number(getComputedStyle(up).opacity);
       const fg = rgba(getComputedStyle(el).color);

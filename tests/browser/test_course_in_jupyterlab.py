@@ -27,6 +27,7 @@ from .lab import (
     Lab,
     cells_done,
     faint_text,
+    mark_cells,
     menu,
     missing,
     open_notebook,
@@ -80,6 +81,14 @@ EXPECTED = {
         "Sint Maarten: no data for this city",
         "run stopped: max_steps after 3 model turns",
     ],
+    "11_the_agent_in_your_kernel": [
+        "replay of ScriptedModel:stand-in",
+        "finished · 5 steps",
+        "Namespace",
+        "Undid run-1 · step 4.",
+        "still there: []",
+        "# nbagent run-1 · step 3: flag the unusual months",
+    ],
 }
 
 
@@ -110,6 +119,7 @@ def browser(lab: Lab) -> Iterator[Any]:
 
 def run_all(page: Any) -> int:
     """Run > Run All Cells, approving every call that asks; returns how many were approved."""
+    mark_cells(page)
     menu(page, "Run", "Run All Cells")
     approved = 0
     deadline = time.monotonic() + TIMEOUT
@@ -152,6 +162,20 @@ WIDE_IMAGES = """() => Array.from(
 })"""
 
 
+def forget_kernel(lab: Lab, name: str) -> None:
+    """Shut down the kernel an earlier test left to ``name``, so that it opens on a fresh one,
+    as a teacher restarts before Run All: a lesson that replays a recording continues the
+    session's conversation on a second Run All in the same kernel, and the replay then refuses
+    (lesson 11, and any lesson whose %agent cells replay a recording)."""
+    for session in lab.api("/api/sessions"):
+        if session.get("path") == name:
+            try:
+                lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+            except urllib.error.HTTPError as error:
+                if error.code != 404:
+                    raise
+
+
 def output_text(page: Any) -> str:
     return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
 
@@ -168,7 +192,9 @@ def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
         assert not missing_texts, f"not shown: {missing_texts}"
         if path.stem == "03_approvals":
             assert approved == 2  # the two %agent calls that ask
-        if path.stem == "04_rich_results":
+        if path.stem == "11_the_agent_in_your_kernel":
+            assert approved == 2  # the two run_python snippets
+        if path.stem in ("04_rich_results", "11_the_agent_in_your_kernel"):
             assert page.locator(".jp-OutputArea-output img").count() >= 2
         assert faint_text(page) == []
         # every picture fits the notebook's width, here and at 760 px (the timeline did not)
@@ -248,6 +274,7 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
 DARK = "JupyterLab Dark"
 
 
+@pytest.mark.timeout(300)  # three lessons under Run All
 def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None:
     """Settings > Theme > JupyterLab Dark, as a person does, then Run All on the lessons with
     failed, cancelled and denied calls: no text of a run may be dark on dark (a saved error
@@ -255,15 +282,21 @@ def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None:
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     themes = "/lab/api/settings/@jupyterlab/apputils-extension:themes"
     try:
+        forget_kernel(lab, "05_streaming_and_control.ipynb")
         open_notebook(page, lab, "05_streaming_and_control.ipynb")
         menu(page, "Settings", "Theme", DARK)
         page.wait_for_function(
             "() => document.body.dataset.jpThemeName === 'JupyterLab Dark'", timeout=30_000
         )
-        for name in ("05_streaming_and_control.ipynb", "03_approvals.ipynb"):
+        for name in (
+            "05_streaming_and_control.ipynb",
+            "03_approvals.ipynb",
+            "11_the_agent_in_your_kernel.ipynb",
+        ):
             if name != "05_streaming_and_control.ipynb":
                 page.close()
                 page = browser.new_page(viewport={"width": 1100, "height": 1000})
+                forget_kernel(lab, name)
                 open_notebook(page, lab, name)
             run_all(page)
             assert page.evaluate("() => document.body.dataset.jpThemeLight") == "false"

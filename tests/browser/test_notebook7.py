@@ -1,5 +1,6 @@
 """The course in Notebook 7 (the classic-style interface on JupyterLab's parts): Run All with the
-approvals clicked, at 1100 px and 760 px, then saved, shut down and reopened.
+approvals clicked, at 1100 px and 760 px, then saved, shut down and reopened; and where
+``%agent cells`` puts the code (measured: one new cell directly below, as in JupyterLab).
 
 Notebook 7 shares JupyterLab's renderers but not its page: no status bar, no side panel (so a
 760 px window leaves the notebook twice as wide as in JupyterLab), its own URL. Needs the
@@ -26,6 +27,7 @@ from .test_course_in_jupyterlab import (
     page_problems,
     run_all,
 )
+from .test_jupyterlab_kernel import LESSON, inserted_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "03_approvals.ipynb"
@@ -92,6 +94,29 @@ def test_run_all_save_and_reopen_in_notebook7(notebook7: Lab) -> None:
         except Exception:
             SHOTS.mkdir(exist_ok=True)
             page.screenshot(path=str(SHOTS / "notebook7-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+@pytest.mark.timeout(300)
+def test_agent_cells_puts_the_code_in_one_new_cell_below_in_notebook7(notebook7: Lab) -> None:
+    """Notebook 7 acts on the kernel's ``set_next_input`` payload as JupyterLab does: after
+    lesson 11's Run All (both snippets approved), one new cell directly below ``%agent cells``
+    holds the steps' code in order, each under its comment; running it again adds another."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        page: Any = browser.new_page(viewport={"width": 1100, "height": 1000})
+        try:
+            open_in_notebook7(page, notebook7, LESSON)
+            assert run_all(page) == 2  # the two run_python snippets
+            assert page_problems(page) == []
+            inserted_cells(page)
+        except Exception:
+            SHOTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(SHOTS / "notebook7-cells-failure.png"), full_page=True)
             raise
         finally:
             browser.close()

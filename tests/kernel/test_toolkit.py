@@ -301,18 +301,32 @@ def test_list_and_describe_run_no_code_and_summarise() -> None:
             Turn(Call("list_variables", {})),
             Turn(Call("describe_variable", {"name": "sales"})),
             Turn(Call("describe_variable", {"name": "nope"})),
+            Turn(Call("describe_variable", {"name": "n"})),
             "ok",
         ]
     )
     agent = Agent(model, list(kit))  # no approver: these need none
+    finished: list[Any] = []
+    agent.observe(
+        lambda _run, event: (
+            finished.append(event.result) if isinstance(event, ToolFinished) else None
+        )
+    )
     agent.run_sync("look")
-    listed, described, missing = [r for m in agent.messages for r in getattr(m, "results", ())]
+    listed, described, missing, number = finished
     assert "sales: pandas.DataFrame (100×2)" in listed.text and "n: int (3)" in listed.text
     assert "touchy: tests.Touchy" in listed.text and "_private" not in listed.text
     assert re.search(r"columns: region \((object|str)\), amount \(int64\)", described.text)
     assert "memory: about " in described.text
     assert "first 5 rows" in described.text and described.text.count("\n") < 20
     assert missing.is_error and "no variable named 'nope'" in missing.text
+    # what the person sees names the variable once ("sales: sales: pandas.DataFrame" it was)
+    from nbagent.notebook.render import result_outputs
+
+    for shown, name in ((described, "sales"), (number, "n")):
+        outputs = result_outputs(shown)
+        plain = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        assert plain.count(f"{name}: ") == 1 and plain.startswith(f"{name}: "), plain
 
 
 def test_run_python_asks_for_approval_by_default_and_a_denied_snippet_never_runs() -> None:

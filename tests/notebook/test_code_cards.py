@@ -4,6 +4,7 @@ in the browser and in the saved output, never run or rendered as HTML."""
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from nbagent.events import (
     ToolFinished,
 )
 from nbagent.notebook.codefeed import CodeFeed
+from nbagent.notebook.render import CODE_COLORS
 from nbagent.notebook.static import run_outputs
 from nbagent.notebook.view import RunView
 from nbagent.tools import ToolCall
@@ -106,7 +108,7 @@ def test_a_code_argument_that_is_not_a_string_shows_the_json(wire: Wire) -> None
 
 def test_the_saved_card_shows_the_code_highlighted_and_escaped(wire: Wire) -> None:
     view = RunView("analyse", clock=wire.clock)
-    arguments = {"code": CODE}
+    arguments = {"code": CODE, "purpose": "load <the> data"}
     raw = json.dumps(arguments)
     events = _code_run(view, wire, raw, arguments)
     events += [
@@ -118,8 +120,36 @@ def test_the_saved_card_shows_the_code_highlighted_and_escaped(wire: Wire) -> No
     html = "".join(str(data.get("text/html", "")) for data, _ in bundles)
     markdown = "".join(str(data.get("text/markdown", "")) for data, _ in bundles)
     plain = "".join(str(data.get("text/plain", "")) for data, _ in bundles)
-    assert '<span style="color:#a626a4">import' in html
+    assert f'<span style="color:{CODE_COLORS["Keyword"]}">import' in html
     assert "&lt;b&gt;word&lt;/b&gt;" in html and "<b>word</b>" not in html
     assert '\\"quoted' not in html  # the code as written, not JSON-escaped
+    # the other arguments read as on the live card, one line each, not as JSON
+    assert "<b>purpose:</b> load &lt;the&gt; data" in html
+    assert '"purpose"' not in html
     assert "```python\nimport pandas as pd\n" in markdown
     assert '    print("a \\"quoted\\" <b>word</b>")' in plain
+
+
+def test_code_colors_read_on_every_background_a_code_block_can_get() -> None:
+    """The saved card's colors are inline hex (JupyterLab's sanitizer drops ``var()`` from an
+    untrusted notebook), so they must read on the theme's editor background (#f5f5f5 light,
+    #212121 dark) and on the page where the background was dropped (#fff, #111); the purple
+    keywords were 2.6:1 on #212121. The live view (plain.js) uses the same colors."""
+    from pathlib import Path
+
+    from nbagent.notebook.render import CODE_BACKGROUND, code_html
+
+    from .test_render import _contrast
+
+    for token, color in CODE_COLORS.items():
+        for background in ("#ffffff", "#f5f5f5", "#111111", "#212121"):
+            assert _contrast(color, background) >= 3.5, (token, color, background)
+    html = code_html("import os  # why\n", "python")
+    assert CODE_BACKGROUND in html
+    # no background of its own: JupyterLab gives every <code> one, a band behind each line
+    assert '<code style="background:none;padding:0">' in html
+    script = (Path(__file__).parents[2] / "nbagent/notebook/static/plain.js").read_text()
+    palette = script[script.index("const PY_COLORS") :]
+    palette = palette[: palette.index("};")]
+    assert set(re.findall(r"#[0-9a-f]{6}", palette)) <= set(CODE_COLORS.values())
+    assert len(re.findall(r"#[0-9a-f]{6}", palette)) == 6

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from nbagent.kernel import RUNNING_NOTE
+from nbagent.notebook.render import CODE_COLORS
 
 from .kernel import Kernel
 from .test_kernel_approval import in_cell, setup_run, wait_ended
@@ -93,12 +94,12 @@ def test_a_snippet_reaches_the_card_and_the_model(kernel: Kernel) -> None:
     assert "ZeroDivisionError: division by zero" in second and "1 / 0" in second
     # the person's saved card: the code highlighted, the table, the figure, the traceback
     html = kernel.cell_text(cell, "text/html")
+    number = f'<span style="color:{CODE_COLORS["Literal.Number"]}">'
     assert (
-        "sales[sales.z.abs() &gt; 1]"
-        in html.replace("</span>", "").replace('<span style="color:#d75f00">', "")
+        "sales[sales.z.abs() &gt; 1]" in html.replace("</span>", "").replace(number, "")
         or "outliers" in html
     )
-    assert '<span style="color:#a626a4">import' in html  # highlighted
+    assert f'<span style="color:{CODE_COLORS["Keyword"]}">import' in html  # highlighted
     assert "<table" in html and "400" in html and "Namespace" in html
     assert "ZeroDivisionError" in html
     images_out = [o for o in kernel.cell_outputs(cell) if "image/png" in o.get("data", {})]

@@ -22,13 +22,15 @@ const PY_KEYWORDS = new Set(("False None True and as assert async await break cl
 const PY_BUILTINS = new Set(("print len range str int float list dict set tuple open sorted sum " +
   "min max abs enumerate zip map filter isinstance type super round any all repr bool").split(" "));
 const PY_TOKEN = /(#[^\n]*)|([rRbBuUfF]{0,2}(?:"""[\s\S]*?(?:"""|$)|'''[\s\S]*?(?:'''|$)|"(?:\\.|[^"\\\n])*(?:"|$)|'(?:\\.|[^'\\\n])*(?:'|$)))|(\b\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?j?\b)|(@[A-Za-z_][\w.]*)|([A-Za-z_]\w*)/g;
+// The colors of the saved card (render.py CODE_COLORS): a card keeps its colors when the run
+// ends and the live view becomes a saved output, and they read on light and dark themes.
 const PY_COLORS = {
-  comment: "var(--jp-mirror-editor-comment-color, #8a8a8a)",
-  string: "var(--jp-mirror-editor-string-color, #3c9a3c)",
-  number: "var(--jp-mirror-editor-number-color, #d75f00)",
-  keyword: "var(--jp-mirror-editor-keyword-color, #a626a4)",
-  builtin: "var(--jp-mirror-editor-builtin-color, #0184bc)",
-  decorator: "var(--jp-mirror-editor-meta-color, #c18401)",
+  comment: "#7c7c7c",
+  string: "#378d37",
+  number: "#cb5a00",
+  keyword: "#d031cd",
+  builtin: "#0184bc",
+  decorator: "#a67101",
 };
 
 function highlight(body, text) {
@@ -76,6 +78,7 @@ function render({ model, el }) {
   const draw = () => {
     pending = false;
     root.dataset.format = model.get("format") || "plain";
+    root.dataset.language = model.get("language") || "";
     root.classList.toggle("nbagent-streaming", !!model.get("streaming"));
     const text = model.get("value") || "";
     if (model.get("language") === "python" && text.length <= 200000) highlight(body, text);
