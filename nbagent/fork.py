@@ -85,11 +85,21 @@ class Comparison:
     """Two runs side by side (see :func:`compare`)."""
 
     names: tuple[str, str]
+    #: One row per step, numbered as the run that was forked numbers them; a side is None where
+    #: that run has no such step (before a fork's first step, or after its last).
     rows: tuple[tuple[int, Side | None, Side | None], ...]
     first_difference: int | None  # the first step whose request or answer differs (None: none)
     why: str
     outcomes: tuple[str, str]
     totals: tuple[tuple[int, float], tuple[int, float]]  # tokens, seconds of each run
+    #: The step each run's first step faces (1 for both, unless one is a fork of the other).
+    starts: tuple[int, int] = (1, 1)
+
+    def _missing(self, side: int, step: int) -> str:
+        """Why ``side`` (0 or 1) has no row at ``step``."""
+        if step < self.starts[side]:
+            return f"as {self.names[1 - side]} (before the fork)"
+        return "no such step"
 
     def __repr__(self) -> str:
         return f"<Comparison of {self.names[0]} and {self.names[1]}: {self.why}>"
@@ -102,9 +112,9 @@ class Comparison:
                 "≠" if self.first_difference is not None and step >= self.first_difference else "="
             )
             lines.append(f"step {step} {mark}")
-            for label, side in ((a, left), (b, right)):
+            for index, (label, side) in enumerate(((a, left), (b, right))):
                 if side is None:
-                    lines.append(f"  {label}: (no such step)")
+                    lines.append(f"  {label}: ({self._missing(index, step)})")
                 else:
                     lines.append(f"  {label} [{side.model}]: {side.answered}")
         for label, outcome, (tokens, seconds) in zip(
@@ -117,27 +127,28 @@ class Comparison:
         """Every text escaped (model text is never HTML); credential-shaped text hidden."""
         esc = _escape
         a, b = self.names
-        head = f"<tr><th>step</th><th>{esc(a)}</th><th>{esc(b)}</th></tr>"
+        left_ = ' style="text-align:left;vertical-align:top"'  # prose reads from the left
+        head = f"<tr><th>step</th><th{left_}>{esc(a)}</th><th{left_}>{esc(b)}</th></tr>"
         body = []
         for step, left, right in self.rows:
             differs = self.first_difference is not None and step == self.first_difference
             style = ' style="background:rgba(255,152,0,0.15)"' if differs else ""
             cells = []
-            for side in (left, right):
+            for index, side in enumerate((left, right)):
                 if side is None:
-                    cells.append("<td><i>no such step</i></td>")
+                    cells.append(f"<td{left_}><i>{esc(self._missing(index, step))}</i></td>")
                     continue
                 cells.append(
-                    f'<td><div style="opacity:0.7;font-size:0.85em">{esc(side.model)} · '
+                    f'<td{left_}><div style="opacity:0.7;font-size:0.85em">{esc(side.model)} · '
                     f"{side.tokens:,} tokens · {side.seconds:.1f} s · {esc(side.status)}</div>"
                     f"<div><b>asked:</b> {esc(side.asked)}</div>"
                     f"<div><b>answered:</b> {esc(side.answered)}</div></td>"
                 )
             body.append(f"<tr{style}><td>{step}{' ≠' if differs else ''}</td>{''.join(cells)}</tr>")
         foot = "".join(
-            f"<tr><td></td><td>{esc(o)} · {t:,} tokens · {s:.1f} s</td>"
+            f"<tr><td></td><td{left_}>{esc(o)} · {t:,} tokens · {s:.1f} s</td>"
             if i == 0
-            else f"<td>{esc(o)} · {t:,} tokens · {s:.1f} s</td></tr>"
+            else f"<td{left_}>{esc(o)} · {t:,} tokens · {s:.1f} s</td></tr>"
             for i, (o, (t, s)) in enumerate(zip(self.outcomes, self.totals, strict=True))
         )
         return (
@@ -172,6 +183,7 @@ def _answered(message: AssistantMessage) -> str:
 
 
 def _side(exchanges: tuple[Exchange, ...], index: int) -> Side | None:
+    """Step ``index + 1`` of a run, or None where the run has no such step."""
     if not 0 <= index < len(exchanges):
         return None
     from .exchange import new_messages
@@ -210,15 +222,28 @@ def _dump(messages: Sequence[Message]) -> str:
 
 def _offset(a: tuple[Exchange, ...], b: tuple[Exchange, ...]) -> tuple[int, int]:
     """Where the two runs start from the same history: a fork of run A at step k begins where
-    A's step k began, so A's step k + i faces the fork's step 1 + i. ``(0, 0)`` otherwise."""
+    A's step k began (asked again, or with a new prompt after that history), so A's step k + i
+    faces the fork's step 1 + i. ``(0, 0)`` otherwise."""
     if not a or not b:
         return 0, 0
     for shift, (longer, shorter) in enumerate(((a, b), (b, a))):
-        start = _dump(shorter[0].request.messages)
+        start = shorter[0].request.messages
         for k in range(1, len(longer)):
-            if _dump(longer[k].request.messages) == start:
+            if _forked_from(longer[k].request.messages, start):
                 return (k, 0) if shift == 0 else (0, k)
     return 0, 0
+
+
+def _forked_from(history: Sequence[Message], start: Sequence[Message]) -> bool:
+    """``start`` is ``history`` asked again, or ``history`` and then a new prompt (not the
+    answer to it: a run that went on after a step continued, it did not fork)."""
+    if len(start) == len(history):
+        return _dump(start) == _dump(history)
+    return (
+        len(start) > len(history)
+        and isinstance(start[len(history)], UserMessage)
+        and _dump(start[: len(history)]) == _dump(history)
+    )
 
 
 def compare(first: Any, second: Any) -> Comparison:
@@ -229,35 +254,36 @@ def compare(first: Any, second: Any) -> Comparison:
         getattr(first, "run_id", "") or "first run",
         getattr(second, "run_id", "") or "second run",
     )
-    skip_a, skip_b = _offset(a, b)
+    # a's step 1 faces the timeline's step 1 + shift_a, b's faces 1 + shift_b (a fork of a run
+    # at step k starts where that run's step k began)
+    shift_b, shift_a = _offset(a, b)
     rows = []
     difference: int | None = None
     why = "they went the same way, step by step"
-    if skip_a or skip_b:
-        why = (
-            f"{names[1] if skip_a else names[0]} starts from {names[0] if skip_a else names[1]}'s "
-            f"step {max(skip_a, skip_b) + 1}; they go the same way from there"
-        )
-    for index in range(max(len(a), len(b) + skip_a - skip_b)):
-        rows.append((index + 1, _side(a, index), _side(b, index - skip_a + skip_b)))
-    for index in range(skip_a, max(len(a), len(b) + skip_a)):
-        step = index + 1
-        other = index - skip_a + skip_b
-        if index >= len(a) or other >= len(b):
-            difference = step
-            why = f"from step {step} on only {names[0] if index < len(a) else names[1]} went on"
+    if shift_a or shift_b:
+        fork, source = (names[0], names[1]) if shift_a else (names[1], names[0])
+        why = f"{fork} starts from {source}'s step {max(shift_a, shift_b) + 1}; no difference after"
+    length = max(len(a) + shift_a, len(b) + shift_b)
+    for t in range(length):
+        rows.append((t + 1, _side(a, t - shift_a), _side(b, t - shift_b)))
+    for t in range(max(shift_a, shift_b), length):
+        i, j = t - shift_a, t - shift_b
+        if i >= len(a) or j >= len(b):
+            difference = t + 1
+            why = f"from step {t + 1} on only {names[0] if i < len(a) else names[1]} went on"
             break
-        reason = _same(a[index], b[other])
+        reason = _same(a[i], b[j])
         if reason:
-            difference = step
-            why = f"they first differ at step {step}: {reason}"
-            models = (a[index].model, b[other].model)
+            difference = t + 1
+            why = f"they first differ at step {t + 1}: {reason}"
+            models = (a[i].model, b[j].model)
             if models[0] != models[1]:
                 why += f" ({models[0]} vs {models[1]})"
             break
     outcomes = (_outcome(first), _outcome(second))
     totals = (_totals(a), _totals(b))
-    return Comparison(names, tuple(rows), difference, why, outcomes, totals)
+    starts = (shift_a + 1, shift_b + 1)
+    return Comparison(names, tuple(rows), difference, why, outcomes, totals, starts)
 
 
 def _outcome(source: Any) -> str:

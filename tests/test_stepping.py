@@ -318,6 +318,32 @@ def test_compare_finds_where_a_fork_parts_from_its_original() -> None:
     assert "<script" not in page and "Cloudy in both." in page
     same = compare(original, original)
     assert same.first_difference is None and "the same way" in same.why
+    # the steps before the fork are the original's, said so (not "no such step")
+    assert "as " + shown.names[0] + " (before the fork)" in text
+    assert "(before the fork)" in page and "no such step" not in page
+
+
+def test_compare_aligns_a_fork_with_a_new_prompt_in_either_order() -> None:
+    agent = Agent(ScriptedModel(_turns()), [lookup])
+    original = agent.run_sync("Weather?")
+    fork = original.fork(2, model=ScriptedModel(["Use the cache."], model="fork"))
+    forked = fork.run_sync("Try it with the cache tool")
+    for first, second in ((original, forked), (forked, original)):
+        shown = compare(first, second)
+        assert shown.first_difference == 2, shown.why
+        assert "they first differ at step 2: they were asked different things" in shown.why
+        assert [step for step, _, _ in shown.rows] == [1, 2, 3]
+        fork_side = 2 if first is original else 1
+        assert shown.rows[0][fork_side] is None and shown.rows[1][fork_side] is not None
+        assert "Try it with the cache tool" in shown.rows[1][fork_side].asked
+        assert shown.rows[2][fork_side] is None and "no such step" in str(shown)
+    # a run that went on after another (the same conversation) is not taken for a fork
+    going_on = Agent(ScriptedModel([*_turns(), "Rain tomorrow."]), [lookup])
+    before = going_on.run_sync("Weather?")
+    after = going_on.run_sync("And tomorrow?")
+    shown = compare(before, after)
+    assert shown.starts == (1, 1) and shown.first_difference == 1
+    assert "before the fork" not in str(shown)
 
 
 def test_options_and_tool_choice_are_in_the_request() -> None:

@@ -188,10 +188,16 @@ def request_summary(request: Request) -> str:
     """One line about a request about to be sent (for a pause)."""
     last = request.messages[-1] if request.messages else None
     if isinstance(last, ToolMessage):
-        new = f"the results of {', '.join(r.name for r in last.results)}"
+        names = list(dict.fromkeys(r.name for r in last.results))  # each tool once, in order
+        results = "result" if len(last.results) == 1 else f"{len(last.results)} results"
+        new = f"the {results} of {', '.join(names)}"
     elif isinstance(last, UserMessage):
         new = "your prompt"
     else:
         new = "the conversation as it is"
-    tools = len(request.tools)
-    return f"{len(request.messages)} messages (new: {new}), {tools} tool{'s' if tools != 1 else ''}"
+    messages, tools = _count(len(request.messages), "message"), _count(len(request.tools), "tool")
+    return f"{messages} (new: {new}), {tools}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -21,6 +21,7 @@ from ..redact import redact_secrets
 from ..stepping import Resume, StepEditError, StepPause
 from .exchanges import message_html, request_summary
 from .render import shorten
+from .transcript import PAUSE_MARK
 
 __all__ = ["PauseBar"]
 
@@ -88,7 +89,7 @@ class PauseBar:
             calls = ", ".join(c.name for c in pause.calls)
             what = f"before running the calls of step {pause.step}: {calls}"
         text = html.escape(redact_secrets(shorten(what, 400)))
-        return f'<b>⏸ Paused</b> <span style="opacity:0.8">{text}</span>'
+        return f'<b>{PAUSE_MARK} Paused</b> <span style="opacity:0.8">{text}</span>'
 
     def _request_view(self) -> widgets.Widget:
         """The messages the model is about to read that are new (folded: open to see them)."""
@@ -190,12 +191,11 @@ class PauseBar:
                 button.disabled = True
 
     def close(self, said: str) -> None:
-        """The pause is over: fold the bar into one line saying how it went on."""
+        """The pause is over: fold the bar into one line saying how it went on (``said``
+        begins with :data:`PAUSE_MARK`)."""
         self.done = True
         self._disable()
-        self.header.value = (
-            f'<span style="opacity:0.75">⏸ {html.escape(redact_secrets(said))}</span>'
-        )
+        self.header.value = f'<span style="opacity:0.75">{html.escape(redact_secrets(said))}</span>'
         for child in self.widget.children[1:]:
             child.layout.display = "none"
 

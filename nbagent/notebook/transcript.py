@@ -299,6 +299,11 @@ _STATUS_WORDS = {
 }
 
 
+#: Marks a step-mode pause. Not U+23F8 (the pause symbol), which many fonts lack (Debian's
+#: chromium with DejaVu shows it as an empty box).
+PAUSE_MARK = "‖"
+
+
 def resumed_words(event: StepResumed) -> str:
     """How a step-mode pause ended, in one line (the saved run keeps it)."""
     action = {
@@ -308,7 +313,7 @@ def resumed_words(event: StepResumed) -> str:
     }.get(event.action, event.action)
     edits = f"; before it: {'; '.join(event.edits)}" if event.edits else ""
     where = "before running its calls" if event.kind == "calls" else "before the model request"
-    return f"⏸ step {event.step}: paused {where}, then {action}{edits}"
+    return f"{PAUSE_MARK} step {event.step}: paused {where}, then {action}{edits}"
 
 
 def call_line(record: CallRecord, now: float | None = None) -> str:

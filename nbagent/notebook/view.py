@@ -48,7 +48,7 @@ from .card import Shared, ToolCard
 from .presence import Presence
 from .render import close_widgets
 from .stream import PlainStream, TextStream
-from .transcript import Transcript, resumed_words
+from .transcript import PAUSE_MARK, Transcript, resumed_words
 
 if TYPE_CHECKING:
     from .pause_bar import PauseBar
@@ -442,7 +442,7 @@ class RunView:
             card.close_approval(hide=True)  # the card's header says what became of the call
             card.refresh()
         for bar in self.pauses.values():
-            bar.close("the run ended while it was paused")
+            bar.close(f"{PAUSE_MARK} the run ended while it was paused")
         self.pauses.clear()
         self.stop.disabled = True
         self.stop.layout.display = "none"

@@ -45,11 +45,11 @@ def test_next_steps_through_the_run_and_the_saved_run_shows_what_the_model_saw(
     record = wait_ended(kernel, cell)
     assert record["stop_reason"] == "finished"
     plain = kernel.cell_text(cell)
-    pauses = [line.strip("()") for line in plain.splitlines() if line.startswith("(⏸")]
+    pauses = [line.strip("()") for line in plain.splitlines() if line.startswith("(‖")]
     assert pauses == [
-        "⏸ step 1: paused before the model request, then went on to the next step",
-        "⏸ step 1: paused before running its calls, then went on to the next step",
-        "⏸ step 2: paused before the model request, then went on to the next step",
+        "‖ step 1: paused before the model request, then went on to the next step",
+        "‖ step 1: paused before running its calls, then went on to the next step",
+        "‖ step 2: paused before the model request, then went on to the next step",
     ]
     html = kernel.cell_text(cell, "text/html")
     assert "What the model saw, step by step (2 requests)" in html
@@ -63,7 +63,7 @@ def test_run_to_end_stop_and_interrupt_at_a_pause(kernel: Kernel) -> None:
     cell = kernel.submit("%agent --new --step weather in Paris?")
     _click_next(kernel, since, set(), "Run to end")
     assert wait_ended(kernel, cell)["stop_reason"] == "finished"
-    assert kernel.cell_text(cell).count("(⏸ step") == 1  # no pause after Run to end
+    assert kernel.cell_text(cell).count("(‖ step") == 1  # no pause after Run to end
 
     since = setup_run(kernel, TURNS, tools=TOOLS)
     cell = kernel.submit("%agent --new --step weather in Paris?")
