@@ -62,8 +62,13 @@ MAX_TEXT = 20_000
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 #: Whatever a browser could read as a URL scheme: a letter, then letters, digits, ``+ - .``
 #: (a browser drops tabs and line breaks anywhere in a URL, and Markdown lets a backslash
-#: escape the colon), then the colon.
-_SCHEME = re.compile(r"([A-Za-z](?:[\t\r\n\\]*[A-Za-z0-9+.\-])*)([\t\r\n\\ ]*):")
+#: escape the colon), then the colon, unless prose goes on after it: a link destination ends
+#: at white space, so "denied by policy: nobody" is no URL and keeps its colon untouched, but
+#: a colon before the end of a line, a ``)`` or a link title (``"``, ``'``, ``(``) could end one.
+_SCHEME = re.compile(
+    r"([A-Za-z](?:[\t\r\n\\]*[A-Za-z0-9+.\-])*)([\t\r\n\\ ]*):(?=\S|\s*(?:[)\"'(]|$))",
+    re.MULTILINE,
+)
 _SCHEME_NOISE = re.compile(r"[\t\r\n\\]")
 #: The only schemes a link in text nbagent writes may keep.
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})

@@ -89,7 +89,18 @@ EXPECTED = {
         "still there: []",
         "# nbagent run-1 · step 3: flag the unusual months",
     ],
+    "12_step_and_fork": [
+        "What the model saw, step by step (2 requests)",
+        "the model read at step 2: ['Paris: sunny, 21 °C', 'Oslo: rain, 9 °C']",
+        "step 1: paused before the model request, then went on to the next step",
+        "Oslo: rain, 9 °C. Bring a coat.",
+        "Then no coat needed. | the model read: Oslo: sunny, 25 °C | edited: True",
+        "Paris is fine; for Oslo, pack a raincoat and boots.",
+        "they first differ at step 2",
+    ],
 }
+#: How many step-mode pauses a person meets in each lesson under Run All (each gets Next).
+PAUSES = {"12_step_and_fork": 3}
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +128,9 @@ def browser(lab: Lab) -> Iterator[Any]:
             chromium.close()
 
 
-def run_all(page: Any) -> int:
-    """Run > Run All Cells, approving every call that asks; returns how many were approved."""
+def run_all(page: Any, pauses: list[int] | None = None) -> int:
+    """Run > Run All Cells, approving every call that asks and going on with **Next** at each
+    step-mode pause (counted in ``pauses``); returns how many calls were approved."""
     mark_cells(page)
     menu(page, "Run", "Run All Cells")
     approved = 0
@@ -130,6 +142,13 @@ def run_all(page: Any) -> int:
             if button.is_visible() and button.is_enabled():
                 button.click()
                 approved += 1
+        steps = page.locator(f".nbagent-pause {BUTTONS.split()[-1]}", has_text="Next")
+        for index in range(steps.count()):
+            button = steps.nth(index)
+            if button.is_visible() and button.is_enabled():
+                button.click()
+                if pauses is not None:
+                    pauses.append(1)
         if cells_done(page):
             time.sleep(0.5)  # let the last display updates land
             if cells_done(page):
@@ -185,7 +204,9 @@ def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     try:
         open_notebook(page, lab, path.name)
-        approved = run_all(page)
+        pauses: list[int] = []
+        approved = run_all(page, pauses)
+        assert len(pauses) == PAUSES.get(path.stem, 0)  # each pause met, and Next went on
         assert page_problems(page) == []
         shown = output_text(page)
         missing_texts = [t for t in EXPECTED[path.stem] if t not in shown]
@@ -274,7 +295,7 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
 DARK = "JupyterLab Dark"
 
 
-@pytest.mark.timeout(300)  # three lessons under Run All
+@pytest.mark.timeout(400)  # four lessons under Run All
 def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None:
     """Settings > Theme > JupyterLab Dark, as a person does, then Run All on the lessons with
     failed, cancelled and denied calls: no text of a run may be dark on dark (a saved error
@@ -292,6 +313,7 @@ def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None:
             "05_streaming_and_control.ipynb",
             "03_approvals.ipynb",
             "11_the_agent_in_your_kernel.ipynb",
+            "12_step_and_fork.ipynb",
         ):
             if name != "05_streaming_and_control.ipynb":
                 page.close()

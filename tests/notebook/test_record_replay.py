@@ -184,6 +184,8 @@ def _comparable(nb: Any) -> list[Any]:
                 text = re.sub(r"replay of [^,\]<`]*, recorded [0-9-]+", "MODEL", text)
                 text = re.sub(r"\[model [^\]]*\]|model `[^`]*`|<code>[^<]*</code>", "MODEL", text)
                 text = re.sub(r" · recorded in [^ <*]*", "", text)
+                # each step of "what the model saw" names its model (a replay says so)
+                text = re.sub(r"(step \d+ · )[^·<]*( · )", r"\1MODEL\2", text)
                 data[mime] = text
         out.append(data)
     return out

@@ -128,17 +128,27 @@ _NOISE = st.sampled_from(["", "\t", "\n", "\\", "&#x09;", "&Tab;", "&NewLine;", 
     scheme=st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzJS+.-"), min_size=1, max_size=12),
     noise=st.lists(_NOISE, min_size=1, max_size=4),
     colon=st.sampled_from([":", "\\:", "&colon;", "&#58;", "&#x3a;", "&#0058;", "&amp;colon;"]),
-    form=st.sampled_from(["[a]({})", "[a](<{}>)", "[a][r]\n\n[r]: {}", "<{}>", "{}"]),
+    form=st.sampled_from(
+        ["[a]({})", "[a](<{}>)", "[a][r]\n\n[r]: {}", "<{}>", "{}", '[a]({} "t")', "[a]({}\n)"]
+    ),
+    body=st.sampled_from(["alert(1)", "", " ", "\t", " alert(1)", "\talert(1)", "\nalert(1)"]),
 )
 def test_any_scheme_written_any_way_is_broken(
-    scheme: str, noise: list[str], colon: str, form: str
+    scheme: str, noise: list[str], colon: str, form: str, body: str
 ) -> None:
     head = scheme if scheme[0].isalpha() else "x" + scheme
     pairs = zip(noise * len(head), head[1:], strict=False)
     spelled = head[0] + "".join(n + c for n, c in pairs) + colon
-    markdown = safe_markdown(form.format(spelled + "alert(1)"))
+    markdown = safe_markdown(form.format(spelled + body))
     for href in _rendered_hrefs(markdown):
         assert _browser_scheme(href) in (None, "http", "https", "mailto"), (spelled, href)
+
+
+def test_prose_keeps_its_colons_as_written() -> None:
+    # a colon that prose goes on after is no URL: saved text stays searchable and copyable
+    for prose in ("denied by policy: nobody can approve", "Error: file not found", "a,b: c"):
+        assert safe_markdown(prose) == prose
+    assert "\u200b" in safe_markdown("see javascript:\n") + safe_markdown("[a](javascript: )")
 
 
 def test_safe_markdown_keeps_markdown_and_code_as_written() -> None:
