@@ -325,7 +325,21 @@ def _missing(store: RecordingStore, prompt: str, request: Request, *, exact: boo
             f"there is no recording of {prompt!r} in {where}: run the cell with a model "
             "configured (or with --record) to make one"
         )
-    path, _recording, difference = _closest(candidates, request)
+    path, recording, difference = _closest(candidates, request)
+    then = recording.steps[0].request.get("messages") or []
+    now = fingerprint(request)["messages"]
+    if len(now) > len(then) and list(now[len(now) - len(then) :]) == list(then):
+        # recorded where the conversation began (at this cell, or a few cells up); here the
+        # session's conversation holds more: these cells ran before in this kernel
+        earlier = len(now) - len(then)
+        return (
+            f"the recording {path.name} was made in a conversation that began "
+            f"{'at this cell' if len(then) == 1 else 'a few cells up'}, but this kernel's "
+            f"conversation holds {earlier} earlier message{'s' if earlier != 1 else ''} (did "
+            "these cells run before in this kernel?). Restart the kernel and run all cells "
+            "(Kernel > Restart Kernel and Run All Cells), or begin the cell with --new to "
+            "start a new conversation"
+        )
     return (
         f"the recording {path.name} was made for another first request: {difference}. "
         "Run the cells before this one in order (Run All), re-record it with a model "

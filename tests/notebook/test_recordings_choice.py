@@ -156,3 +156,30 @@ def test_a_recorded_prompt_that_departs_is_refused_not_run_offline(
     # a prompt nobody recorded (even one whose file name would look alike) runs offline
     for other in ("Weather in Oslo", "Weather in Paris?"):
         assert choose(student, other, None, "auto", store, "instant", False).generator is None
+
+
+def test_a_second_run_all_in_the_same_kernel_says_to_restart_or_start_anew(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lesson replays where the conversation began; run again in the same kernel, the
+    session's conversation holds the first pass too, so the replay cannot be used: say why
+    and what to do (not "run the cells in order", which the person just did)."""
+    monkeypatch.chdir(tmp_path)
+    store = RecordingStore()
+    prompt = "Weather in Oslo?"
+    teacher = Agent(teacher_model(), [weather], approver=AutoApprove())
+    run(teacher, prompt, choose(teacher, prompt, None, "record", store, "instant", False))
+
+    student = Agent("offline", [weather], approver=AutoApprove())
+    first, _ = run(student, prompt, choose(student, prompt, None, "auto", store, "instant", False))
+    assert first.text == "Sunny in Oslo."  # the first pass replays
+    with pytest.raises(RecordingError) as raised:
+        choose(student, prompt, None, "auto", store, "instant", configured=False)
+    said = str(raised.value)
+    assert "conversation that began at this cell" in said
+    assert "holds 4 earlier messages" in said
+    assert "Restart Kernel and Run All Cells" in said and "--new" in said
+    # with a new conversation (what --new does) it replays again
+    student.reset()
+    again, _ = run(student, prompt, choose(student, prompt, None, "auto", store, "instant", False))
+    assert again.text == "Sunny in Oslo."
