@@ -369,11 +369,23 @@ def _label_html(label: str) -> str:
 def rows_html(table: Table, *, max_rows: int = 200) -> str:
     """A :class:`~nbagent.content.Table` as an HTML table, every cell escaped."""
     esc = html.escape
+    rows = table.rows[:max_rows]
+    # text reads from the left (Jupyter right-aligns every cell); numbers stay right-aligned
+    numeric = [
+        all(isinstance(r[i], int | float) for r in rows if i < len(r)) and bool(rows)
+        for i in range(len(table.columns))
+    ]
+    left = ' style="text-align:left"'
+
+    def align(i: int) -> str:
+        return "" if i < len(numeric) and numeric[i] else left
+
     parts = ['<table class="nbagent-table"><thead><tr>']
-    parts.extend(f"<th>{esc(str(c))}</th>" for c in table.columns)
+    parts.extend(f"<th{align(i)}>{esc(str(c))}</th>" for i, c in enumerate(table.columns))
     parts.append("</tr></thead><tbody>")
-    for row in table.rows[:max_rows]:
-        parts.append("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in row) + "</tr>")
+    for row in rows:
+        cells = "".join(f"<td{align(i)}>{esc(str(v))}</td>" for i, v in enumerate(row))
+        parts.append(f"<tr>{cells}</tr>")
     parts.append("</tbody></table>")
     if len(table.rows) > max_rows:
         parts.append(f"<p><small>{len(table.rows):,} rows</small></p>")

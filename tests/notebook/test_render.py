@@ -320,3 +320,13 @@ def test_dollar_signs_stay_text_in_markdown_and_html() -> None:
         "data" not in o or "text/html" not in o["data"] or NO_MATH_CLASS in o["data"]["text/html"]
         for o in shown
     )
+
+
+def test_a_table_of_text_reads_from_the_left_and_numbers_from_the_right() -> None:
+    from nbagent.content import Table
+    from nbagent.notebook.render import rows_html
+
+    page = rows_html(Table(("name", "rows"), (("sales <b>", 12), ("by_region", 4))))
+    cells = re.findall(r"<t[hd]([^>]*)>([^<]*)</t[hd]>", page)
+    assert cells[0] == (' style="text-align:left"', "name") and cells[1] == ("", "rows")
+    assert (' style="text-align:left"', "sales &lt;b&gt;") in cells and ("", "12") in cells
