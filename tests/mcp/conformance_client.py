@@ -143,18 +143,19 @@ def _tool(server: MCPServer, name: str) -> Any:
 
 
 def connect(url: str, scenario: str, context: Mapping[str, Any]) -> MCPServer:
-    """The server as nbagent connects to it.
+    """The server as nbagent connects to it: the one place the auth hook goes.
 
-    The auth hook goes here: the ``auth/*`` scenarios give a server that answers 401 until the
-    client signs in (the context holds pre-registered client credentials where a scenario
-    needs them), so once nbagent's OAuth sign-in exists they connect through it, following
-    the authorization link as a browser would, and then call ``test-tool``. Until then they
-    are not played (exit 2) rather than played without signing in.
+    In the ``auth/*`` scenarios the server answers 401 until the client signs in with OAuth
+    (what each scenario expects: ``AUTH`` in test_conformance.py). Once nbagent's sign-in
+    exists, this connects through it, playing the person: the authorization link nbagent
+    shows is opened with an HTTP client that follows the redirect to nbagent's loopback
+    redirect URI (the suite's authorization endpoint redirects at once with a code), and the
+    client id and secret the context gives (``auth/pre-registration``) are passed as a
+    configured client. Until then these scenarios are not played (exit 2), rather than
+    played without signing in.
     """
     if scenario.startswith("auth/"):
-        raise ScenarioError(
-            f"{scenario} needs OAuth sign-in, which this client does not do yet (issue 20)"
-        )
+        raise ScenarioError(f"{scenario} needs OAuth sign-in, which this client does not do yet")
     return mcp_server(SERVER, url=url)
 
 
