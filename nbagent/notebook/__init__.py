@@ -54,12 +54,12 @@ def _shell() -> Any:
 
 
 def _after_cell(*_args: Any) -> None:
-    from . import report
+    from .session import show_problems
 
     try:
-        report.problems(current_session().scan())
+        show_problems(current_session().scan())
     except Exception as exc:  # a hook must never break the notebook
-        report.problems([f"could not scan the namespace for tools: {exc}"])
+        show_problems([f"could not scan the namespace for tools: {exc}"])
 
 
 _exit_hook = False
@@ -104,9 +104,10 @@ def _on_shutdown(ipython: Any) -> None:
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
-    from . import cells, report
+    from . import cells
     from .magics import AgentMagics
     from .mapmagic import install_default_view
+    from .session import show_problems
 
     global _session
     if _session is None or _session.shell is not ipython:
@@ -120,7 +121,7 @@ def load_ipython_extension(ipython: Any) -> None:
     _on_shutdown(ipython)
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:
         ipython.events.register("post_run_cell", _after_cell)
-    report.problems(_session.scan())
+    show_problems(_session.scan())
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -32,8 +32,6 @@ import tokenize
 from typing import Any
 
 __all__ = [
-    "agent_cell",
-    "agent_value",
     "install",
     "installed",
     "line_transformer",
@@ -42,8 +40,8 @@ __all__ = [
 ]
 
 #: The calls the transformers write; resolved in the user's namespace without adding names to it.
-_CALL = '__import__("nbagent.notebook.cells").notebook.cells.agent_cell'
-_VALUE = '__import__("nbagent.notebook.cells").notebook.cells.agent_value'
+_CALL = '__import__("nbagent.notebook.magics").notebook.magics.agent_cell'
+_VALUE = '__import__("nbagent.notebook.magics").notebook.magics.agent_value'
 
 
 def _can_await() -> bool:
@@ -249,31 +247,3 @@ def uninstall(shell: Any) -> None:
         manager.token_transformers.remove(_line_class)
     if transform_cell_magic in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.remove(transform_cell_magic)
-
-
-async def agent_cell(line: str, cell: str | None = None, *, value: bool = False) -> Any:
-    """What a rewritten ``%agent`` line or ``%%agent`` cell awaits: the run, to its end.
-
-    Returns the run's result when the line assigned it (``x = %agent …``), else None (so the
-    cell does not echo it). A kernel interrupt cancels the run and is re-raised once the run
-    wound down.
-    """
-    # IPython leaves frames that set this out of a traceback: an interrupted run's shows the
-    # person's cell and the frame that raised, not nbagent's awaiting between them
-    __tracebackhide__ = True
-    from . import current_session
-    from .magics import AgentMagics
-
-    magics = AgentMagics.for_session(current_session())
-    result = await magics.run_awaited(line, cell)
-    return result if value else None
-
-
-def agent_value(line: str, local_ns: dict[str, Any] | None = None) -> Any:
-    """What a rewritten ``x = %agent …`` that cannot be awaited calls: the magic, returning the
-    run's result (a :class:`~.runner.PendingRun` while a background run goes on); ``local_ns``
-    are the variables where it stands, for ``{name}`` in the prompt."""
-    from . import current_session
-    from .magics import AgentMagics
-
-    return AgentMagics.for_session(current_session()).run_line(line, local_ns=local_ns)

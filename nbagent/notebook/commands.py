@@ -21,6 +21,7 @@ from IPython.core.error import UsageError
 
 from . import report, servers
 from .frontend import detect
+from .helptext import HELP
 from .render import no_math
 
 if TYPE_CHECKING:
@@ -48,8 +49,6 @@ def _alone(words: list[str]) -> bool:
 
 
 def _help(_session: Session, _shell: Any, _words: list[str]) -> None:
-    from .magics import HELP
-
     print(HELP)
 
 

@@ -13,6 +13,7 @@ either. ``NBAGENT_MODE=interactive|headless`` overrides the guess.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -135,3 +136,8 @@ def approver_for(
     if policy == "ask" or source == "default":
         return DenyAll(f"nobody can approve calls in a headless run; {HOW_TO_ALLOW}")
     return DenyAll(f"calls that need approval are denied in this run ({source}=deny)")
+
+
+def widgets_available() -> bool:
+    """ipywidgets and anywidget can be imported here (the live views need both)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))

@@ -8,7 +8,6 @@ thread while the cell blocks (see :mod:`.runner` for when each applies).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import keyword
 import re
 import uuid
@@ -29,10 +28,18 @@ from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..limits import Budget
 from ..rules import RuleApprover
-from . import commands, kernelview, mapmagic, outputs, report
-from .frontend import approver_for, awaiting_cells_take_clicks, choose_policy, detect
+from . import commands, kernelview, mapmagic, outputs
+from .frontend import (
+    approver_for,
+    awaiting_cells_take_clicks,
+    choose_policy,
+    detect,
+    widgets_available,
+)
+from .helptext import HELP
 from .recordings import RecordMode, choose, first_request, model_configured
 from .runner import Job, Mode, PendingRun, View
+from .session import show_problems
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -60,70 +67,6 @@ _FORK = re.compile(r"fork\s+(run-\d{1,9})\s+(\d{1,6})(?:\s+|$)(.*)", re.DOTALL)
 #: The kernel tools' names (``--kernel``), known before the toolkit is made.
 KERNEL_TOOLS = ("run_python", "list_variables", "describe_variable")
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
-
-HELP = """\
-Ask the agent; the answer streams into the cell.
-
-  %agent [options] PROMPT        one line; {name} is replaced by the variable's value
-  x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
-  %%agent [options]              the cell body is the prompt
-  %agent tools | history | config | rules | recording | usage | stop | help
-  %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
-  %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
-  %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
-  %agent fork RUN STEP [options] [PROMPT]    a new conversation from RUN as its step STEP saw it
-  %agent compare RUN RUN           two runs side by side: where they first differ
-{map_help}
-Options
-  -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
-                       anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL, local:smollm2
-                       (in this kernel)
-  -o, --output NAME    keep the run's result in the variable NAME
-  --new, --reset       start a new conversation (approval rules stay: see %agent rules);
-                       `%agent --new` alone only does that, `%agent -m MODEL` alone only
-                       sets the model
-  --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
-  --max-steps N        stop after N model turns
-  --budget TOKENS      stop before a model turn once the run used this many tokens
-  --tools A,B          only these tools in this run
-  --step               step through the run: it pauses before each model request and each
-                       batch of calls (Next, Run to end, Stop; edit what the model reads next)
-  --kernel             let the agent run Python in this kernel (run_python, list_variables,
-                       describe_variable): it asks before each snippet; %agent undo puts
-                       back what the snippets changed, %agent cells turns them into cells.
-                       There is no sandbox: the code has your rights.
-  --record             run live and record the run (beside the notebook, in nbagent-recordings/)
-  --replay             replay this run's recording (with a model set: go on live where the run
-                       departs from it, and record again)
-  --live               run live, neither replaying nor recording
-  --pace PACE          how a replay streams: instant, readable (default with widgets), recorded
-  --                   end of the options (for a prompt that starts with a dash)
-
-Tools are the @nbagent.tool functions defined in the notebook, and nbagent.register(...).
-
-The cell ends when the run ends, so Run All goes cell by cell and -o NAME is set before the next
-cell runs; Approve, Deny and Stop work while the cell waits, and Kernel > Interrupt stops the
-run. This needs ipykernel 7.4 or newer; on older kernels a run that may ask for approval goes on
-in the background (the cell says so) and NAME holds a pending result until the run ends.
-Unattended runs (nbclient, CI) deny calls that need approval unless --approve or
-NBAGENT_APPROVAL says auto.
-
-Recordings: with no model set (the offline stand-in), a run that has a recording replays it;
-with a real model set (-m, NBAGENT_MODEL), every run is recorded afresh. %agent recording lists
-the recordings.
-
-MCP servers: %agent mcp add NAME -- COMMAND ARGS starts a server (--url URL connects to one;
---env VAR passes the kernel's VAR to it); its tools become NAME__tool and ask for approval.
-
-Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
-named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow
-rules, then the run's policy. "Always allow" on a card adds "allow TOOL". %agent rules lists
-them, %agent rules remove N|TOOL or %agent rules clear removes them. On a card, Edit changes a
-call's arguments before approving (checked against the tool's schema; the model is told).
-"""
-
-
-HELP = HELP.replace("{map_help}", mapmagic.HELP)
 
 
 def split_options(line: str) -> tuple[list[str], str]:
@@ -239,10 +182,6 @@ def _fork_label(plan: _Plan) -> str:
     return f"(a fork of {run_id} at step {step}: the model is asked that step again)"
 
 
-def _widgets_available() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in ("ipywidgets", "anywidget"))
-
-
 def _load_model(generator: object) -> None:
     """Load a model that loads once per kernel (``local:``) now, saying so in the cell."""
     load = getattr(generator, "load", None)
@@ -344,7 +283,7 @@ class AgentMagics(Magics):
         if found is not None:
             command, words = found
             if command.scan:
-                report.problems(self.session.scan())
+                show_problems(self.session.scan())
             command.run(self.session, self.shell, words)
             return None
         forking = _FORK.fullmatch(line.strip()) if cell is None else None
@@ -436,7 +375,7 @@ class AgentMagics(Magics):
     def _job(self, plan: _Plan, *, awaited: bool) -> tuple[Job, PendingRun | None]:
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
-        report.problems(session.scan())
+        show_problems(session.scan())
         unavailable = self._model_or_recording(plan)
         if plan.tools is not None:
             unknown = [t for t in plan.tools if t not in session.tools]
@@ -460,7 +399,7 @@ class AgentMagics(Magics):
         needs_clicks = isinstance(asked, InteractiveApprover)
         approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
         mode, why = self._mode(awaited, needs_clicks)
-        use_widgets = frontend.interactive and _widgets_available()
+        use_widgets = frontend.interactive and widgets_available()
         step = plan.step
         if step and not needs_clicks:
             why = frontend.reason if source == "default" else f"{source} says {policy}"
@@ -604,3 +543,32 @@ class AgentMagics(Magics):
         if self.session.busy:
             return "background", "another run is still going on in the background"
         return "foreground", ""
+
+
+# --- what the cells rewritten by .cells call ----------------------------------------------------
+
+
+async def agent_cell(line: str, cell: str | None = None, *, value: bool = False) -> Any:
+    """What a rewritten ``%agent`` line or ``%%agent`` cell awaits: the run, to its end.
+
+    Returns the run's result when the line assigned it (``x = %agent …``), else None (so the
+    cell does not echo it). A kernel interrupt cancels the run and is re-raised once the run
+    wound down.
+    """
+    # IPython leaves frames that set this out of a traceback: an interrupted run's shows the
+    # person's cell and the frame that raised, not nbagent's awaiting between them
+    __tracebackhide__ = True
+    from . import current_session
+
+    magics = AgentMagics.for_session(current_session())
+    result = await magics.run_awaited(line, cell)
+    return result if value else None
+
+
+def agent_value(line: str, local_ns: dict[str, Any] | None = None) -> Any:
+    """What a rewritten ``x = %agent …`` that cannot be awaited calls: the magic, returning the
+    run's result (a :class:`~.runner.PendingRun` while a background run goes on); ``local_ns``
+    are the variables where it stands, for ``{name}`` in the prompt."""
+    from . import current_session
+
+    return AgentMagics.for_session(current_session()).run_line(line, local_ns=local_ns)

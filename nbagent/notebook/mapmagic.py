@@ -19,7 +19,7 @@ import asyncio
 import keyword
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
 
@@ -27,19 +27,22 @@ from ..errors import NbagentError
 
 if TYPE_CHECKING:
     from ..batch import Batch
-    from .magics import AgentMagics
+    from .session import Session
 
-__all__ = ["HELP", "install_default_view", "matches", "run_map", "run_map_blocking"]
 
-HELP = """\
-  %agent map --over TABLE [-o NAME] [options] TEMPLATE
-                       run once per row of TABLE (a DataFrame, or a list of prompts); the
-                       template's {fields} name its columns. Options: --approve auto|deny
-                       (default deny), --concurrency N, --timeout SECONDS, --max-steps N,
-                       --schema NAME (a JSON Schema or type: the output column), --checkpoint
-                       PATH (resumes when it exists), --resume NAME (an earlier results
-                       table), --engine NAME (a dask.distributed.Client), -m MODEL, --tools A,B
-"""
+class MapMagics(Protocol):
+    """What a map needs of the ``%agent`` magics (:class:`.magics.AgentMagics`): the session,
+    the shell, and the notebook's variables (a Protocol, so this module need not import the
+    magics that dispatch to it)."""
+
+    session: Session
+    shell: Any
+
+    def _namespace(self) -> dict[str, Any]: ...
+
+
+__all__ = ["install_default_view", "matches", "run_map", "run_map_blocking"]
+
 
 _START = re.compile(r"^\s*map\s+--over(?:\s|=)")
 
@@ -112,12 +115,11 @@ def _approver(flag: str | None) -> str:
     return key
 
 
-def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, str | None]:
+def _prepare(magics: MapMagics, line: str, cell: str | None) -> tuple[Batch, str | None]:
     """Parse one ``%agent map``, build its batch and show its view; nothing runs yet."""
     from ..agent import Agent
     from ..batch import Batch
-    from .frontend import awaiting_cells_take_clicks, detect
-    from .magics import _widgets_available
+    from .frontend import awaiting_cells_take_clicks, detect, widgets_available
     from .mapview import MapView
 
     session = magics.session
@@ -151,7 +153,7 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     frontend = detect(magics.shell)
     view = MapView(
         f"{args.over}: {template}" if template else args.over,
-        widgets=frontend.interactive and _widgets_available(),
+        widgets=frontend.interactive and widgets_available(),
         stoppable=awaiting_cells_take_clicks()[0],
     )
     try:
@@ -175,7 +177,7 @@ def _prepare(magics: AgentMagics, line: str, cell: str | None) -> tuple[Batch, s
     return batch, args.output
 
 
-async def run_map(magics: AgentMagics, line: str, cell: str | None) -> Any:
+async def run_map(magics: MapMagics, line: str, cell: str | None) -> Any:
     """``%agent map`` awaited by its cell: returns the results table."""
     batch, output = _prepare(magics, line, cell)
     namespace: dict[str, Any] = magics._namespace()
@@ -189,7 +191,7 @@ async def run_map(magics: AgentMagics, line: str, cell: str | None) -> Any:
     return _ended(namespace, output, batch, result)
 
 
-def run_map_blocking(magics: AgentMagics, line: str, cell: str | None) -> Any:
+def run_map_blocking(magics: MapMagics, line: str, cell: str | None) -> Any:
     """``%agent map`` where the cell cannot await (inside a function, an older IPython): the
     batch runs on a worker thread while the cell waits; an interrupt stops it."""
     batch, output = _prepare(magics, line, cell)
@@ -236,11 +238,10 @@ def install_default_view() -> None:
         shell = get_ipython()
         if shell is None or getattr(shell, "kernel", None) is None:
             return None
-        from .frontend import awaiting_cells_take_clicks, detect
-        from .magics import _widgets_available
+        from .frontend import awaiting_cells_take_clicks, detect, widgets_available
         from .mapview import MapView
 
-        interactive = detect(shell).interactive and _widgets_available()
+        interactive = detect(shell).interactive and widgets_available()
         view = MapView("agent.map", widgets=interactive, stoppable=awaiting_cells_take_clicks()[0])
         view.show()
         return view

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "config",
     "history",
-    "problems",
     "recordings",
     "rules",
     "schema_summary",
@@ -42,12 +40,6 @@ def _show(markdown: str, plain: str, metadata: dict[str, Any] | None = None) -> 
 
     data = no_math({"text/markdown": redact_secrets(markdown), "text/plain": redact_secrets(plain)})
     display(data, raw=True, metadata=metadata or {})  # type: ignore[no-untyped-call]
-
-
-def problems(messages: Sequence[str]) -> None:
-    """Registration problems, shown in the cell that caused them."""
-    for message in messages:
-        print(f"nbagent: {redact_secrets(message)}", file=sys.stderr)
 
 
 # --- %agent tools --------------------------------------------------------------------------------

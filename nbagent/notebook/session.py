@@ -10,6 +10,7 @@ dropped, so the registry matches what the notebook shows. Tools passed to :meth:
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..approval import InteractiveApprover
 from ..errors import NbagentError
+from ..redact import redact_secrets
 from ..rules import Predicate, RuleSet, make_rule
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
 from .recordings import RecordingStore
@@ -31,7 +33,14 @@ if TYPE_CHECKING:
     from ..mcp import MCPServer
     from .runner import Job
 
-__all__ = ["Session", "as_tool"]
+__all__ = ["Session", "as_tool", "show_problems"]
+
+
+def show_problems(messages: Iterable[str]) -> None:
+    """Registration problems (a tool a provider cannot take, a scan that failed), shown in the
+    cell that caused them, credential-shaped text hidden."""
+    for message in messages:
+        print(f"nbagent: {redact_secrets(message)}", file=sys.stderr)
 
 #: Finished runs the session remembers (for `%agent history`'s decisions).
 _KEEP_JOBS = 200
@@ -163,9 +172,7 @@ class Session:
         before = self._model_providers()
         self.model_spec = spec
         if self._model_providers() != before:  # a new provider: check the tools against it
-            from . import report
-
-            report.problems(self.provider_problems(self.tools.values(), model_only=True))
+            show_problems(self.provider_problems(self.tools.values(), model_only=True))
 
     def result_of(self, run_id: str) -> RunResult:
         """The result of a run this session made (``run-3``), or a UsageError-worthy ValueError
@@ -281,9 +288,7 @@ class Session:
                 self._take_from_mcp(item.name)
                 self._explicit.add(item.name)
                 self._from_namespace.discard(item.name)
-        from . import report
-
-        report.problems(self.provider_problems(made))
+        show_problems(self.provider_problems(made))
         return made
 
     def unregister(self, name: str) -> bool:

@@ -571,19 +571,6 @@ class Transcript:
             return pretty_arguments(record.input, record.arguments)
         return record.arguments
 
-    def to_markdown(self) -> str:
-        """The whole run as Markdown that renders safely anywhere (images are listed, not shown:
-        the saved notebook carries them as image outputs)."""
-        from .static import run_markdown
-
-        return run_markdown(self)
-
-    def to_plain(self) -> str:
-        """The whole run as plain text."""
-        from .static import run_plain
-
-        return run_plain(self)
-
     def to_metadata(self) -> dict[str, Any]:
         """JSON-ready record: prompt, model, each call with its approval decision, totals.
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-CALL = '__import__("nbagent.notebook.cells").notebook.cells.agent_cell'
+CALL = '__import__("nbagent.notebook.magics").notebook.magics.agent_cell'
 
 CASES = {
     # a prompt ending with "?" is a prompt, not a help request

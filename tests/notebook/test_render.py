@@ -19,6 +19,7 @@ from nbagent.notebook.render import (
     shorten,
     table_html,
 )
+from nbagent.notebook.static import run_markdown, run_plain
 from nbagent.notebook.transcript import Transcript
 
 ATTACKS = [
@@ -230,10 +231,10 @@ def test_transcript_forms_hold_no_raw_markup() -> None:
     transcript.handle(RunStarted("run-1", "<b>hi</b>", "m"))
     transcript.handle(AssistantTextDelta(1, "<script>x</script> `<ok>`"))
     transcript.end("finished")
-    markdown = transcript.to_markdown()
+    markdown = run_markdown(transcript)
     assert "<b>" not in markdown and "<script>" not in markdown
     assert "`<ok>`" in markdown
-    assert "<script>x</script>" in transcript.to_plain()
+    assert "<script>x</script>" in run_plain(transcript)
     assert transcript.to_metadata()["text"] == "<script>x</script> `<ok>`"
 
 
@@ -269,7 +270,7 @@ def test_streamed_text_and_reasoning_join_per_step_in_order() -> None:
     assert transcript.text_blocks()[-1].text == "Next step. More."
     reasoning = [b for b in transcript.blocks if type(b).__name__ == "ReasoningRecord"]
     assert [b.text for b in reasoning] == ["Thinking."]
-    assert "Thinking." in transcript.to_plain()
+    assert "Thinking." in run_plain(transcript)
 
 
 def _contrast(color: str, background: str) -> float:

@@ -1,0 +1,80 @@
+"""The text of ``%agent help`` (and ``%agent?``): one place for every subcommand and option,
+read by the magics and by the ``help`` subcommand alike."""
+
+from __future__ import annotations
+
+__all__ = ["HELP", "MAP_HELP"]
+
+MAP_HELP = """\
+  %agent map --over TABLE [-o NAME] [options] TEMPLATE
+                       run once per row of TABLE (a DataFrame, or a list of prompts); the
+                       template's {fields} name its columns. Options: --approve auto|deny
+                       (default deny), --concurrency N, --timeout SECONDS, --max-steps N,
+                       --schema NAME (a JSON Schema or type: the output column), --checkpoint
+                       PATH (resumes when it exists), --resume NAME (an earlier results
+                       table), --engine NAME (a dask.distributed.Client), -m MODEL, --tools A,B
+"""
+
+HELP = """\
+Ask the agent; the answer streams into the cell.
+
+  %agent [options] PROMPT        one line; {name} is replaced by the variable's value
+  x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
+  %%agent [options]              the cell body is the prompt
+  %agent tools | history | config | rules | recording | usage | stop | help
+  %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
+  %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
+  %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
+  %agent fork RUN STEP [options] [PROMPT]    a new conversation from RUN as its step STEP saw it
+  %agent compare RUN RUN           two runs side by side: where they first differ
+{map_help}
+Options
+  -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
+                       anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL, local:smollm2
+                       (in this kernel)
+  -o, --output NAME    keep the run's result in the variable NAME
+  --new, --reset       start a new conversation (approval rules stay: see %agent rules);
+                       `%agent --new` alone only does that, `%agent -m MODEL` alone only
+                       sets the model
+  --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
+  --max-steps N        stop after N model turns
+  --budget TOKENS      stop before a model turn once the run used this many tokens
+  --tools A,B          only these tools in this run
+  --step               step through the run: it pauses before each model request and each
+                       batch of calls (Next, Run to end, Stop; edit what the model reads next)
+  --kernel             let the agent run Python in this kernel (run_python, list_variables,
+                       describe_variable): it asks before each snippet; %agent undo puts
+                       back what the snippets changed, %agent cells turns them into cells.
+                       There is no sandbox: the code has your rights.
+  --record             run live and record the run (beside the notebook, in nbagent-recordings/)
+  --replay             replay this run's recording (with a model set: go on live where the run
+                       departs from it, and record again)
+  --live               run live, neither replaying nor recording
+  --pace PACE          how a replay streams: instant, readable (default with widgets), recorded
+  --                   end of the options (for a prompt that starts with a dash)
+
+Tools are the @nbagent.tool functions defined in the notebook, and nbagent.register(...).
+
+The cell ends when the run ends, so Run All goes cell by cell and -o NAME is set before the next
+cell runs; Approve, Deny and Stop work while the cell waits, and Kernel > Interrupt stops the
+run. This needs ipykernel 7.4 or newer; on older kernels a run that may ask for approval goes on
+in the background (the cell says so) and NAME holds a pending result until the run ends.
+Unattended runs (nbclient, CI) deny calls that need approval unless --approve or
+NBAGENT_APPROVAL says auto.
+
+Recordings: with no model set (the offline stand-in), a run that has a recording replays it;
+with a real model set (-m, NBAGENT_MODEL), every run is recorded afresh. %agent recording lists
+the recordings.
+
+MCP servers: %agent mcp add NAME -- COMMAND ARGS starts a server (--url URL connects to one;
+--env VAR passes the kernel's VAR to it); its tools become NAME__tool and ask for approval.
+
+Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
+named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow
+rules, then the run's policy. "Always allow" on a card adds "allow TOOL". %agent rules lists
+them, %agent rules remove N|TOOL or %agent rules clear removes them. On a card, Edit changes a
+call's arguments before approving (checked against the tool's schema; the model is told).
+"""
+
+
+HELP = HELP.replace("{map_help}", MAP_HELP)
