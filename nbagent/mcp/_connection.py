@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     import mcp_types
     from mcp import Client
 
+    from ._oauth import OAuth
+    from ._signer import Signer
+    from ._signin import Attendant
+
 __all__ = ["Connection", "Target"]
 
 _MAX_PAGES = 64
@@ -47,6 +51,8 @@ class Target:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    auth: OAuth | None = None  # how to sign in when the server asks (HTTP only)
+    auth_given: bool = False  # asked for by the person (else: tried because the server asks)
 
 
 def _short(text: str, limit: int = _MESSAGE_LIMIT) -> str:
@@ -151,6 +157,10 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._timed_out = False
+        self.signer: Signer | None = None  # the OAuth sign-in, for a server reached by URL
+        self._attendant: Attendant | None = None  # the thread waiting for us, if any
+        self._start_timer: asyncio.TimerHandle | None = None
+        self._start_left: float | None = None
         self._changed = False  # a change notification not yet fetched
         self._refreshing: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -160,17 +170,63 @@ class Connection:
     # --- lifetime ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the server and list its tools; raise MCPServerError saying why it failed."""
+        """Start the server and list its tools; raise MCPServerError saying why it failed
+        (MCPSignInError when signing in failed). A sign-in link asked for meanwhile is shown
+        from this thread (see :mod:`._signin`)."""
         _quiet_sdk_logging()
+        attendant = self._attendant = self._attendant_for() if self.target.auth else None
         self._thread.start()
         try:
-            ready = self._ready.wait(self.limits.start_timeout + _JOIN)
+            if attendant is None:
+                ready = self._ready.wait(self.limits.start_timeout + _JOIN)
+            else:
+                ready = attendant.serve_until(self._ready.is_set, self.limits.start_timeout + _JOIN)
         except BaseException:  # an interrupt while waiting: leave no server behind
+            self._attendant = None
             self.close()
             raise
+        self._attendant = None
         if not ready or self.state != "running":
+            problem = self.problem or "did not start"
+            if attendant is not None:
+                attendant.finish(problem)
             self.close()
-            raise MCPServerError(f"MCP server {self.name!r} {self.problem or 'did not start'}")
+            raise self._error(problem)
+        if attendant is not None:
+            attendant.finish(None)
+
+    def _attendant_for(self, open_link: Callable[[str], object] | None = None) -> Attendant:
+        from ._signin import Attendant, HookPresenter, default_presenter
+
+        hook = open_link or (self.target.auth.open_link if self.target.auth else None)
+        return Attendant(HookPresenter(hook) if hook is not None else default_presenter())
+
+    def _error(self, problem: str) -> MCPServerError:
+        from ..errors import MCPSignInError
+
+        signer = self.signer
+        signing = signer is not None and signer.problem is not None and signer.problem == problem
+        kind = MCPSignInError if signing else MCPServerError
+        return kind(f"MCP server {self.name!r} {problem}")
+
+    def _mark_ready(self) -> None:
+        self._ready.set()
+        attendant = self._attendant
+        if attendant is not None:
+            attendant.wake()
+
+    def _clock(self, running: bool) -> None:
+        """Stop (or run again) the start's clock: a person signing in is not the server
+        being slow."""
+        loop = self._loop
+        if self._ready.is_set() or loop is None:
+            return
+        if not running and self._start_timer is not None:
+            self._start_left = max(0.0, self._start_timer.when() - loop.time())
+            self._start_timer.cancel()
+            self._start_timer = None
+        elif running and self._start_timer is None and self._start_left is not None:
+            self._start_timer = loop.call_later(self._start_left, self._start_timed_out, self._main)
 
     def close(self, wait: bool = True) -> Callable[[], None]:
         """Stop the server (its process and children); safe to call twice. With ``wait``,
@@ -210,7 +266,7 @@ class Connection:
         except BaseException:  # the task records its own failure; never let it escape a thread
             pass
         finally:
-            self._ready.set()
+            self._mark_ready()
             leftovers = asyncio.all_tasks(loop)
             for task in leftovers:
                 task.cancel()
@@ -223,7 +279,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         main = asyncio.current_task()
-        timer = loop.call_later(self.limits.start_timeout, self._start_timed_out, main)
+        self._start_timer = loop.call_later(self.limits.start_timeout, self._start_timed_out, main)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._connect(stack)
@@ -234,9 +290,9 @@ class Connection:
                     self.server_info = _short(f"{info.name} {info.version}".strip(), 200)
                 self._changed = False
                 await self._list(client)
-                timer.cancel()
+                self._stop_start_clock()
                 self.state = "running"
-                self._ready.set()
+                self._mark_ready()
                 if self._changed:
                     self._refresh_soon()
                 self._spawn(self._listen(client))
@@ -253,10 +309,15 @@ class Connection:
         except BaseException as exc:  # exception groups included: reported, never raised here
             self._fail(self._explain(exc))
         finally:
-            timer.cancel()
+            self._stop_start_clock()
             self._client = None
             if self.state in ("starting", "running"):
                 self._fail(self._exited() or "closed its connection")
+
+    def _stop_start_clock(self) -> None:
+        timer, self._start_timer, self._start_left = self._start_timer, None, None
+        if timer is not None:
+            timer.cancel()
 
     def _start_timed_out(self, main: asyncio.Task[None] | None) -> None:
         if not self._ready.is_set() and main is not None:
@@ -269,7 +330,7 @@ class Connection:
         self.state = "exited" if self.process.returncode is not None else "failed"
         if self.problem is None:
             self.problem = problem
-        self._ready.set()
+        self._mark_ready()
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Client:
         from mcp import Client, Implementation
@@ -307,14 +368,36 @@ class Connection:
 
         from ._http import BoundedTransport
 
+        assert target.url is not None
+        auth: httpx2.Auth | None = None
+        if target.auth is not None:
+            from ._signer import Signer
+
+            self.signer = Signer(
+                self.name,
+                target.url,
+                target.auth,
+                self.limits,
+                attendant=lambda: self._attendant,
+                clock=self._clock,
+                given=target.auth_given,
+            )
+            stack.push_async_callback(self.signer.close)
+            auth = self.signer.auth
+        limits = self.limits
         http = httpx2.AsyncClient(
             headers=dict(target.headers),
-            timeout=httpx2.Timeout(30.0, read=self.limits.call_timeout + 5.0),
+            timeout=httpx2.Timeout(30.0, read=limits.call_timeout + 5.0),
             # the SDK reads JSON answers whole: bounded (and tool lists screened) below it
-            transport=BoundedTransport(self.limits.max_message_bytes, self._screen),
+            transport=BoundedTransport(
+                limits.max_message_bytes,
+                self._screen,
+                auth_timeout=limits.auth_timeout,
+                max_auth_bytes=limits.max_auth_bytes,
+            ),
+            auth=auth,
         )
         await stack.enter_async_context(http)
-        assert target.url is not None
         return streamable_http_client(
             target.url, http_client=http, max_sse_event_size=self.limits.max_message_bytes
         )
@@ -344,6 +427,9 @@ class Connection:
         if isinstance(first, PermissionError) and self.target.url is None:
             return f"could not start: the command {command!r} may not be run ({first})"
         answered = _answered_error(first)
+        signer = self.signer
+        if answered and signer is not None and signer.problem and signer.problem in answered:
+            return signer.problem  # signing in failed: that is why
         if answered is not None:  # the server answered, with an error: that is why
             answered = unreadable_http(answered, self.limits.max_message_bytes)
             return f"failed: {_short(answered, 1000)}"
@@ -589,3 +675,63 @@ class Connection:
         if self.target.url is not None:
             return (self.url_shown,)
         return tuple(_short(part, 200) for part in self.target.command)
+
+    # --- signing in (OAuth) ----------------------------------------------------------------
+
+    def sign_in(self, open_link: Callable[[str], object] | None = None) -> None:
+        """Sign in (again) now, from this thread: the tokens held are dropped, then the tool
+        list is fetched, which asks the server and so starts the sign-in. Raises
+        MCPSignInError saying why it did not succeed."""
+        from ..errors import MCPSignInError
+
+        signer, loop = self.signer, self._loop
+        if signer is None or loop is None:
+            raise MCPServerError(f"MCP server {self.name!r} does not sign in with OAuth")
+        if self.state != "running":
+            raise MCPServerError(self.unavailable())
+        attendant = self._attendant_for(open_link)
+        if attendant.refusal is not None and signer.person:
+            raise MCPSignInError(f"MCP server {self.name!r} could not sign in: {attendant.refusal}")
+        self._attendant = attendant
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._sign_in_now(signer), loop)
+            future.add_done_callback(attendant.wake)
+            limits = self.limits
+            bound = limits.call_timeout + 8 * limits.auth_timeout + _JOIN
+            if not attendant.serve_until(future.done, bound):
+                future.cancel()
+        except BaseException:
+            self._attendant = None
+            raise
+        self._attendant = None
+        problem = signer.problem if signer.problem else None
+        if not future.done() or future.cancelled():
+            problem = problem or "did not finish signing in"
+        elif future.exception() is not None and problem is None:
+            problem = f"could not sign in: {_short(str(future.exception()), 300)}"
+        attendant.finish(problem)
+        if problem is not None:
+            raise MCPSignInError(f"MCP server {self.name!r} {problem}")
+
+    async def _sign_in_now(self, signer: Signer) -> None:
+        import anyio
+
+        await signer.forget()
+        signer.problem = None
+        client = self._client
+        if client is None:
+            raise MCPServerError(self.unavailable())
+        # the person's time is not counted here: each request of the sign-in has its bound
+        with anyio.fail_after(self.limits.sign_in_timeout + self.limits.call_timeout):
+            await self._list(client)
+
+    def sign_out(self) -> None:
+        """Forget the tokens (they are not revoked: they expire on their own)."""
+        signer, loop = self.signer, self._loop
+        if signer is None:
+            raise MCPServerError(f"MCP server {self.name!r} does not sign in with OAuth")
+        if loop is not None and self.state == "running":
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(signer.forget(), loop).result(_JOIN)
+        else:
+            signer.store.forget()

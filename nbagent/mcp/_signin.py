@@ -1,0 +1,215 @@
+"""Putting a sign-in link in front of a person, from the thread that waits for the server.
+
+An MCP server's connection runs on a thread of its own, but the link must appear where the
+person is: in the cell that ran ``%agent mcp add`` (its output belongs to the kernel's main
+thread), on the terminal that started the script, or in the hands of a script's own hook. So
+the thread that waits for the server (:meth:`Connection.start`, :meth:`Connection.sign_in`)
+holds an :class:`Attendant`; the connection hands it each link and the attendant's
+:class:`Presenter` shows it there. With no attendant (a tool call in the middle of a run),
+nobody is there to sign in, and the request fails at once, saying how to sign in again.
+
+Presenters:
+
+* :class:`HookPresenter`: the ``open_link`` a script gave :class:`~nbagent.mcp.OAuth` (a test
+  that follows the link with an HTTP client, a helper that opens a browser, a prompt for the
+  address the browser landed on);
+* the notebook's (:mod:`nbagent.notebook.signin`): a plain link in the cell; a headless run
+  refuses at once;
+* :class:`TerminalPresenter`: the link on stderr, when someone is at a terminal; refused
+  otherwise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import queue
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "Attendant",
+    "HookPresenter",
+    "Presenter",
+    "SignInLink",
+    "TerminalPresenter",
+    "default_presenter",
+    "where_loopback_fails",
+]
+
+
+@dataclass(frozen=True)
+class SignInLink:
+    """What a person needs to sign in to one MCP server."""
+
+    server: str  #: the server's nbagent name
+    url: str  #: the authorization link (checked: http(s), on the authorization server's host)
+    host: str  #: the authorization server's host, as shown to the person
+    redirect_uri: str  #: where the browser comes back (the loopback listener)
+    timeout: float  #: seconds nbagent waits for it
+
+
+def where_loopback_fails(link: SignInLink) -> str:
+    """The plain words on where the loopback redirect cannot work, and what to do instead."""
+    return (
+        f"After you sign in, the browser is sent back to {link.redirect_uri}, which is this "
+        "kernel's machine: that works when the browser runs on the same machine as the kernel. "
+        "If the kernel runs elsewhere (a remote JupyterHub, a cloud notebook, a container "
+        "without that port forwarded), the last page will not load: give the server a token "
+        "instead (%agent mcp add NAME --url URL --header 'Authorization: Bearer $TOKEN_VAR', "
+        "or headers= in Python), or pass OAuth(open_link=...) a function that returns the "
+        "address the browser landed on."
+    )
+
+
+class Presenter(Protocol):
+    """Shows sign-in links to someone; see the module docstring."""
+
+    def refusal(self) -> str | None:
+        """Why nobody can sign in here (a headless run …), or None."""
+
+    def show(self, link: SignInLink) -> str | None:
+        """Put ``link`` in front of the person; return the address the browser came back to
+        when the person gave it (else None: the loopback receives it)."""
+
+    def finish(self, problem: str | None) -> None:
+        """The sign-in ended: ``problem`` is None when it succeeded."""
+
+
+class HookPresenter:
+    """A script's own ``open_link(url)``: it may follow the link itself (return anything), or
+    return the address the browser was sent back to (a ``str``)."""
+
+    def __init__(self, open_link: Callable[[str], object]) -> None:
+        self.open_link = open_link
+
+    def refusal(self) -> str | None:
+        return None
+
+    def show(self, link: SignInLink) -> str | None:
+        answer = self.open_link(link.url)
+        return answer if isinstance(answer, str) and answer.strip() else None
+
+    def finish(self, problem: str | None) -> None:
+        pass
+
+
+class TerminalPresenter:
+    """The link on stderr, for a person at a terminal (a script run by hand)."""
+
+    def refusal(self) -> str | None:
+        if os.environ.get("NBAGENT_MODE", "").strip().lower() == "headless":
+            return "this run is headless (NBAGENT_MODE=headless): nobody can follow a sign-in link"
+        try:
+            attended = sys.stdin.isatty() and sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            attended = False
+        if not attended:
+            return (
+                "nobody can follow a sign-in link here (not a notebook, and no terminal): pass "
+                "a token with headers=, or OAuth(open_link=...)"
+            )
+        return None
+
+    def show(self, link: SignInLink) -> str | None:
+        print(
+            f"To sign in to the MCP server {link.server!r} ({link.host}), open this link in a "
+            f"browser on this machine:\n\n  {link.url}\n\n{where_loopback_fails(link)}\n"
+            f"Waiting up to {link.timeout:g} s (MCPLimits.sign_in_timeout); Ctrl-C stops.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+
+    def finish(self, problem: str | None) -> None:
+        if problem is None:
+            print("Signed in.", file=sys.stderr, flush=True)
+
+
+def default_presenter() -> Presenter:
+    """The notebook's presenter in a Jupyter kernel, else the terminal's."""
+    if "ipykernel" in sys.modules:
+        try:
+            from IPython import get_ipython
+        except ImportError:  # pragma: no cover - ipykernel needs IPython
+            get_ipython = None
+        shell = get_ipython() if get_ipython is not None else None
+        if shell is not None and getattr(shell, "kernel", None) is not None:
+            from ..notebook.signin import NotebookPresenter
+
+            return NotebookPresenter(shell)
+    return TerminalPresenter()
+
+
+def _settle(
+    answer: concurrent.futures.Future[str | None], value: str | None, error: BaseException | None
+) -> None:
+    """Give the connection the presenter's answer, unless it stopped waiting (the browser
+    came back while a hook was still following the link)."""
+    if answer.done():
+        return
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(value)
+
+
+_Ask = tuple[SignInLink, "concurrent.futures.Future[str | None]"]
+
+
+class Attendant:
+    """The thread waiting for a server, able to show a sign-in link (see the module)."""
+
+    def __init__(self, presenter: Presenter) -> None:
+        self.presenter = presenter
+        self.refusal = presenter.refusal()  # decided here, on the waiting thread
+        self.failed: str | None = None  # why a sign-in during this wait failed
+        self.shown = False
+        self._asks: queue.Queue[_Ask | None] = queue.Queue()
+
+    # --- from the connection's thread ------------------------------------------------------
+
+    def ask(self, link: SignInLink) -> concurrent.futures.Future[str | None]:
+        """Have the waiting thread show ``link``; the future holds a pasted address or None."""
+        answer: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+        self._asks.put((link, answer))
+        return answer
+
+    def wake(self, *_args: Any) -> None:
+        """Make :meth:`serve_until` look at its condition again."""
+        self._asks.put(None)
+
+    # --- on the waiting thread -------------------------------------------------------------
+
+    def serve_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Show the links asked for until ``done()``; False if ``timeout`` passed first (each
+        link shown gives its own wait on top)."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                item = self._asks.get(timeout=left)
+            except queue.Empty:
+                continue
+            if item is None:
+                continue
+            link, answer = item
+            deadline += link.timeout
+            self.shown = True
+            try:
+                _settle(answer, self.presenter.show(link), None)
+            except Exception as exc:  # the hook's failure ends that sign-in, saying so
+                _settle(answer, None, exc)
+            except BaseException as exc:  # an interrupt: the sign-in ends, and so does the wait
+                _settle(answer, None, exc)
+                raise
+        return True
+
+    def finish(self, problem: str | None) -> None:
+        if self.shown:
+            self.presenter.finish(problem)
