@@ -129,6 +129,12 @@ class MCPServer:
         signer = self._connection.signer
         return signer.status() if signer is not None else ""
 
+    @property
+    def sign_in_problem(self) -> str | None:
+        """Why the last sign-in failed or was refused (None when it did not, or no OAuth)."""
+        signer = self._connection.signer
+        return signer.problem if signer is not None else None
+
     def sign_in(self, open_link: Callable[[str], object] | None = None) -> None:
         """Sign in again now (after a refresh failed, to change accounts): the tokens held are
         dropped and the sign-in runs from this thread, as at the start (``open_link`` as in

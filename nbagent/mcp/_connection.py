@@ -183,6 +183,8 @@ class Connection:
                 ready = attendant.serve_until(self._ready.is_set, self.limits.start_timeout + _JOIN)
         except BaseException:  # an interrupt while waiting: leave no server behind
             self._attendant = None
+            if attendant is not None:
+                attendant.finish("interrupted")
             self.close()
             raise
         self._attendant = None
@@ -695,13 +697,19 @@ class Connection:
         self._attendant = attendant
         try:
             future = asyncio.run_coroutine_threadsafe(self._sign_in_now(signer), loop)
-            future.add_done_callback(attendant.wake)
-            limits = self.limits
-            bound = limits.call_timeout + 8 * limits.auth_timeout + _JOIN
+        except RuntimeError:  # its loop has just ended
+            self._attendant = None
+            raise MCPServerError(self.unavailable()) from None
+        future.add_done_callback(attendant.wake)
+        limits = self.limits
+        try:
+            bound = 8 * limits.auth_timeout + limits.call_timeout + _JOIN  # + each link's wait
             if not attendant.serve_until(future.done, bound):
                 future.cancel()
-        except BaseException:
+        except BaseException:  # an interrupt: the sign-in stops too
+            future.cancel()
             self._attendant = None
+            attendant.finish("interrupted")
             raise
         self._attendant = None
         problem = signer.problem if signer.problem else None
@@ -721,8 +729,12 @@ class Connection:
         client = self._client
         if client is None:
             raise MCPServerError(self.unavailable())
-        # the person's time is not counted here: each request of the sign-in has its bound
-        with anyio.fail_after(self.limits.sign_in_timeout + self.limits.call_timeout):
+        # each request of the sign-in has its own bound; this one is the whole: the person's
+        # time and the listing's
+        limits = self.limits
+        with anyio.fail_after(
+            limits.sign_in_timeout + 8 * limits.auth_timeout + limits.call_timeout
+        ):
             await self._list(client)
 
     def sign_out(self) -> None:

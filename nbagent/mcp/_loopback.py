@@ -52,7 +52,7 @@ _PAGE = (
     "<!doctype html><meta charset=utf-8><title>nbagent</title>"
     "<body style='font-family:sans-serif;margin:3em'><p>{}</p></body>"
 )
-_SIGNED_IN = "Signed in. You can close this tab and go back to the notebook."
+_SIGNED_IN = "nbagent has the sign-in. You can close this tab and go back to the notebook."
 _REFUSED = "nbagent refused this sign-in; the notebook says why. You can close this tab."
 _NOBODY = "No sign-in is waiting here. Start it again from the notebook."
 

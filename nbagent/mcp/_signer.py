@@ -148,11 +148,24 @@ class _Guard:
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        signer = self.signer
+        signer, context = self.signer, self.context
+        sign_ins = signer.sign_ins
+        # The SDK's flow holds its lock from each request until its answer's headers, so
+        # calls to a server that answers only when done would wait for one another. With no
+        # token (a server that asks for none, until it does) or a valid one, the request goes
+        # out here, with the token the SDK obtained; the flow runs when the server asks for
+        # authorization (it is handed that answer) or a token is due for a refresh.
+        pending: httpx2.Response | None = None
+        tokens = context.current_tokens
+        if tokens is None or context.is_token_valid():
+            if tokens is not None:
+                request.headers["Authorization"] = f"Bearer {tokens.access_token}"
+            pending = yield request
+            if not signer.needs_person(pending):
+                return
         flow = super().async_auth_flow(request)  # type: ignore[misc]
         problem: str | None = None
         refreshed = False
-        sign_ins = signer.sign_ins
         try:
             outgoing = await flow.__anext__()
             while True:
@@ -160,7 +173,10 @@ class _Guard:
                     problem = signer.admit(outgoing)
                     if problem is not None:
                         break
-                response = yield outgoing
+                if outgoing is request and pending is not None:
+                    response, pending = pending, None  # the answer it already has
+                else:
+                    response = yield outgoing
                 if outgoing is request and signer.needs_person(response):
                     if signer.sign_ins > sign_ins:  # signed in for this request, refused anyway
                         problem = signer.still_refused(response)

@@ -1,7 +1,8 @@
 """An OAuth-protected MCP server for the tests, written with the SDK's own server-side auth:
 ``python oauth_server.py PORT``. It is its own authorization server (metadata, dynamic client
 registration, authorization with PKCE, tokens, refresh) and a resource server whose
-streamable-HTTP endpoint ``/mcp`` answers 401 until a token is presented.
+streamable-HTTP endpoint ``/mcp`` answers 401 until a token is presented (with one JSON body
+per request, once it is done).
 
 The authorization endpoint sends the browser to a consent page (``/consent``) that answers
 like a person who clicked "Allow": a redirect to the client's ``redirect_uri`` with the code.
@@ -19,6 +20,10 @@ it misbehave from then on, and ``GET /test/stats`` says what it saw and every se
 * ``fail-refresh``: a refresh is answered 400 ``invalid_grant``.
 * ``deny``: the consent page sends the browser back with ``error=access_denied``.
 * ``normal``: none of these.
+
+``POST /test/expire`` drops every access token (as a server whose tokens ran out earlier than
+it said). The token endpoint also grants ``client_credentials`` to a registered client that
+authenticates with its secret (the SDK's server does not).
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ STATE: dict[str, Any] = {
     "authorizations": 0,
     "codes": 0,
     "refreshes": 0,
+    "tokens": 0,  # codes exchanged for tokens
+    "client_credentials": 0,
     "failed_refreshes": 0,
     "calls": 0,
     "issued": [],  # every code, access token, refresh token and client secret handed out
@@ -140,6 +147,7 @@ class Provider:
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
     ) -> OAuthToken:
         del self.codes[authorization_code.code]
+        STATE["tokens"] += 1
         return self._tokens(
             client.client_id, authorization_code.scopes, authorization_code.resource
         )
@@ -195,6 +203,26 @@ def whoami() -> str:
     return "the secure server, signed in"
 
 
+_MET: dict[str, Any] = {"arrived": 0}
+
+
+@server.tool()
+async def together() -> str:
+    """Answers "together" once a second call to it is running too ("alone" if none comes
+    within 5 s): the server answers with one JSON body when done, so only a client that sends
+    both calls at once gets "together"."""
+    if "event" not in _MET:
+        _MET["event"] = asyncio.Event()
+    _MET["arrived"] += 1
+    if _MET["arrived"] % 2 == 0:
+        _MET["event"].set()
+    try:
+        await asyncio.wait_for(_MET["event"].wait(), 5)
+    except TimeoutError:
+        return "alone"
+    return "together"
+
+
 async def _json(send: Any, status: int, body: Any, kind: str = "application/json") -> None:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     await send(
@@ -231,6 +259,9 @@ class Hostile:
             await _json(send, 200, {"mode": STATE["mode"]})
         elif path == "/test/stats":
             await _json(send, 200, dict(STATE))
+        elif path == "/test/expire":
+            PROVIDER.access.clear()
+            await _json(send, 200, {"expired": True})
         elif path == "/consent":
             location = PROVIDER.consent(query["ticket"][0])
             await send(
@@ -253,8 +284,47 @@ class Hostile:
             )
         elif path == "/token" and mode == "huge-token":
             await self._huge(send)
+        elif path == "/token":
+            await self._token(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+    async def _token(self, scope: Any, receive: Any, send: Any) -> None:
+        """The client_credentials grant here; every other grant to the SDK's handler."""
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        if form.get("grant_type") != "client_credentials":
+            sent = False
+
+            async def replay() -> Any:
+                nonlocal sent
+                if sent:
+                    return {"type": "http.disconnect"}
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await self.app(scope, replay, send)
+            return
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        for name, value in scope["headers"]:
+            if name == b"authorization" and value.startswith(b"Basic "):
+                import base64
+                from urllib.parse import unquote
+
+                pair = base64.b64decode(value[6:]).decode()
+                client_id, _, secret = (unquote(part) for part in pair.partition(":"))
+        client = PROVIDER.clients.get(client_id or "")
+        if client is None or not secret or client.client_secret != secret:
+            await _json(send, 401, {"error": "invalid_client"})
+            return
+        STATE["client_credentials"] += 1
+        token = PROVIDER._tokens(client.client_id, ["tools"], form.get("resource"))
+        await _json(send, 200, token.model_dump(exclude_none=True))
 
     async def _foreign(self, scope: Any, receive: Any, send: Any, which: str) -> None:
         """The real metadata, with one endpoint moved to another host."""
@@ -288,5 +358,5 @@ class Hostile:
 
 
 if __name__ == "__main__":
-    app = Hostile(server.streamable_http_app())
+    app = Hostile(server.streamable_http_app(json_response=True))
     uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="error")
