@@ -18,11 +18,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..content import ToolResult, error_result
-from ..errors import MCPServerError, NbagentError
+from ..errors import NbagentError
 from ..tools import Tool, ToolContext
 from ._convert import make_tool, tool_result
-from ._limits import MCPLimits, too_large
+from ._limits import THREAD_JOIN, MCPLimits
 from ._listing import SCREENED, ListingScreen, describe_validation_error
+from ._reasons import (
+    answered_error,
+    call_problem,
+    leaves,
+    quiet_sdk_logging,
+    short,
+    unreadable_http,
+)
+from ._signing import SignInControl
 from ._stdio import ProcessRecord, stdio_transport
 
 if TYPE_CHECKING:
@@ -36,10 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "Target"]
 
 _MAX_PAGES = 64
-_MESSAGE_LIMIT = 2_000
-#: The SDK's loggers: its modules', and the bare "client" its client session logs under.
-_SDK_LOGGERS = ("mcp", "mcp_types", "client")
-_JOIN = 15.0  # seconds to wait for the thread after a close: stop grace periods, then reaping
 
 
 @dataclass(frozen=True)
@@ -55,78 +60,7 @@ class Target:
     auth_given: bool = False  # asked for by the person (else: tried because the server asks)
 
 
-def _short(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    from ..redact import redact_secrets
-
-    text = redact_secrets(text)
-    return text if len(text) <= limit else f"{text[:limit]} [... {len(text) - limit:,} cut]"
-
-
-def _answered_error(exc: BaseException) -> str | None:
-    """The message of an error the server (or the transport, for it) answered a request with;
-    None for anything else, a closed connection included (its exit says more)."""
-    try:
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
-    except ImportError:  # pragma: no cover - the SDK is there whenever a server runs
-        return None
-    if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
-        return str(exc.error.message)
-    return None
-
-
-def _quiet_sdk_logging() -> None:
-    """Keep the SDK's log records out of stderr unless the person configured logging.
-
-    The SDK logs a warning with a traceback for each message of a server it cannot use (a
-    notification that does not validate, a bad event); with no handler anywhere, Python prints
-    them to stderr, which in a kernel is whichever cell runs, and a server can send thousands.
-    A NullHandler (the library convention) stops that last resort; records still propagate
-    to handlers the person set up. nbagent reports what matters itself (a call's result, the
-    server's status).
-    """
-    import logging
-
-    for name in _SDK_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
-            logger.addHandler(logging.NullHandler())
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (possibly nested) exception groups, or the exception itself."""
-    inner = getattr(exc, "exceptions", None)
-    if isinstance(inner, (list, tuple)) and inner:
-        return [leaf for item in inner for leaf in _leaves(item)]
-    return [exc]
-
-
-def unreadable_http(message: str, limit: int) -> str:
-    """The SDK's message for an answer it could not take, or nbagent's own reason alone when
-    nbagent refused the answer (the SDK puts "Failed to parse JSON response: " before it)."""
-    ours = too_large(limit)
-    return ours if ours in message else message
-
-
-def _call_problem(exc: Exception) -> str:
-    """What went wrong with a call the SDK could not complete, in a sentence (pydantic's and
-    jsonschema's reports run to dozens of lines, with URLs and the whole input)."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return f"answered with a result that is not valid MCP: {describe_validation_error(exc)}"
-    cause = exc.__cause__
-    message = getattr(cause, "message", None)
-    if isinstance(exc, RuntimeError) and isinstance(message, str):  # jsonschema's error
-        where = getattr(cause, "json_path", "$")
-        return (
-            "answered with structured content its output schema does not allow: "
-            f"{_short(message, 300)} (at {where})"
-        )
-    return f"failed: {type(exc).__name__}: {_short(str(exc))}"
-
-
-class Connection:
+class Connection(SignInControl):
     """The session with one server, its current tools, and what went wrong if anything did."""
 
     def __init__(
@@ -173,14 +107,16 @@ class Connection:
         """Start the server and list its tools; raise MCPServerError saying why it failed
         (MCPSignInError when signing in failed). A sign-in link asked for meanwhile is shown
         from this thread (see :mod:`._signin`)."""
-        _quiet_sdk_logging()
+        quiet_sdk_logging()
         attendant = self._attendant = self._attendant_for() if self.target.auth else None
         self._thread.start()
         try:
             if attendant is None:
-                ready = self._ready.wait(self.limits.start_timeout + _JOIN)
+                ready = self._ready.wait(self.limits.start_timeout + THREAD_JOIN)
             else:
-                ready = attendant.serve_until(self._ready.is_set, self.limits.start_timeout + _JOIN)
+                ready = attendant.serve_until(
+                    self._ready.is_set, self.limits.start_timeout + THREAD_JOIN
+                )
         except BaseException:  # an interrupt while waiting: leave no server behind
             self._attendant = None
             if attendant is not None:
@@ -197,38 +133,11 @@ class Connection:
         if attendant is not None:
             attendant.finish(None)
 
-    def _attendant_for(self, open_link: Callable[[str], object] | None = None) -> Attendant:
-        from ._signin import Attendant, HookPresenter, default_presenter
-
-        hook = open_link or (self.target.auth.open_link if self.target.auth else None)
-        return Attendant(HookPresenter(hook) if hook is not None else default_presenter())
-
-    def _error(self, problem: str) -> MCPServerError:
-        from ..errors import MCPSignInError
-
-        signer = self.signer
-        signing = signer is not None and signer.problem is not None and signer.problem == problem
-        kind = MCPSignInError if signing else MCPServerError
-        return kind(f"MCP server {self.name!r} {problem}")
-
     def _mark_ready(self) -> None:
         self._ready.set()
         attendant = self._attendant
         if attendant is not None:
             attendant.wake()
-
-    def _clock(self, running: bool) -> None:
-        """Stop (or run again) the start's clock: a person signing in is not the server
-        being slow."""
-        loop = self._loop
-        if self._ready.is_set() or loop is None:
-            return
-        if not running and self._start_timer is not None:
-            self._start_left = max(0.0, self._start_timer.when() - loop.time())
-            self._start_timer.cancel()
-            self._start_timer = None
-        elif running and self._start_timer is None and self._start_left is not None:
-            self._start_timer = loop.call_later(self._start_left, self._start_timed_out, self._main)
 
     def close(self, wait: bool = True) -> Callable[[], None]:
         """Stop the server (its process and children); safe to call twice. With ``wait``,
@@ -243,7 +152,7 @@ class Connection:
 
         def join() -> None:
             if self._thread.is_alive() and threading.current_thread() is not self._thread:
-                self._thread.join(_JOIN)
+                self._thread.join(THREAD_JOIN)
 
         if wait:
             join()
@@ -289,7 +198,7 @@ class Connection:
                 self.protocol = client.protocol_version
                 info = client.server_info
                 if info is not None:
-                    self.server_info = _short(f"{info.name} {info.version}".strip(), 200)
+                    self.server_info = short(f"{info.name} {info.version}".strip(), 200)
                 self._changed = False
                 await self._list(client)
                 self._stop_start_clock()
@@ -421,20 +330,20 @@ class Connection:
         """Why the server could not be used, in words a person can act on."""
         from pydantic import ValidationError
 
-        leaves = _leaves(exc)
-        first = next((e for e in leaves if not isinstance(e, asyncio.CancelledError)), leaves[0])
+        found = leaves(exc)
+        first = next((e for e in found if not isinstance(e, asyncio.CancelledError)), found[0])
         command = self.target.command[0] if self.target.command else ""
         if isinstance(first, FileNotFoundError) and self.target.url is None:
             return f"could not start: the command {command!r} was not found (is it installed?)"
         if isinstance(first, PermissionError) and self.target.url is None:
             return f"could not start: the command {command!r} may not be run ({first})"
-        answered = _answered_error(first)
+        answered = answered_error(first)
         signer = self.signer
         if answered and signer is not None and signer.problem and signer.problem in answered:
             return signer.problem  # signing in failed: that is why
         if answered is not None:  # the server answered, with an error: that is why
             answered = unreadable_http(answered, self.limits.max_message_bytes)
-            return f"failed: {_short(answered, 1000)}"
+            return f"failed: {short(answered, 1000)}"
         exited = self._exited()
         if exited is not None and self.process.ended_alone:  # not because nbagent stopped it
             return exited
@@ -442,8 +351,8 @@ class Connection:
         if isinstance(first, ValidationError):
             return f"failed: its answer is not valid MCP: {describe_validation_error(first)}"
         if name.startswith(("Connect", "Network", "Remote")) or "Timeout" in name:
-            return f"could not be reached at {self.url_shown}: {name}: {_short(str(first), 300)}"
-        return f"failed: {name}: {_short(str(first), 500)}"
+            return f"could not be reached at {self.url_shown}: {name}: {short(str(first), 300)}"
+        return f"failed: {name}: {short(str(first), 500)}"
 
     @property
     def url_shown(self) -> str:
@@ -454,7 +363,7 @@ class Connection:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else _short(url, 200)
+        return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else short(url, 200)
 
     # --- tools -------------------------------------------------------------------------------
 
@@ -491,11 +400,11 @@ class Connection:
                     limits=self.limits,
                 )
             except NbagentError as exc:
-                rejected.append(_short(str(exc)))
+                rejected.append(short(str(exc)))
                 continue
             except Exception as exc:  # one odd listing costs that tool only, never the server
                 rejected.append(
-                    _short(f"tool {item.name!r} could not be read: {type(exc).__name__}: {exc}")
+                    short(f"tool {item.name!r} could not be read: {type(exc).__name__}: {exc}")
                 )
                 continue
             first = kept.get(made.name)
@@ -504,7 +413,7 @@ class Connection:
                 continue
             if first is not None:  # a made-safe name met a real one (see tool_name)
                 rejected.append(
-                    _short(
+                    short(
                         f"tool {item.name!r} would have the nbagent name {made.name!r} of the "
                         f"tool {first.name!r}, which is kept"
                     )
@@ -528,10 +437,10 @@ class Connection:
         info = (page.meta or {}).get(SCREENED)
         if not isinstance(info, dict):
             return [], False
-        reasons = [_short(r) for r in info.get("refused", ()) if isinstance(r, str)]
+        reasons = [short(r) for r in info.get("refused", ()) if isinstance(r, str)]
         returned = {tool.name for tool in page.tools}
         reasons.extend(
-            _short(
+            short(
                 f"tool {name!r} of MCP server {self.name!r}: the MCP SDK left it out of the "
                 "listing (it says why only in its log)"
             )
@@ -635,7 +544,7 @@ class Connection:
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             if message:
-                context.update(_short(message, 500))
+                context.update(short(message, 500))
             elif total:
                 context.update(max(0.0, min(1.0, progress / total)))
 
@@ -654,11 +563,11 @@ class Connection:
             # over HTTP the SDK also says "connection closed" for one request's stream that
             # broke off (an event past the limit): the server goes on, and its message says why
             message = unreadable_http(exc.error.message, self.limits.max_message_bytes)
-            return error_result(f"{label} failed: {_short(message)}")
+            return error_result(f"{label} failed: {short(message)}")
         except Exception as exc:
             if self.state != "running":
                 return error_result(self.unavailable())
-            return error_result(f"{label} {_call_problem(exc)}")
+            return error_result(f"{label} {call_problem(exc)}")
         try:
             return tool_result(result, self.limits)
         except Exception as exc:  # odd content must cost this call only
@@ -676,74 +585,4 @@ class Connection:
         """Command line or URL, for people (environment and headers never shown)."""
         if self.target.url is not None:
             return (self.url_shown,)
-        return tuple(_short(part, 200) for part in self.target.command)
-
-    # --- signing in (OAuth) ----------------------------------------------------------------
-
-    def sign_in(self, open_link: Callable[[str], object] | None = None) -> None:
-        """Sign in (again) now, from this thread: the tokens held are dropped, then the tool
-        list is fetched, which asks the server and so starts the sign-in. Raises
-        MCPSignInError saying why it did not succeed."""
-        from ..errors import MCPSignInError
-
-        signer, loop = self.signer, self._loop
-        if signer is None or loop is None:
-            raise MCPServerError(f"MCP server {self.name!r} does not sign in with OAuth")
-        if self.state != "running":
-            raise MCPServerError(self.unavailable())
-        attendant = self._attendant_for(open_link)
-        if attendant.refusal is not None and signer.person:
-            raise MCPSignInError(f"MCP server {self.name!r} could not sign in: {attendant.refusal}")
-        self._attendant = attendant
-        try:
-            future = asyncio.run_coroutine_threadsafe(self._sign_in_now(signer), loop)
-        except RuntimeError:  # its loop has just ended
-            self._attendant = None
-            raise MCPServerError(self.unavailable()) from None
-        future.add_done_callback(attendant.wake)
-        limits = self.limits
-        try:
-            bound = 8 * limits.auth_timeout + limits.call_timeout + _JOIN  # + each link's wait
-            if not attendant.serve_until(future.done, bound):
-                future.cancel()
-        except BaseException:  # an interrupt: the sign-in stops too
-            future.cancel()
-            self._attendant = None
-            attendant.finish("interrupted")
-            raise
-        self._attendant = None
-        problem = signer.problem if signer.problem else None
-        if not future.done() or future.cancelled():
-            problem = problem or "did not finish signing in"
-        elif future.exception() is not None and problem is None:
-            problem = f"could not sign in: {_short(str(future.exception()), 300)}"
-        attendant.finish(problem)
-        if problem is not None:
-            raise MCPSignInError(f"MCP server {self.name!r} {problem}")
-
-    async def _sign_in_now(self, signer: Signer) -> None:
-        import anyio
-
-        await signer.forget()
-        signer.problem = None
-        client = self._client
-        if client is None:
-            raise MCPServerError(self.unavailable())
-        # each request of the sign-in has its own bound; this one is the whole: the person's
-        # time and the listing's
-        limits = self.limits
-        with anyio.fail_after(
-            limits.sign_in_timeout + 8 * limits.auth_timeout + limits.call_timeout
-        ):
-            await self._list(client)
-
-    def sign_out(self) -> None:
-        """Forget the tokens (they are not revoked: they expire on their own)."""
-        signer, loop = self.signer, self._loop
-        if signer is None:
-            raise MCPServerError(f"MCP server {self.name!r} does not sign in with OAuth")
-        if loop is not None and self.state == "running":
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(signer.forget(), loop).result(_JOIN)
-        else:
-            signer.store.forget()
+        return tuple(short(part, 200) for part in self.target.command)

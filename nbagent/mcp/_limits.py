@@ -8,6 +8,8 @@ __all__ = ["MCPLimits", "too_large"]
 
 # The SDK's JSON parser (pydantic's) stops at about 200 levels; a listing's envelope takes 4.
 _DEEPEST = 190
+#: Seconds to wait for a server's thread after a close: stop grace periods, then reaping.
+THREAD_JOIN = 15.0
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,14 @@ The SDK's ``OAuthClientProvider`` (an ``httpx2.Auth``) does the protocol: on a 4
 discovers the protected resource's and the authorization server's metadata, checks the
 issuer and the resource, registers a client (or uses a configured one), builds the
 authorization link with PKCE and a ``state``, exchanges the code, and refreshes the token
-before it expires. nbagent subclasses it only to stand around that flow (:class:`_Guard`):
+before it expires. nbagent subclasses it only to stand around that flow
+(:class:`~._guard.Guard`), which asks the :class:`Signer` at each step:
 
 * **Who may sign in, and when.** A person signs in only while someone waits for the server
   (see :mod:`._signin`) and can follow a link there; otherwise (a headless run, or a tool call
-  in the middle of a run) the request fails at once, saying why and how to sign in, before any
-  request goes to the authorization server. A 401 to a token the client still thinks valid is
-  first answered by a refresh.
+  in the middle of a run) the request fails at once, saying why and how to sign in: after the
+  metadata is read (it says whether the server does OAuth at all), before a client is
+  registered or a link is shown.
 * **Where its requests may go.** Every request of the flow must be over https (plain http
   only to this machine); the authorization link and the token and registration requests must
   go to the host of the issuer the metadata names (which the SDK checks against the
@@ -20,7 +21,7 @@ before it expires. nbagent subclasses it only to stand around that flow (:class:
   answer) and ``MCPLimits.max_auth_bytes`` (see :mod:`._http`).
 * **What a failure says.** One sentence, for the request that needed the sign-in (the
   connection, the other servers and the other tools go on); never a token or a code: they are
-  kept only in :class:`_MemoryStore` and hidden wherever :func:`~nbagent.redact.redact_secrets`
+  kept only in a :class:`~._tokens.MemoryStore` and hidden wherever :func:`~nbagent.redact.redact_secrets`
   runs, the SDK's own log records included.
 """
 
@@ -29,23 +30,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ipaddress
-import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
-from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth import AuthorizationCodeResult
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from pydantic import AnyUrl
 
-from ..redact import forget_exactly, hide_exactly, hide_in_logs, redact_secrets
-from ._http import AUTH_PROBLEM, AUTH_REQUEST, SIGN_IN_FAILED
+from ..redact import forget_exactly, hide_in_logs, redact_secrets
+from ._guard import AuthorizationCode, ClientCredentials, SignInRefused, Unsigned
+from ._http import AUTH_PROBLEM, AUTH_REQUEST
 from ._limits import MCPLimits
 from ._loopback import LoopbackListener, RedirectRefused, read_redirect
 from ._oauth import OAuth
 from ._signin import Attendant, SignInLink
+from ._tokens import MemoryStore
 
 __all__ = ["Signer", "SignInRefused"]
 
@@ -61,15 +62,6 @@ _SDK_AUTH_LOGGERS = (
     "httpcore2.http2",
 )
 _LINK_CHARS = 8192
-
-
-class SignInRefused(Exception):
-    """A sign-in that nbagent stopped (the message is the person's, ready to show)."""
-
-
-class _Unsigned(str):
-    """Why a request was refused that is not a sign-in failure: the server asked for
-    credentials but publishes no OAuth metadata, so it wants them some other way."""
 
 
 def _refused_words(response: httpx2.Response | None) -> str:
@@ -92,132 +84,6 @@ def _loopback(host: str) -> bool:
 def _first_line(text: str, limit: int = 300) -> str:
     line = redact_secrets(text).strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[:limit] + " …"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-class _MemoryStore:
-    """The SDK's ``TokenStorage``, in memory only (never written anywhere, never shown)."""
-
-    def __init__(self, client_info: OAuthClientInformationFull | None) -> None:
-        self.tokens: OAuthToken | None = None
-        self.expires_at: float | None = None
-        self.client_info = client_info
-        if client_info is not None and client_info.client_secret:
-            hide_exactly(client_info.client_secret)
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        hide_exactly(tokens.access_token, tokens.refresh_token or "")
-        self.forget()
-        self.tokens = tokens
-        self.expires_at = time.time() + tokens.expires_in if tokens.expires_in else None
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        if client_info.client_secret:
-            hide_exactly(client_info.client_secret)
-        self.client_info = client_info
-
-    def forget(self) -> None:
-        """Drop the tokens (they are no longer looked for in text either)."""
-        tokens, self.tokens, self.expires_at = self.tokens, None, None
-        if tokens is not None:
-            forget_exactly(tokens.access_token, tokens.refresh_token or "")
-
-    def __repr__(self) -> str:
-        return "<nbagent OAuth tokens, in memory>"
-
-
-class _Guard:
-    """nbagent's rules around the SDK's flow (mixed into its providers; see the module)."""
-
-    signer: Signer
-    context: Any  # the SDK's OAuthContext
-
-    async def async_auth_flow(
-        self, request: httpx2.Request
-    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        signer, context = self.signer, self.context
-        sign_ins = signer.sign_ins
-        # The SDK's flow holds its lock from each request until its answer's headers, so
-        # calls to a server that answers only when done would wait for one another. With no
-        # token (a server that asks for none, until it does) or a valid one, the request goes
-        # out here, with the token the SDK obtained; the flow runs when the server asks for
-        # authorization (it is handed that answer) or a token is due for a refresh.
-        pending: httpx2.Response | None = None
-        tokens = context.current_tokens
-        if tokens is None or context.is_token_valid():
-            if tokens is not None:
-                request.headers["Authorization"] = f"Bearer {tokens.access_token}"
-            pending = yield request
-            if not signer.needs_person(pending):
-                return
-        flow = super().async_auth_flow(request)  # type: ignore[misc]
-        problem: str | None = None
-        refreshed = False
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                if outgoing is not request:
-                    problem = signer.admit(outgoing)
-                    if problem is not None:
-                        break
-                if outgoing is request and pending is not None:
-                    response, pending = pending, None  # the answer it already has
-                else:
-                    response = yield outgoing
-                if outgoing is request and signer.needs_person(response):
-                    if signer.sign_ins > sign_ins:  # signed in for this request, refused anyway
-                        problem = signer.still_refused(response)
-                        break
-                    if not refreshed and self.context.can_refresh_token():
-                        # the server refused a token the client still took for valid: renew it
-                        refreshed = True
-                        self.context.token_expiry_time = 1.0
-                        await flow.aclose()
-                        flow = super().async_auth_flow(request)  # type: ignore[misc]
-                        outgoing = await flow.__anext__()
-                        continue
-                    problem = await signer.challenged(request, response)
-                    if problem is not None:
-                        break
-                elif outgoing is not request:
-                    problem = signer.answered(outgoing, response)
-                    if problem is not None:
-                        break
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            pass
-        except Exception as exc:
-            problem = signer.explain(exc)
-        finally:
-            await flow.aclose()
-            await signer.release()
-        if problem is not None:
-            if not isinstance(problem, _Unsigned):  # a sign-in that failed
-                signer.failed(problem)
-                problem = signer.said(problem)
-            request.extensions = {**request.extensions, SIGN_IN_FAILED: str(problem)}
-            yield request
-
-
-class _AuthorizationCode(_Guard, OAuthClientProvider):
-    pass
-
-
-class _ClientCredentials(_Guard, ClientCredentialsOAuthProvider):
-    pass
 
 
 class Signer:
@@ -254,7 +120,7 @@ class Signer:
         self._answer: concurrent.futures.Future[str | None] | None = None
         self.listener = LoopbackListener(config.redirect_port)
         self.person = config.grant == "authorization_code"
-        self.store = _MemoryStore(self._configured_client())
+        self.store = MemoryStore(self._configured_client())
         self.auth: httpx2.Auth
         if self.person:
             metadata = OAuthClientMetadata(
@@ -265,7 +131,7 @@ class Signer:
                 scope=config.scope,
                 token_endpoint_auth_method=config.auth_method if config.client_id else None,
             )
-            provider: Any = _AuthorizationCode(
+            provider: Any = AuthorizationCode(
                 url,
                 metadata,
                 self.store,
@@ -282,7 +148,7 @@ class Signer:
                 # the SDK warns when no issuer is named: nbagent holds the flow to the issuer
                 # the resource declares (see admit), so there is none to name in advance
                 warnings.simplefilter("ignore")
-                provider = _ClientCredentials(
+                provider = ClientCredentials(
                     url,
                     self.store,
                     config.client_id,
@@ -347,7 +213,7 @@ class Signer:
         context = self.auth.context  # type: ignore[attr-defined]
         advertised = context.protected_resource_metadata or context.oauth_metadata
         if not advertised and not self.given:
-            return _Unsigned(_refused_words(self._challenge))
+            return Unsigned(_refused_words(self._challenge))
         attendant = self._attendant()
         if attendant is None:
             again = " again" if self._ever else ""
@@ -456,7 +322,7 @@ class Signer:
         from pydantic import ValidationError
 
         if isinstance(exc, SignInRefused):
-            said: str = exc.args[0]  # an _Unsigned stays one
+            said: str = exc.args[0]  # an Unsigned stays one
             return said
         if isinstance(exc, RedirectRefused):
             return f"could not sign in: {exc}"
@@ -594,18 +460,7 @@ class Signer:
 
     def status(self) -> str:
         """ "signed in, expires at 14:05 (in 58 min)", "not signed in" …"""
-        tokens, expires = self.store.tokens, self.store.expires_at
-        if tokens is None:
-            return "sign-in needed" if self.problem or self._ever else "not signed in"
-        if expires is None:
-            return "signed in"
-        when = time.strftime("%H:%M", time.localtime(expires))
-        left = expires - time.time()
-        if left > 0:
-            return f"signed in, expires at {when} (in {_duration(left)})"
-        if tokens.refresh_token:
-            return f"signed in; the token expired at {when} and is renewed at the next call"
-        return f"signed in, but the token expired at {when}: sign in again"
+        return self.store.describe(needed=bool(self.problem or self._ever))
 
     async def forget(self) -> None:
         """Sign out: the tokens are dropped (the client registration is kept)."""
