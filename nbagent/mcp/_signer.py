@@ -20,9 +20,9 @@ before it expires. nbagent subclasses it only to stand around that flow
 * **What its requests may cost.** Each is bounded by ``MCPLimits.auth_timeout`` (its whole
   answer) and ``MCPLimits.max_auth_bytes`` (see :mod:`._http`).
 * **What a failure says.** One sentence, for the request that needed the sign-in (the
-  connection, the other servers and the other tools go on); never a token or a code: they are
-  kept only in a :class:`~._tokens.MemoryStore` and hidden wherever :func:`~nbagent.redact.redact_secrets`
-  runs, the SDK's own log records included.
+  connection, the other servers and the other tools go on); never a token or a code: they
+  are kept only in a :class:`~._tokens.MemoryStore` and hidden wherever
+  :func:`~nbagent.redact.redact_secrets` runs, the SDK's own log records included.
 """
 
 from __future__ import annotations

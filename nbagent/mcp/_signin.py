@@ -21,17 +21,21 @@ Presenters:
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextvars
 import os
 import queue
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "Attendant",
+    "in_a_worker",
     "HookPresenter",
     "Presenter",
     "SignInLink",
@@ -158,6 +162,45 @@ def _settle(
 
 
 _Ask = tuple[SignInLink, "concurrent.futures.Future[str | None]"]
+_T = TypeVar("_T")
+#: Set while the work of :func:`in_a_worker` runs: the waiter it gives up on.
+_interruption: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "nbagent_mcp_interruption", default=None
+)
+_POLL = 0.2  # seconds between looks at an interruption (a person's pace, not the server's)
+
+
+async def in_a_worker(work: Callable[[], _T], join: float) -> _T:
+    """Run ``work`` (which may wait for a sign-in) on a worker thread, and await it.
+
+    A kernel interrupts an awaiting cell by cancelling its coroutine, which code blocking the
+    kernel's thread never sees: an ``%agent mcp add`` waiting five minutes for a sign-in could
+    not be stopped. Here the wait is on a worker (with the cell's context, so the link shows
+    in the cell); a cancellation tells its :class:`Attendant` to stop waiting (it raises
+    KeyboardInterrupt there, and the server is stopped as on an interrupt), waits up to
+    ``join`` seconds for it, then goes on as cancelled.
+    """
+    interrupted = threading.Event()
+    token = _interruption.set(interrupted)
+    try:
+        context = contextvars.copy_context()
+    finally:
+        _interruption.reset(token)
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, context.run, work)
+    try:
+        # ipykernel 7.4 turns the interrupt into a callback that runs only when the loop next
+        # wakes (measured: a cell awaiting `asyncio.sleep(20)` was cancelled after 20 s), so
+        # the loop is woken at a person's pace while it waits
+        while not future.done():
+            await asyncio.wait({future}, timeout=_POLL)
+        return future.result()
+    except asyncio.CancelledError:
+        interrupted.set()
+        await asyncio.wait({future}, timeout=join)
+        if future.done() and not future.cancelled():
+            future.exception()  # retrieved: the interrupt is what the cell reports
+        raise
 
 
 class Attendant:
@@ -169,6 +212,7 @@ class Attendant:
         self.failed: str | None = None  # why a sign-in during this wait failed
         self.shown = False
         self._asks: queue.Queue[_Ask | None] = queue.Queue()
+        self._interrupted = _interruption.get()  # set when waiting on a worker for a cell
 
     # --- from the connection's thread ------------------------------------------------------
 
@@ -188,12 +232,15 @@ class Attendant:
         """Show the links asked for until ``done()``; False if ``timeout`` passed first (each
         link shown gives its own wait on top)."""
         deadline = time.monotonic() + timeout
+        interrupted = self._interrupted
         while not done():
+            if interrupted is not None and interrupted.is_set():
+                raise KeyboardInterrupt("the cell was interrupted")
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             try:
-                item = self._asks.get(timeout=left)
+                item = self._asks.get(timeout=left if interrupted is None else min(left, _POLL))
             except queue.Empty:
                 continue
             if item is None:

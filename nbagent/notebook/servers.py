@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..mcp import MCPServer
     from .session import Session
 
-__all__ = ["USAGE", "accepts", "run", "split"]
+__all__ = ["USAGE", "accepts", "run", "run_awaited", "split"]
 
 _SHADOWED = "tool {0!r}: a tool of the notebook has that name and is kept (rename one of them)"
 
@@ -94,6 +94,28 @@ def run(session: Session, _shell: Any, words: list[str]) -> None:
         _sign(session, words[0], words[1])
     else:
         _add(session, words[1], words[2:])
+
+
+async def run_awaited(session: Session, shell: Any, words: list[str]) -> None:
+    """:func:`run` in an awaiting cell: what may wait for a sign-in (``add --url``,
+    ``login``) waits on a worker, so that interrupting the kernel stops it."""
+    import asyncio
+
+    from ..mcp._limits import THREAD_JOIN
+    from ..mcp._signin import in_a_worker
+    from .runner import CellInterrupted
+
+    signs_in = words[:1] == ["login"] or (words[:1] == ["add"] and "--url" in words)
+    if not signs_in:
+        run(session, shell, words)
+        return
+    try:
+        await in_a_worker(lambda: run(session, shell, words), THREAD_JOIN)
+    except asyncio.CancelledError:
+        what = "sign-in" if words[0] == "login" else "start"
+        raise CellInterrupted(
+            f"the {what} of the MCP server {words[1]!r} was stopped by a kernel interrupt"
+        ) from None
 
 
 def _add(session: Session, name: str, words: list[str]) -> None:

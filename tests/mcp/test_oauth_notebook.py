@@ -271,3 +271,42 @@ def test_a_header_takes_its_secret_from_the_environment_and_never_shows_it(
         assert k.eval(f"nbagent.redact.redact_secrets('x {token} y')") == "x *** y"
     finally:
         k.shutdown()
+
+
+def test_interrupting_a_cell_that_waits_for_a_sign_in_ends_it_and_its_listener(
+    base: str, tmp_path: Path
+) -> None:
+    import socket
+    from urllib.parse import parse_qs, urlsplit
+
+    from .conftest import wait_until
+
+    k = _kernel(tmp_path)
+    try:
+        msg_id = k.submit(f"%agent mcp add secure --url {base}/mcp")
+        link = link_of(k, msg_id)
+        port = urlsplit(parse_qs(urlsplit(link).query)["redirect_uri"][0]).port
+        assert port is not None
+        socket.create_connection(("127.0.0.1", port), 5).close()  # listening while it waits
+        k.km.interrupt_kernel()
+        k.finish(msg_id, allow_errors=True)
+        reply = k.replies[msg_id]["content"]
+        assert reply["ename"] == "KeyboardInterrupt", reply
+        assert (
+            "the start of the MCP server 'secure' was stopped by a kernel interrupt"
+            in (reply["evalue"])
+        )
+        assert "ended without a token" in k.cell_text(msg_id)
+
+        def closed() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+            except OSError:
+                return True
+            return False
+
+        wait_until(closed, 20, "the loopback listener to close")
+        assert k.eval("sorted(nbagent.notebook.current_session().mcp_servers)") == []
+        assert k.eval("1 + 1") == 2
+    finally:
+        k.shutdown()
