@@ -49,7 +49,7 @@ import re
 import threading
 import traceback
 
-__all__ = ["forget_exactly", "hide_exactly", "redact_secrets"]
+__all__ = ["forget_exactly", "hide_exactly", "hide_in_logs", "redact_secrets"]
 
 MASK = "***"
 

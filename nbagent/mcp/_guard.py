@@ -59,6 +59,7 @@ class Guard:
             pending = yield request
             if not signer.needs_person(pending):
                 return
+        sent_with = request.headers.get("Authorization")
         flow = super().async_auth_flow(request)  # type: ignore[misc]
         problem: str | None = None
         refreshed = False
@@ -70,7 +71,11 @@ class Guard:
                     if problem is not None:
                         break
                 if outgoing is request and pending is not None:
-                    response, pending = pending, None  # the answer it already has
+                    # the answer it already has, unless the flow brings a token another
+                    # request's sign-in got meanwhile (it waited for the flow's lock)
+                    answer, pending = pending, None
+                    same = request.headers.get("Authorization") == sent_with
+                    response = answer if same else (yield outgoing)
                 else:
                     response = yield outgoing
                 if outgoing is request and signer.needs_person(response):

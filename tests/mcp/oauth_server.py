@@ -63,6 +63,7 @@ STATE: dict[str, Any] = {
     "client_credentials": 0,
     "failed_refreshes": 0,
     "calls": 0,
+    "unauthorized": 0,  # requests to /mcp with no token
     "issued": [],  # every code, access token, refresh token and client secret handed out
 }
 
@@ -253,6 +254,8 @@ class Hostile:
             await self.app(scope, receive, send)
             return
         path, mode = scope["path"], STATE["mode"]
+        if path == "/mcp" and not any(name == b"authorization" for name, _ in scope["headers"]):
+            STATE["unauthorized"] += 1
         query = parse_qs(scope.get("query_string", b"").decode())
         if path == "/test/mode":
             STATE["mode"] = query["name"][0]

@@ -114,6 +114,29 @@ def test_calls_to_a_signed_in_server_go_out_side_by_side(base: str) -> None:
         assert [r.text for r in results] == ["together", "together"]
 
 
+def test_a_call_that_waited_behind_a_sign_in_goes_out_with_its_token(base: str) -> None:
+    """A request refused for want of a token waits for the flow's lock while another request
+    signs in; it must then be sent again with the new token, not answered with its old 401
+    (which read as "the server refused the token it had just issued")."""
+    import threading
+
+    with mcp_server("secure", url=f"{base}/mcp", auth=OAuth(open_link=follow)) as server:
+        server.sign_out()
+        results: list[Any] = []
+        caller = threading.Thread(target=lambda: results.append(whoami(server)))
+
+        def person(url: str) -> None:
+            refused = stats(base)["unauthorized"]
+            caller.start()  # a call, refused for want of a token while this sign-in waits
+            wait_until(lambda: stats(base)["unauthorized"] > refused, 10, "the call's 401")
+            browse(url)
+
+        server.sign_in(person)
+        caller.join(30)
+        assert server.signed_in
+        assert len(results) == 1 and not results[0].is_error, results[0].text
+
+
 def test_a_token_the_server_drops_early_is_refreshed(base: str) -> None:
     """A 401 to a token the client still takes for valid is answered by a refresh first
     (the SDK alone would start a new sign-in, which nobody is there for mid-run)."""
@@ -371,3 +394,21 @@ def test_the_tokens_are_never_in_a_repr_or_the_settings(base: str) -> None:
         shown = [repr(server), repr(connection.target), repr(signer.store), str(vars(server))]
         assert leaked(base, *shown) == []
     assert not server.signed_in  # closed: the tokens are dropped
+
+
+def test_the_how_to_s_sign_in_from_a_script_runs_as_written(base: str) -> None:
+    """docs/howto/mcp.md's script: open_link follows the link with httpx2, as a browser."""
+    from pathlib import Path
+
+    howto = (Path(__file__).parents[2] / "docs" / "howto" / "mcp.md").read_text("utf-8")
+    blocks = [b.split("```", 1)[0] for b in howto.split("```python\n")[1:]]
+    (script,) = [b for b in blocks if "def follow(url)" in b]
+    names: dict[str, Any] = {"URL": f"{base}/mcp"}
+    tokens = stats(base)["tokens"]
+    exec(compile(script, "howto-mcp", "exec"), names)
+    server = names["server"]
+    try:
+        assert server.signed_in and stats(base)["tokens"] == tokens + 2  # in, out, in again
+        assert not whoami(server).is_error
+    finally:
+        server.close()
