@@ -36,7 +36,9 @@ class OAuth:
     or a test gives its own: a function that follows the link itself (for example with an
     HTTP client, as a browser would; it returns anything), or one that returns the address the
     browser was sent back to (a ``str``, for a kernel whose loopback the browser cannot
-    reach). It runs on the thread that waits for the server.
+    reach). It runs on the thread that waits for the server, and, when the server asks for a
+    new sign-in in the middle of a session (a refresh refused, more scope), on a thread of its
+    own (at most once per request); without it, such a request fails saying how to sign in.
 
     ``grant="client_credentials"`` signs in as a program, with ``client_id`` and
     ``client_secret`` and no person (no link). ``scope`` overrides the scopes the server asks

@@ -45,7 +45,7 @@ from ._http import AUTH_PROBLEM, AUTH_REQUEST
 from ._limits import MCPLimits
 from ._loopback import LoopbackListener, RedirectRefused, read_redirect
 from ._oauth import OAuth
-from ._signin import Attendant, SignInLink
+from ._signin import Attendant, HookPresenter, SelfAttendant, SignInLink
 from ._tokens import MemoryStore
 
 __all__ = ["Signer", "SignInRefused"]
@@ -108,7 +108,11 @@ class Signer:
         self.limits = limits
         self.problem: str | None = None  # why the last sign-in failed
         self.sign_ins = 0  # sign-ins completed so far
-        self._attendant = attendant
+        self._waiting = attendant
+        # a script's own open_link can be run with nobody waiting (see SelfAttendant)
+        self._on_its_own = (
+            SelfAttendant(HookPresenter(config.open_link)) if config.open_link else None
+        )
         self._clock = clock
         self._paused = False
         self._refresh_note: str | None = None
@@ -172,6 +176,10 @@ class Signer:
             grant_types=["authorization_code", "refresh_token"],
             token_endpoint_auth_method=config.auth_method,
         )
+
+    def _attendant(self) -> Attendant | None:
+        """Who can sign in now: the thread waiting for the server, else a script's hook."""
+        return self._waiting() or self._on_its_own
 
     # --- what the guard asks ---------------------------------------------------------------
 

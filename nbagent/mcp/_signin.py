@@ -35,6 +35,7 @@ from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "Attendant",
+    "SelfAttendant",
     "in_a_worker",
     "HookPresenter",
     "Presenter",
@@ -260,3 +261,32 @@ class Attendant:
     def finish(self, problem: str | None) -> None:
         if self.shown:
             self.presenter.finish(problem)
+
+
+class SelfAttendant(Attendant):
+    """For a script's own ``open_link`` when nobody waits for the server (a sign-in the server
+    asks for in the middle of a session: a refresh refused, more scope): the hook runs on a
+    thread of its own. Each request gets its own sign-in: a failure does not stick."""
+
+    def __init__(self, presenter: HookPresenter) -> None:
+        super().__init__(presenter)
+
+    @property
+    def failed(self) -> str | None:
+        return None
+
+    @failed.setter
+    def failed(self, _problem: str | None) -> None:
+        pass
+
+    def ask(self, link: SignInLink) -> concurrent.futures.Future[str | None]:
+        answer: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+
+        def show() -> None:
+            try:
+                _settle(answer, self.presenter.show(link), None)
+            except BaseException as exc:  # reported by the sign-in that asked
+                _settle(answer, None, exc)
+
+        threading.Thread(target=show, name=f"nbagent-sign-in-{link.server}", daemon=True).start()
+        return answer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,17 +80,16 @@ def test_sign_in_call_refresh_sign_out_and_sign_in_again(
         assert server.sign_in_status.startswith("signed in, expires at")
         server.sign_out()
         assert not server.signed_in and server.sign_in_status == "sign-in needed"
-        refused = whoami(server)
-        assert refused.is_error
-        assert "needs you to sign in again" in refused.text
-        assert "%agent mcp login secure" in refused.text and "server.sign_in()" in refused.text
-        server.sign_in()
-        assert len(links) == 2 and server.signed_in
+        # the script's own open_link signs in again when a call needs it (nobody waits)
+        again = whoami(server)
+        assert not again.is_error and len(links) == 2 and server.signed_in
+        server.sign_in()  # and when asked to
+        assert len(links) == 3 and server.signed_in
         assert not whoami(server).is_error
-        texts += [repr(server), server.status, server.sign_in_status, refused.text, first.text]
+        texts += [repr(server), server.status, server.sign_in_status, again.text, first.text]
     after = stats(base)
     assert after["registrations"] == before["registrations"] + 1  # registered once, reused
-    assert after["tokens"] == before["tokens"] + 2
+    assert after["tokens"] == before["tokens"] + 3
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "HTTP Request: POST" in logged  # the SDK's requests were logged, token ones too
     assert leaked(base, logged, caplog.text, *texts) == []
@@ -147,10 +147,41 @@ def test_a_token_the_server_drops_early_is_refreshed(base: str) -> None:
         assert stats(base)["refreshes"] == refreshes + 1
 
 
-def test_a_refresh_that_fails_mid_session_says_how_to_sign_in_and_the_rest_goes_on(
-    base: str, other: Any
+class _Terminal:
+    """A terminal a person sits at: what is printed to it is read by them (a thread that
+    follows the link it shows, as a browser would)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.followed = 0
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        for word in text.split():
+            if word.startswith("http") and "/authorize?" in word:
+                self.followed += 1
+                threading.Thread(target=browse, args=(word,), daemon=True).start()
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_person_at_a_terminal_gets_the_link_and_a_refresh_refused_mid_session_says_so(
+    base: str, other: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with mcp_server("secure", url=f"{base}/mcp", auth=OAuth(open_link=follow)) as server:
+    """No open_link: a script run at a terminal prints the link (and where the loopback cannot
+    work). In the middle of a session nobody waits, so a call whose token could not be renewed
+    says how to sign in again, and the other servers and tools go on."""
+    terminal = _Terminal()  # set here: pytest sets its own capture between fixtures and test
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(sys, "stdin", terminal)
+    with mcp_server("secure", url=f"{base}/mcp") as server:
+        assert terminal.followed == 1 and "To sign in to the MCP server 'secure'" in terminal.text
+        assert "a remote JupyterHub" in terminal.text and "Signed in." in terminal.text
         mode(base, "fail-refresh")
         expire(base)
         result = whoami(server)
@@ -161,14 +192,32 @@ def test_a_refresh_that_fails_mid_session_says_how_to_sign_in_and_the_rest_goes_
             "run `%agent mcp login secure` in the notebook (or server.sign_in() from Python)"
         )
         assert server.running and server.sign_in_status == "sign-in needed"
+        assert terminal.followed == 1  # a call never waits for a person
         assert call(by_name(other, "other__add"), {"a": 1, "b": 2}).text == "3"
         again = whoami(server)  # no second refresh of a token already refused
         assert again.is_error and "needs you to sign in again" in again.text
         assert stats(base)["failed_refreshes"] == 1
         mode(base, "normal")
-        server.sign_in(follow)
+        server.sign_in()
+        assert terminal.followed == 2 and not whoami(server).is_error
+        assert leaked(base, result.text, again.text, terminal.text) == []
+
+
+def test_with_its_own_open_link_a_script_signs_in_again_when_a_refresh_is_refused(
+    base: str,
+) -> None:
+    links: list[str] = []
+
+    def person(url: str) -> None:
+        links.append(url)
+        browse(url)
+
+    with mcp_server("secure", url=f"{base}/mcp", auth=OAuth(open_link=person)) as server:
+        mode(base, "fail-refresh")
+        expire(base)
+        failed = stats(base)["failed_refreshes"]
         assert not whoami(server).is_error
-        assert leaked(base, result.text, again.text) == []
+        assert len(links) == 2 and stats(base)["failed_refreshes"] == failed + 1
 
 
 def _refused_start(base: str, **kwargs: Any) -> str:

@@ -310,3 +310,42 @@ def test_interrupting_a_cell_that_waits_for_a_sign_in_ends_it_and_its_listener(
         assert k.eval("1 + 1") == 2
     finally:
         k.shutdown()
+
+
+def test_a_refresh_refused_mid_session_is_a_clear_result_and_the_rest_goes_on(
+    base: str, tmp_path: Path
+) -> None:
+    from .oauth import expire
+
+    k = _kernel(tmp_path)
+    try:
+        cell(k, f"%agent mcp add demo -- {sys.executable} {DEMO} stdio")
+        sign_in_by_browser(k, f"%agent mcp add secure --url {base}/mcp")
+        mode(base, "fail-refresh")
+        expire(base)
+        refused = run_whoami(k)
+        assert refused == (
+            "'whoami' on MCP server 'secure' failed: MCP server 'secure' needs you to sign in "
+            "again (its token expired and the refresh was refused: HTTP 400 invalid_grant): "
+            "run `%agent mcp login secure` in the notebook (or server.sign_in() from Python)"
+        )
+        listed = cell(k, "%agent mcp list")
+        assert "sign-in needed" in k.cell_text(listed, "text/markdown")
+        assert "needs you to sign in again" in k.cell_text(listed)  # and why, below the table
+        cell(
+            k,
+            """
+            from nbagent.models import ScriptedModel, Call, Turn
+            model = ScriptedModel([Turn(Call("demo__add", {"a": 2, "b": 3})), "five"])
+            nbagent.notebook.current_session().set_model(model)
+            """,
+        )
+        cell(k, "%agent --approve auto add")
+        k.wait_for(lambda: k.eval("len(model.requests)") == 2, what="the second request")
+        assert k.eval("model.requests[1].messages[-1].results[0].text") == "5"
+        mode(base, "normal")
+        sign_in_by_browser(k, "%agent mcp login secure")
+        assert run_whoami(k) == "the secure server, signed in"
+        assert leaked(base, refused, k.cell_text(listed)) == []
+    finally:
+        k.shutdown()
