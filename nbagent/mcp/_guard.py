@@ -82,7 +82,8 @@ class Guard:
                     if signer.sign_ins > sign_ins:  # signed in for this request, refused anyway
                         problem = signer.still_refused(response)
                         break
-                    if not refreshed and self.context.can_refresh_token():
+                    renew = response.status_code == 401  # (a 403 asks for more scope)
+                    if renew and not refreshed and self.context.can_refresh_token():
                         # the server refused a token the client still took for valid: renew it
                         refreshed = True
                         self.context.token_expiry_time = 1.0

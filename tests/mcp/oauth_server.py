@@ -21,6 +21,10 @@ it misbehave from then on, and ``GET /test/stats`` says what it saw and every se
 * ``deny``: the consent page sends the browser back with ``error=access_denied``.
 * ``normal``: none of these.
 
+A call to the tool ``admin`` with a token lacking the ``admin`` scope is answered 403
+``insufficient_scope`` asking for ``tools admin`` (a step-up); in mode ``step-up-forever``,
+whatever the token.
+
 ``POST /test/expire`` drops every access token (as a server whose tokens ran out earlier than
 it said). The token endpoint also grants ``client_credentials`` to a registered client that
 authenticates with its secret (the SDK's server does not).
@@ -64,6 +68,7 @@ STATE: dict[str, Any] = {
     "failed_refreshes": 0,
     "calls": 0,
     "unauthorized": 0,  # requests to /mcp with no token
+    "step_ups": 0,  # calls to admin refused for want of its scope
     "issued": [],  # every code, access token, refresh token and client secret handed out
 }
 
@@ -83,6 +88,7 @@ class Provider:
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         STATE["registrations"] += 1
+        client_info.scope = "tools admin"  # registered for both, granted as asked
         if client_info.client_secret:
             STATE["issued"].append(client_info.client_secret)
         self.clients[client_info.client_id] = client_info
@@ -189,7 +195,7 @@ server = MCPServer(
         issuer_url=ISSUER,  # type: ignore[arg-type]
         resource_server_url=f"{ISSUER}/mcp",  # type: ignore[arg-type]
         client_registration_options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=["tools"], default_scopes=["tools"]
+            enabled=True, valid_scopes=["tools", "admin"], default_scopes=["tools"]
         ),
         required_scopes=["tools"],
         validate_token_resource=True,
@@ -202,6 +208,12 @@ def whoami() -> str:
     """Says who answered."""
     STATE["calls"] += 1
     return "the secure server, signed in"
+
+
+@server.tool()
+def admin() -> str:
+    """Needs the ``admin`` scope (the middleware asks for it: a step-up)."""
+    return "admin ok"
 
 
 _MET: dict[str, Any] = {"arrived": 0}
@@ -237,6 +249,29 @@ async def _json(send: Any, status: int, body: Any, kind: str = "application/json
         }
     )
     await send({"type": "http.response.body", "body": data})
+
+
+async def _body(receive: Any) -> bytes:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A ``receive`` that gives the body read already, then waits on the real one."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 async def _forever() -> None:
@@ -289,29 +324,52 @@ class Hostile:
             await self._huge(send)
         elif path == "/token":
             await self._token(scope, receive, send)
+        elif path == "/mcp" and scope["method"] == "POST":
+            await self._step_up(scope, receive, send)
         else:
             await self.app(scope, receive, send)
 
+    async def _step_up(self, scope: Any, receive: Any, send: Any) -> None:
+        """A call to ``admin`` with a token lacking the ``admin`` scope: 403 asking for it."""
+        body = await _body(receive)
+        try:
+            message = json.loads(body or b"null")
+        except ValueError:
+            message = None
+        params = message.get("params") if isinstance(message, dict) else None
+        if isinstance(params, dict) and params.get("name") == "admin":
+            token = b""
+            for name, value in scope["headers"]:
+                if name == b"authorization":
+                    token = value.removeprefix(b"Bearer ")
+            access = PROVIDER.access.get(token.decode())
+            forever = STATE["mode"] == "step-up-forever"
+            if access is not None and ("admin" not in access.scopes or forever):
+                STATE["step_ups"] += 1
+                challenge = (
+                    'Bearer error="insufficient_scope", scope="tools admin", '
+                    f'resource_metadata="{ISSUER}/.well-known/oauth-protected-resource/mcp"'
+                )
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 403,
+                        "headers": [
+                            (b"www-authenticate", challenge.encode()),
+                            (b"content-length", b"0"),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b""})
+                return
+        await self.app(scope, _replay(body, receive), send)
+
     async def _token(self, scope: Any, receive: Any, send: Any) -> None:
         """The client_credentials grant here; every other grant to the SDK's handler."""
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await _body(receive)
         form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
         if form.get("grant_type") != "client_credentials":
-            sent = False
-
-            async def replay() -> Any:
-                nonlocal sent
-                if sent:
-                    return {"type": "http.disconnect"}
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            await self.app(scope, replay, send)
+            await self.app(scope, _replay(body, receive), send)
             return
         client_id, secret = form.get("client_id"), form.get("client_secret")
         for name, value in scope["headers"]:

@@ -95,6 +95,33 @@ def test_sign_in_call_refresh_sign_out_and_sign_in_again(
     assert leaked(base, logged, caplog.text, *texts) == []
 
 
+def test_a_server_asking_for_more_scope_is_signed_in_to_again_once(base: str) -> None:
+    """A 403 insufficient_scope (the SDK's step-up): a script's open_link is followed again
+    for the wider scope; the call then goes through. A server that keeps asking gets one new
+    sign-in per request, not a loop."""
+    links: list[str] = []
+
+    def person(url: str) -> None:
+        links.append(url)
+        browse(url)
+
+    with mcp_server("secure", url=f"{base}/mcp", auth=OAuth(open_link=person)) as server:
+        assert "scope=tools&" in links[0] or links[0].endswith("scope=tools")
+        steps = stats(base)["step_ups"]
+        result = call(by_name(server, "secure__admin"), {})
+        assert not result.is_error and result.text == "admin ok"
+        assert len(links) == 2 and "scope=tools+admin" in links[1]
+        assert stats(base)["step_ups"] == steps + 1
+        assert not call(by_name(server, "secure__admin"), {}).is_error and len(links) == 2
+        mode(base, "step-up-forever")
+        endless = call(by_name(server, "secure__admin"), {})
+        assert endless.is_error and len(links) == 3  # one more sign-in, then it stops
+        assert endless.text.endswith(
+            "could not sign in: the server answered HTTP 403 to the token it had just issued"
+        ), endless.text
+        assert not whoami(server).is_error  # the other tools go on
+
+
 def test_calls_to_a_signed_in_server_go_out_side_by_side(base: str) -> None:
     """The SDK's flow holds a lock from each request until its answer's headers: two calls to
     a server that answers only when done would go one after the other. Its tool "together"
