@@ -265,6 +265,11 @@ class AgentMagics(Magics):
         __tracebackhide__ = True  # see agent_cell
         if mapmagic.matches(line):
             return await mapmagic.run_map(self, line, cell)
+        found = commands.find(line) if cell is None else None
+        awaited = found[0].awaited if found is not None else None
+        if found is not None and awaited is not None:
+            await awaited(self.session, self.shell, found[1])
+            return None
         plan = self._parse(line, cell)
         if plan is None:
             return None
