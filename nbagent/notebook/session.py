@@ -42,6 +42,7 @@ def show_problems(messages: Iterable[str]) -> None:
     for message in messages:
         print(f"nbagent: {redact_secrets(message)}", file=sys.stderr)
 
+
 #: Finished runs the session remembers (for `%agent history`'s decisions).
 _KEEP_JOBS = 200
 

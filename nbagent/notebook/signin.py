@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..mcp._signin import SignInLink, where_loopback_fails
+from ..mcp._link import SignInLink, where_loopback_fails
 from .frontend import detect
 
 __all__ = ["NotebookPresenter"]
