@@ -112,7 +112,7 @@ def build(quick: bool) -> Section:
     if quick:
         MIN_MEASURE_SECONDS = 0.05
     big = (256 if quick else 1024) * 1024 * 1024
-    section = Section("kernel", "12. Kernel toolkit: cost per snippet above a bare exec")
+    section = Section("kernel", "14. Kernel toolkit: cost per snippet above a bare exec")
     namespace = _namespace(big)
     plain, toolkit = _exec(namespace), _toolkit(namespace)
     cases = {
