@@ -26,6 +26,7 @@ from .errors import (
     GenerationError,
     ImageError,
     MCPServerError,
+    MCPSignInError,
     NbagentError,
     ProviderError,
     RunAbortedError,
@@ -93,6 +94,7 @@ if TYPE_CHECKING:
     from .mcp import (
         MCPLimits,
         MCPServer,
+        OAuth,
         mcp_server,
     )
     from .messages import (
@@ -162,6 +164,7 @@ _LAZY = {
     "Timeline": "timeline",
     "MCPLimits": "mcp",
     "MCPServer": "mcp",
+    "OAuth": "mcp",
     "Message": "messages",
     "NamedToolChoice": "generation",
     "OfflineModel": "models",
@@ -254,9 +257,11 @@ __all__ = [
     "MCPLimits",
     "MCPServer",
     "MCPServerError",
+    "MCPSignInError",
     "Message",
     "NamedToolChoice",
     "NbagentError",
+    "OAuth",
     "OfflineModel",
     "Options",
     "ProviderError",

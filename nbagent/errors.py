@@ -9,6 +9,7 @@
     ├── AnswerIncompleteError     tool calls asked of an answer that did not finish normally
     ├── ConfigurationError        no provider/key/model could be resolved; says how to set one
     ├── MCPServerError            an MCP server could not be started or reached; says why
+    │   └── MCPSignInError            signing in to it (OAuth) failed, or nobody could sign in
     ├── RecordingError            a recording is malformed, truncated, or of a newer format
     │   └── ReplayDivergedError       a replayed run asked what the recording does not hold
     ├── GenerationError           talking to a model failed
@@ -55,6 +56,7 @@ __all__ = [
     "GenerationError",
     "ImageError",
     "MCPServerError",
+    "MCPSignInError",
     "NbagentError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -123,6 +125,12 @@ class ConfigurationError(NbagentError):
 class MCPServerError(NbagentError):
     """An MCP server could not be used: its command is missing, it crashed or gave no answer
     while starting, its URL cannot be reached. The message says which, with its last stderr."""
+
+
+class MCPSignInError(MCPServerError):
+    """Signing in to an MCP server (OAuth) did not succeed: the authorization server refused
+    or did not answer, the browser came back with a wrong ``state``, nobody signed in in time,
+    or nobody could (a headless run). The message says which, never a token or a code."""
 
 
 class RecordingError(NbagentError):

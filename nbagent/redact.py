@@ -22,6 +22,10 @@ variables (a name ending in ``API_KEY``, ``_TOKEN``, ``ACCESS_KEY``, ``SECRET_KE
 ``_SECRET``, a value of 12 or more characters with no space), so the configured key of an
 OpenAI-compatible server that takes any token is hidden too.
 
+Also replaced, exactly: the secrets nbagent itself holds in memory for a while (the OAuth tokens,
+authorization codes and client secrets of MCP servers it signed in to), registered with
+:func:`hide_exactly` while they live and dropped with :func:`forget_exactly`.
+
 Not replaced, on purpose: bare hex strings (a 40-character git commit or a 64-character sha256
 is ordinary text in logs and errors, and no provider issues keys in that bare shape), UUIDs, and
 words that merely contain ``key`` or ``token``. Redaction is a safety net, not a guarantee: a
@@ -42,9 +46,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import traceback
 
-__all__ = ["redact_secrets"]
+__all__ = ["forget_exactly", "hide_exactly", "hide_in_logs", "redact_secrets"]
 
 MASK = "***"
 
@@ -112,10 +117,46 @@ def _environment_secrets() -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+#: Secrets held in memory (see :func:`hide_exactly`): in the order they came (the oldest go
+#: first past the bound), and longest first for the scan, replaced as a whole tuple so that
+#: readers on other threads never see it half-built.
+_came: list[str] = []
+_held: tuple[str, ...] = ()
+_held_lock = threading.Lock()
+#: At most this many are kept: a bound, not a budget anyone should meet.
+MAX_HELD = 4_096
+#: Shorter values could be ordinary words; no token, code or client secret is this short.
+MIN_HELD = 8
+
+
+def hide_exactly(*values: str) -> None:
+    """Replace each of ``values`` wherever :func:`redact_secrets` runs, whatever its shape (a
+    token nbagent received and holds in memory). Values under 8 characters are ignored."""
+    global _came, _held
+    fresh = [v for v in values if isinstance(v, str) and len(v) >= MIN_HELD]
+    if not fresh:
+        return
+    with _held_lock:
+        _came = ([v for v in _came if v not in fresh] + fresh)[-MAX_HELD:]
+        _held = tuple(sorted(_came, key=len, reverse=True))
+
+
+def forget_exactly(*values: str) -> None:
+    """Stop looking for ``values`` (the secrets were forgotten: signed out, server closed)."""
+    global _came, _held
+    gone = set(values)
+    with _held_lock:
+        _came = [v for v in _came if v not in gone]
+        _held = tuple(sorted(_came, key=len, reverse=True))
+
+
 def redact_secrets(text: str) -> str:
     """``text`` with every credential-shaped substring replaced by ``***`` (see module docs)."""
     if not text:
         return text
+    for secret in _held:
+        if secret in text:
+            text = text.replace(secret, MASK)
     for secret in _environment_secrets():
         if secret in text:
             text = text.replace(secret, MASK)
@@ -156,11 +197,13 @@ class _RedactingFilter(logging.Filter):
 LOGGERS = ("nbagent", "nbagent.providers")
 
 
-def _hide_in_logs() -> None:
-    for name in LOGGERS:
+def hide_in_logs(*names: str) -> None:
+    """Pass the records of the loggers ``names`` through the same replacement (a filter sees
+    only its own logger's records, not those of the loggers below it, so name each one)."""
+    for name in names:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _RedactingFilter) for f in logger.filters):
             logger.addFilter(_RedactingFilter())
 
 
-_hide_in_logs()
+hide_in_logs(*LOGGERS)

@@ -100,15 +100,20 @@ def test_every_limit_quoted_is_the_default() -> None:
 
 
 def test_every_mcp_limit_quoted_is_the_default() -> None:
-    from nbagent.mcp import MCPLimits
+    from nbagent.mcp import MCPLimits, _loopback
     from nbagent.mcp._http import _ERROR_BODY
 
-    rows = _table("concepts/limits.md", r"`MCPLimits\.[a-z_]+`|an HTTP error.*", "MCP servers")
+    rows = _table(
+        "concepts/limits.md", r"`MCPLimits\.[a-z_]+`|an HTTP error.*|the sign-in .*", "MCP servers"
+    )
     fields = dataclasses.fields(MCPLimits)
     assert {f"`MCPLimits.{f.name}`" for f in fields} <= set(rows), "a limit is missing"
     for field in fields:
         assert _number(rows[f"`MCPLimits.{field.name}`"]) == field.default, field.name
     assert _number(rows["an HTTP error's body"]) == _ERROR_BODY
+    assert _number(rows["the sign-in redirect's request head"]) == _loopback.MAX_HEAD_BYTES
+    assert _number(rows["the sign-in redirect's time to send its head"]) == _loopback.HEAD_TIMEOUT
+    assert _number(rows["the sign-in redirect's connections at once"]) == _loopback.MAX_CONNECTIONS
 
 
 def test_the_provider_settings_quoted_are_the_defaults() -> None:

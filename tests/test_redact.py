@@ -252,3 +252,43 @@ def test_every_logger_the_package_writes_to_hides_keys() -> None:
     assert used and used <= set(LOGGERS), used
     for name in LOGGERS:
         assert logging.getLogger(name).filters, name
+
+
+def test_secrets_held_in_memory_are_hidden_exactly_until_forgotten() -> None:
+    """An OAuth token has no recognisable shape: it is hidden because nbagent holds it."""
+    from nbagent.redact import MAX_HELD, forget_exactly, hide_exactly
+
+    token, refresh = "opaque.Token-value~42", "refresh_opaque_value"
+    assert redact_secrets(f"got {token}") == f"got {token}"  # no shape gives it away
+    hide_exactly(token, refresh, "short")  # under 8 characters: an ordinary word, left
+    assert redact_secrets(f"got {token} and {refresh}; short") == "got *** and ***; short"
+    forget_exactly(token)
+    assert redact_secrets(f"{token} {refresh}") == f"{token} ***"
+    forget_exactly(refresh)
+    many = [f"held-value-{i:05d}" for i in range(MAX_HELD + 10)]
+    hide_exactly(*many)
+    try:
+        assert redact_secrets(many[-1]) == "***"
+        assert redact_secrets(many[0]) == many[0]  # the oldest went first, past the bound
+    finally:
+        forget_exactly(*many)
+
+
+def test_records_of_other_loggers_can_be_hidden_too(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK's auth loggers quote what the authorization server answered."""
+    import logging
+
+    from nbagent.redact import forget_exactly, hide_exactly, hide_in_logs
+
+    hide_exactly("code-0f1e2d3c4b")
+    hide_in_logs("nbagent-test.elsewhere")
+    try:
+        with caplog.at_level("DEBUG", logger="nbagent-test.elsewhere"):
+            try:
+                raise ValueError("the server said code-0f1e2d3c4b")
+            except ValueError:
+                logging.getLogger("nbagent-test.elsewhere").exception("flow %s", "code-0f1e2d3c4b")
+        assert "code-0f1e2d3c4b" not in caplog.text and "flow ***" in caplog.text
+        assert "ValueError: the server said ***" in caplog.text
+    finally:
+        forget_exactly("code-0f1e2d3c4b")

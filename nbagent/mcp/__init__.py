@@ -13,7 +13,9 @@ Each server tool becomes a :class:`~nbagent.Tool` named ``SERVER__tool`` (see
 (draft-07 schemas translated where exact: :mod:`nbagent.mcp._dialect`); a tool that cannot be
 registered is listed in :attr:`MCPServer.rejected` with the reason, and the others register.
 MCP tools need approval by default. :attr:`MCPServer.tools` follows the server's
-``list_changed`` notifications. Nothing here starts a server unless asked to.
+``list_changed`` notifications. A server reached by URL that asks for authorization is signed
+in to with OAuth 2.1 (:class:`OAuth`, through the SDK's client auth); its tokens stay in
+memory. Nothing here starts a server unless asked to.
 """
 
 from __future__ import annotations
@@ -25,12 +27,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ._limits import MCPLimits
+from ._oauth import OAuth
 
 if TYPE_CHECKING:
     from ..tools import Tool
     from ._connection import Connection
 
-__all__ = ["MCPLimits", "MCPServer", "close_all", "close_servers", "mcp_server", "tool_name"]
+__all__ = [
+    "MCPLimits",
+    "MCPServer",
+    "OAuth",
+    "close_all",
+    "close_servers",
+    "mcp_server",
+    "tool_name",
+]
 
 _live: weakref.WeakSet[MCPServer] = weakref.WeakSet()
 _exit_hook = threading.Lock()
@@ -105,6 +116,37 @@ class MCPServer:
         """The server process's id (stdio servers while they run), else None."""
         return self._connection.pid
 
+    @property
+    def signed_in(self) -> bool:
+        """Whether nbagent holds a token for the server (OAuth; False for the others)."""
+        signer = self._connection.signer
+        return signer is not None and signer.signed_in
+
+    @property
+    def sign_in_status(self) -> str:
+        """``"signed in, expires at 14:05 (in 58 min)"``, ``"not signed in"``, ``"sign-in
+        needed"`` …; empty for a server that does not sign in with OAuth."""
+        signer = self._connection.signer
+        return signer.status() if signer is not None else ""
+
+    @property
+    def sign_in_problem(self) -> str | None:
+        """Why the last sign-in failed or was refused (None when it did not, or no OAuth)."""
+        signer = self._connection.signer
+        return signer.problem if signer is not None else None
+
+    def sign_in(self, open_link: Callable[[str], object] | None = None) -> None:
+        """Sign in again now (after a refresh failed, to change accounts): the tokens held are
+        dropped and the sign-in runs from this thread, as at the start (``open_link`` as in
+        :class:`OAuth`; default: the server's own, else the notebook's or the terminal's).
+        Raises :class:`~nbagent.errors.MCPSignInError` saying why it did not succeed."""
+        self._connection.sign_in(open_link)
+
+    def sign_out(self) -> None:
+        """Forget the server's tokens (they are not revoked at the server; they expire). The
+        next request that needs them says how to sign in again."""
+        self._connection.sign_out()
+
     def on_change(self, callback: Callable[[MCPServer], None]) -> Callable[[], None]:
         """Call ``callback(server)`` whenever the tool list changed; returns an unsubscribe.
 
@@ -165,6 +207,7 @@ def mcp_server(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     headers: Mapping[str, str] | None = None,
+    auth: OAuth | bool | None = None,
     needs_approval: bool = True,
     limits: MCPLimits | None = None,
 ) -> MCPServer:
@@ -175,9 +218,13 @@ def mcp_server(
     ``command`` is a list of arguments, or one string split like a shell would (no shell
     runs it). The process gets only a minimal environment (``PATH``, ``HOME`` …) plus
     ``env``: pass what the server needs (tokens) explicitly. ``headers`` go with every HTTP
-    request. ``needs_approval`` (default True) applies to every tool of the server.
+    request. ``auth`` is how to sign in when a server reached by URL asks for authorization
+    (OAuth 2.1): an :class:`OAuth`, ``False`` for never, or None (the default): ``OAuth()``,
+    unless ``headers`` already carry an ``Authorization``. ``needs_approval`` (default True)
+    applies to every tool of the server.
     Raises :class:`~nbagent.errors.MCPServerError` saying why the server could not be used
-    (missing command, crash on start, no answer within ``limits.start_timeout`` …).
+    (missing command, crash on start, no answer within ``limits.start_timeout`` …), and
+    :class:`~nbagent.errors.MCPSignInError` when signing in did not succeed.
     """
     import importlib.util
 
@@ -197,12 +244,15 @@ def mcp_server(
             raise ValueError(f"an MCP server command is a non-empty list of strings: {command!r}")
     elif not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError("an MCP server url starts with http:// or https://")
+    given = dict(headers or {})
     target = Target(
         command=tuple(command or ()),
         url=url,
         env=dict(env or {}),
         cwd=cwd,
-        headers=dict(headers or {}),
+        headers=given,
+        auth=_auth(auth, url, given),
+        auth_given=isinstance(auth, OAuth),
     )
     holder: list[MCPServer] = []
     connection = Connection(
@@ -218,6 +268,23 @@ def mcp_server(
     connection.start()
     _live.add(server)
     return server
+
+
+def _auth(auth: OAuth | bool | None, url: str | None, headers: Mapping[str, str]) -> OAuth | None:
+    """The sign-in of a server: only over HTTP, and not over a token the headers carry."""
+    if auth is not None and not isinstance(auth, (OAuth, bool)):
+        raise ValueError(f"auth= takes an OAuth, True, False or None, not {auth!r}")
+    if url is None:
+        if isinstance(auth, OAuth) or auth is True:
+            raise ValueError("auth= is for a server reached by url (stdio servers get env=)")
+        return None
+    if auth is False:
+        return None
+    if isinstance(auth, OAuth):
+        return auth
+    if auth is None and any(name.lower() == "authorization" for name in headers):
+        return None
+    return OAuth()
 
 
 def close_servers(servers: Sequence[MCPServer]) -> None:

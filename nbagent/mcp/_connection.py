@@ -18,24 +18,33 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..content import ToolResult, error_result
-from ..errors import MCPServerError, NbagentError
+from ..errors import NbagentError
 from ..tools import Tool, ToolContext
 from ._convert import make_tool, tool_result
-from ._limits import MCPLimits, too_large
+from ._limits import THREAD_JOIN, MCPLimits
 from ._listing import SCREENED, ListingScreen, describe_validation_error
+from ._reasons import (
+    answered_error,
+    call_problem,
+    leaves,
+    quiet_sdk_logging,
+    short,
+    unreadable_http,
+)
+from ._signing import SignInControl
 from ._stdio import ProcessRecord, stdio_transport
 
 if TYPE_CHECKING:
     import mcp_types
     from mcp import Client
 
+    from ._oauth import OAuth
+    from ._signer import Signer
+    from ._signin import Attendant
+
 __all__ = ["Connection", "Target"]
 
 _MAX_PAGES = 64
-_MESSAGE_LIMIT = 2_000
-#: The SDK's loggers: its modules', and the bare "client" its client session logs under.
-_SDK_LOGGERS = ("mcp", "mcp_types", "client")
-_JOIN = 15.0  # seconds to wait for the thread after a close: stop grace periods, then reaping
 
 
 @dataclass(frozen=True)
@@ -47,80 +56,11 @@ class Target:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    auth: OAuth | None = None  # how to sign in when the server asks (HTTP only)
+    auth_given: bool = False  # asked for by the person (else: tried because the server asks)
 
 
-def _short(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    from ..redact import redact_secrets
-
-    text = redact_secrets(text)
-    return text if len(text) <= limit else f"{text[:limit]} [... {len(text) - limit:,} cut]"
-
-
-def _answered_error(exc: BaseException) -> str | None:
-    """The message of an error the server (or the transport, for it) answered a request with;
-    None for anything else, a closed connection included (its exit says more)."""
-    try:
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
-    except ImportError:  # pragma: no cover - the SDK is there whenever a server runs
-        return None
-    if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
-        return str(exc.error.message)
-    return None
-
-
-def _quiet_sdk_logging() -> None:
-    """Keep the SDK's log records out of stderr unless the person configured logging.
-
-    The SDK logs a warning with a traceback for each message of a server it cannot use (a
-    notification that does not validate, a bad event); with no handler anywhere, Python prints
-    them to stderr, which in a kernel is whichever cell runs, and a server can send thousands.
-    A NullHandler (the library convention) stops that last resort; records still propagate
-    to handlers the person set up. nbagent reports what matters itself (a call's result, the
-    server's status).
-    """
-    import logging
-
-    for name in _SDK_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
-            logger.addHandler(logging.NullHandler())
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (possibly nested) exception groups, or the exception itself."""
-    inner = getattr(exc, "exceptions", None)
-    if isinstance(inner, (list, tuple)) and inner:
-        return [leaf for item in inner for leaf in _leaves(item)]
-    return [exc]
-
-
-def unreadable_http(message: str, limit: int) -> str:
-    """The SDK's message for an answer it could not take, or nbagent's own reason alone when
-    nbagent refused the answer (the SDK puts "Failed to parse JSON response: " before it)."""
-    ours = too_large(limit)
-    return ours if ours in message else message
-
-
-def _call_problem(exc: Exception) -> str:
-    """What went wrong with a call the SDK could not complete, in a sentence (pydantic's and
-    jsonschema's reports run to dozens of lines, with URLs and the whole input)."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return f"answered with a result that is not valid MCP: {describe_validation_error(exc)}"
-    cause = exc.__cause__
-    message = getattr(cause, "message", None)
-    if isinstance(exc, RuntimeError) and isinstance(message, str):  # jsonschema's error
-        where = getattr(cause, "json_path", "$")
-        return (
-            "answered with structured content its output schema does not allow: "
-            f"{_short(message, 300)} (at {where})"
-        )
-    return f"failed: {type(exc).__name__}: {_short(str(exc))}"
-
-
-class Connection:
+class Connection(SignInControl):
     """The session with one server, its current tools, and what went wrong if anything did."""
 
     def __init__(
@@ -151,6 +91,10 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._timed_out = False
+        self.signer: Signer | None = None  # the OAuth sign-in, for a server reached by URL
+        self._attendant: Attendant | None = None  # the thread waiting for us, if any
+        self._start_timer: asyncio.TimerHandle | None = None
+        self._start_left: float | None = None
         self._changed = False  # a change notification not yet fetched
         self._refreshing: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -160,17 +104,40 @@ class Connection:
     # --- lifetime ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the server and list its tools; raise MCPServerError saying why it failed."""
-        _quiet_sdk_logging()
+        """Start the server and list its tools; raise MCPServerError saying why it failed
+        (MCPSignInError when signing in failed). A sign-in link asked for meanwhile is shown
+        from this thread (see :mod:`._signin`)."""
+        quiet_sdk_logging()
+        attendant = self._attendant = self._attendant_for() if self.target.auth else None
         self._thread.start()
         try:
-            ready = self._ready.wait(self.limits.start_timeout + _JOIN)
+            if attendant is None:
+                ready = self._ready.wait(self.limits.start_timeout + THREAD_JOIN)
+            else:
+                ready = attendant.serve_until(
+                    self._ready.is_set, self.limits.start_timeout + THREAD_JOIN
+                )
         except BaseException:  # an interrupt while waiting: leave no server behind
+            self._attendant = None
+            if attendant is not None:
+                attendant.finish("interrupted")
             self.close()
             raise
+        self._attendant = None
         if not ready or self.state != "running":
+            problem = self.problem or "did not start"
+            if attendant is not None:
+                attendant.finish(problem)
             self.close()
-            raise MCPServerError(f"MCP server {self.name!r} {self.problem or 'did not start'}")
+            raise self._error(problem)
+        if attendant is not None:
+            attendant.finish(None)
+
+    def _mark_ready(self) -> None:
+        self._ready.set()
+        attendant = self._attendant
+        if attendant is not None:
+            attendant.wake()
 
     def close(self, wait: bool = True) -> Callable[[], None]:
         """Stop the server (its process and children); safe to call twice. With ``wait``,
@@ -185,7 +152,7 @@ class Connection:
 
         def join() -> None:
             if self._thread.is_alive() and threading.current_thread() is not self._thread:
-                self._thread.join(_JOIN)
+                self._thread.join(THREAD_JOIN)
 
         if wait:
             join()
@@ -210,7 +177,7 @@ class Connection:
         except BaseException:  # the task records its own failure; never let it escape a thread
             pass
         finally:
-            self._ready.set()
+            self._mark_ready()
             leftovers = asyncio.all_tasks(loop)
             for task in leftovers:
                 task.cancel()
@@ -223,7 +190,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         main = asyncio.current_task()
-        timer = loop.call_later(self.limits.start_timeout, self._start_timed_out, main)
+        self._start_timer = loop.call_later(self.limits.start_timeout, self._start_timed_out, main)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._connect(stack)
@@ -231,12 +198,12 @@ class Connection:
                 self.protocol = client.protocol_version
                 info = client.server_info
                 if info is not None:
-                    self.server_info = _short(f"{info.name} {info.version}".strip(), 200)
+                    self.server_info = short(f"{info.name} {info.version}".strip(), 200)
                 self._changed = False
                 await self._list(client)
-                timer.cancel()
+                self._stop_start_clock()
                 self.state = "running"
-                self._ready.set()
+                self._mark_ready()
                 if self._changed:
                     self._refresh_soon()
                 self._spawn(self._listen(client))
@@ -253,10 +220,15 @@ class Connection:
         except BaseException as exc:  # exception groups included: reported, never raised here
             self._fail(self._explain(exc))
         finally:
-            timer.cancel()
+            self._stop_start_clock()
             self._client = None
             if self.state in ("starting", "running"):
                 self._fail(self._exited() or "closed its connection")
+
+    def _stop_start_clock(self) -> None:
+        timer, self._start_timer, self._start_left = self._start_timer, None, None
+        if timer is not None:
+            timer.cancel()
 
     def _start_timed_out(self, main: asyncio.Task[None] | None) -> None:
         if not self._ready.is_set() and main is not None:
@@ -269,7 +241,7 @@ class Connection:
         self.state = "exited" if self.process.returncode is not None else "failed"
         if self.problem is None:
             self.problem = problem
-        self._ready.set()
+        self._mark_ready()
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Client:
         from mcp import Client, Implementation
@@ -307,14 +279,36 @@ class Connection:
 
         from ._http import BoundedTransport
 
+        assert target.url is not None
+        auth: httpx2.Auth | None = None
+        if target.auth is not None:
+            from ._signer import Signer
+
+            self.signer = Signer(
+                self.name,
+                target.url,
+                target.auth,
+                self.limits,
+                attendant=lambda: self._attendant,
+                clock=self._clock,
+                given=target.auth_given,
+            )
+            stack.push_async_callback(self.signer.close)
+            auth = self.signer.auth
+        limits = self.limits
         http = httpx2.AsyncClient(
             headers=dict(target.headers),
-            timeout=httpx2.Timeout(30.0, read=self.limits.call_timeout + 5.0),
+            timeout=httpx2.Timeout(30.0, read=limits.call_timeout + 5.0),
             # the SDK reads JSON answers whole: bounded (and tool lists screened) below it
-            transport=BoundedTransport(self.limits.max_message_bytes, self._screen),
+            transport=BoundedTransport(
+                limits.max_message_bytes,
+                self._screen,
+                auth_timeout=limits.auth_timeout,
+                max_auth_bytes=limits.max_auth_bytes,
+            ),
+            auth=auth,
         )
         await stack.enter_async_context(http)
-        assert target.url is not None
         return streamable_http_client(
             target.url, http_client=http, max_sse_event_size=self.limits.max_message_bytes
         )
@@ -336,17 +330,20 @@ class Connection:
         """Why the server could not be used, in words a person can act on."""
         from pydantic import ValidationError
 
-        leaves = _leaves(exc)
-        first = next((e for e in leaves if not isinstance(e, asyncio.CancelledError)), leaves[0])
+        found = leaves(exc)
+        first = next((e for e in found if not isinstance(e, asyncio.CancelledError)), found[0])
         command = self.target.command[0] if self.target.command else ""
         if isinstance(first, FileNotFoundError) and self.target.url is None:
             return f"could not start: the command {command!r} was not found (is it installed?)"
         if isinstance(first, PermissionError) and self.target.url is None:
             return f"could not start: the command {command!r} may not be run ({first})"
-        answered = _answered_error(first)
+        answered = answered_error(first)
+        signer = self.signer
+        if answered and signer is not None and signer.problem and signer.problem in answered:
+            return signer.problem  # signing in failed: that is why
         if answered is not None:  # the server answered, with an error: that is why
             answered = unreadable_http(answered, self.limits.max_message_bytes)
-            return f"failed: {_short(answered, 1000)}"
+            return f"failed: {short(answered, 1000)}"
         exited = self._exited()
         if exited is not None and self.process.ended_alone:  # not because nbagent stopped it
             return exited
@@ -354,8 +351,8 @@ class Connection:
         if isinstance(first, ValidationError):
             return f"failed: its answer is not valid MCP: {describe_validation_error(first)}"
         if name.startswith(("Connect", "Network", "Remote")) or "Timeout" in name:
-            return f"could not be reached at {self.url_shown}: {name}: {_short(str(first), 300)}"
-        return f"failed: {name}: {_short(str(first), 500)}"
+            return f"could not be reached at {self.url_shown}: {name}: {short(str(first), 300)}"
+        return f"failed: {name}: {short(str(first), 500)}"
 
     @property
     def url_shown(self) -> str:
@@ -366,7 +363,7 @@ class Connection:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else _short(url, 200)
+        return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else short(url, 200)
 
     # --- tools -------------------------------------------------------------------------------
 
@@ -403,11 +400,11 @@ class Connection:
                     limits=self.limits,
                 )
             except NbagentError as exc:
-                rejected.append(_short(str(exc)))
+                rejected.append(short(str(exc)))
                 continue
             except Exception as exc:  # one odd listing costs that tool only, never the server
                 rejected.append(
-                    _short(f"tool {item.name!r} could not be read: {type(exc).__name__}: {exc}")
+                    short(f"tool {item.name!r} could not be read: {type(exc).__name__}: {exc}")
                 )
                 continue
             first = kept.get(made.name)
@@ -416,7 +413,7 @@ class Connection:
                 continue
             if first is not None:  # a made-safe name met a real one (see tool_name)
                 rejected.append(
-                    _short(
+                    short(
                         f"tool {item.name!r} would have the nbagent name {made.name!r} of the "
                         f"tool {first.name!r}, which is kept"
                     )
@@ -440,10 +437,10 @@ class Connection:
         info = (page.meta or {}).get(SCREENED)
         if not isinstance(info, dict):
             return [], False
-        reasons = [_short(r) for r in info.get("refused", ()) if isinstance(r, str)]
+        reasons = [short(r) for r in info.get("refused", ()) if isinstance(r, str)]
         returned = {tool.name for tool in page.tools}
         reasons.extend(
-            _short(
+            short(
                 f"tool {name!r} of MCP server {self.name!r}: the MCP SDK left it out of the "
                 "listing (it says why only in its log)"
             )
@@ -547,7 +544,7 @@ class Connection:
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             if message:
-                context.update(_short(message, 500))
+                context.update(short(message, 500))
             elif total:
                 context.update(max(0.0, min(1.0, progress / total)))
 
@@ -566,11 +563,11 @@ class Connection:
             # over HTTP the SDK also says "connection closed" for one request's stream that
             # broke off (an event past the limit): the server goes on, and its message says why
             message = unreadable_http(exc.error.message, self.limits.max_message_bytes)
-            return error_result(f"{label} failed: {_short(message)}")
+            return error_result(f"{label} failed: {short(message)}")
         except Exception as exc:
             if self.state != "running":
                 return error_result(self.unavailable())
-            return error_result(f"{label} {_call_problem(exc)}")
+            return error_result(f"{label} {call_problem(exc)}")
         try:
             return tool_result(result, self.limits)
         except Exception as exc:  # odd content must cost this call only
@@ -588,4 +585,4 @@ class Connection:
         """Command line or URL, for people (environment and headers never shown)."""
         if self.target.url is not None:
             return (self.url_shown,)
-        return tuple(_short(part, 200) for part in self.target.command)
+        return tuple(short(part, 200) for part in self.target.command)

@@ -15,6 +15,11 @@ returned an error response". So nbagent gives the SDK an ``httpx2`` client whose
   with an error naming the status, and for 401 / 403, how to pass credentials.
 * The answers to ``tools/list`` go through the :class:`~._listing.ListingScreen` (one bad
   tool costs only itself), in a JSON body or an event stream alike.
+* The requests of an OAuth sign-in (:mod:`._signer` marks them) are read whole, bounded by
+  ``MCPLimits.auth_timeout`` (headers and body) and ``MCPLimits.max_auth_bytes``; what goes
+  wrong becomes a note on the answer for the sign-in to report, never an exception that would
+  end the connection. A request whose sign-in failed is answered here, with the reason, and
+  never sent.
 """
 
 from __future__ import annotations
@@ -25,10 +30,16 @@ from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from typing import Any
 
+import anyio
 import httpx2
 
 from ._limits import too_large
 from ._listing import ListingScreen
+
+# Set by ._signer on requests (they are plain strings so that this module needs no SDK).
+AUTH_REQUEST = "nbagent.auth"
+AUTH_PROBLEM = "nbagent.auth_problem"
+SIGN_IN_FAILED = "nbagent.sign_in_failed"
 
 __all__ = ["AnswerTooLarge", "BoundedTransport", "EventTooLarge"]
 
@@ -59,6 +70,13 @@ def _credentials_hint(status: int, response: httpx2.Response) -> str:
         'mcp_server(NAME, url=URL, headers={"Authorization": f"Bearer {token}"}); in a '
         "notebook, then add that server with nbagent.current_session().add_mcp_server(server)"
     )
+
+
+def refused_words(response: httpx2.Response) -> str:
+    """What a request hears when the server refused it with this status (and, for 401 / 403,
+    how to pass credentials)."""
+    status = response.status_code
+    return f"the server answered {_status_words(status)}{_credentials_hint(status, response)}"
 
 
 def _status_words(status: int) -> str:
@@ -102,9 +120,13 @@ def _error_response(
     """A JSON-RPC error answering ``request_id``, in place of ``response`` (the SDK takes a
     JSON-RPC error from the body of any answer, whatever its status)."""
     error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": message}}
+    headers = {"content-type": "application/json"}
+    challenge = response.headers.get("www-authenticate")
+    if challenge is not None:  # where an OAuth sign-in learns what the server asks for
+        headers["www-authenticate"] = challenge
     return httpx2.Response(
         status or response.status_code,
-        headers={"content-type": "application/json"},
+        headers=headers,
         content=json.dumps(error).encode(),
         extensions=response.extensions,
     )
@@ -114,14 +136,27 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
     """An ``httpx2`` transport that bounds and screens what a streamable-HTTP server sends."""
 
     def __init__(
-        self, max_bytes: int, screen: ListingScreen, inner: httpx2.AsyncBaseTransport | None = None
+        self,
+        max_bytes: int,
+        screen: ListingScreen,
+        inner: httpx2.AsyncBaseTransport | None = None,
+        *,
+        auth_timeout: float = 30.0,
+        max_auth_bytes: int = 64 * 1024,
     ) -> None:
         self.max_bytes = max_bytes
         self.screen = screen
         self.inner = inner or httpx2.AsyncHTTPTransport()
+        self.auth_timeout = auth_timeout
+        self.max_auth_bytes = max_auth_bytes
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        failed = request.extensions.get(SIGN_IN_FAILED)
+        if isinstance(failed, str):
+            return _unsent(request, failed)
         request.headers["accept-encoding"] = "identity"
+        if request.extensions.get(AUTH_REQUEST):
+            return await self._auth_answer(request)
         response = await self.inner.handle_async_request(request)
         status = response.status_code
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
@@ -198,14 +233,73 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
                 content=bytes(body),
                 extensions=response.extensions,
             )
-        status = response.status_code
-        message = (
-            f"the server answered {_status_words(status)}{_credentials_hint(status, response)}"
+        return _error_response(response, request_id, refused_words(response))
+
+    async def _auth_answer(self, request: httpx2.Request) -> httpx2.Response:
+        """A request of a sign-in, read whole within the bounds; a failure is a note on a
+        stand-in answer (``AUTH_PROBLEM``), for the sign-in to report."""
+        problem: str | None = None
+        body = bytearray()
+        response: httpx2.Response | None = None
+        try:
+            with anyio.fail_after(self.auth_timeout):
+                response = await self.inner.handle_async_request(request)
+                stream = _stream(response)
+                try:
+                    encoding = response.headers.get("content-encoding", "identity").lower()
+                    size = response.headers.get("content-length", "")
+                    if encoding.strip() not in ("", "identity"):
+                        problem = "answered compressed although nbagent asked for no compression"
+                    elif size.isdigit() and int(size) > self.max_auth_bytes:
+                        problem = self._too_large()
+                    else:
+                        async for chunk in stream:
+                            body += chunk
+                            if len(body) > self.max_auth_bytes:
+                                problem = self._too_large()
+                                break
+                finally:
+                    await stream.aclose()
+        except TimeoutError:
+            problem = f"did not answer within {self.auth_timeout:g} s (MCPLimits.auth_timeout)"
+        except httpx2.TransportError as exc:
+            problem = f"could not be reached ({type(exc).__name__})"
+        if problem is not None or response is None:
+            return httpx2.Response(
+                502,
+                extensions={AUTH_PROBLEM: problem or "did not answer"},
+                request=request,
+            )
+        return httpx2.Response(
+            response.status_code,
+            headers=_without_length(response.headers),
+            content=bytes(body),
+            extensions=response.extensions,
         )
-        return _error_response(response, request_id, message)
+
+    def _too_large(self) -> str:
+        return (
+            f"answered with more than {self.max_auth_bytes:,} bytes, so nbagent did not read it "
+            "(MCPLimits.max_auth_bytes)"
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def _unsent(request: httpx2.Request, message: str) -> httpx2.Response:
+    """The answer to a request whose sign-in failed: the reason, as a JSON-RPC error for a
+    request (its caller reads it), a bare 401 for anything else."""
+    request_id = _request_id(request) if request.method == "POST" else None
+    if request_id is None:
+        return httpx2.Response(401, request=request)
+    error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": message}}
+    return httpx2.Response(
+        401,
+        headers={"content-type": "application/json"},
+        content=json.dumps(error).encode(),
+        request=request,
+    )
 
 
 def _stream(response: httpx2.Response) -> httpx2.AsyncByteStream:

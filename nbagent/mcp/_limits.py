@@ -8,6 +8,8 @@ __all__ = ["MCPLimits", "too_large"]
 
 # The SDK's JSON parser (pydantic's) stops at about 200 levels; a listing's envelope takes 4.
 _DEEPEST = 190
+#: Seconds to wait for a server's thread after a close: stop grace periods, then reaping.
+THREAD_JOIN = 15.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,14 @@ class MCPLimits:
     ``max_result_chars`` / ``max_result_images`` / ``max_result_parts``: text, images and
     content blocks kept from one result (the agent's own :class:`~nbagent.Limits` then apply
     as for any tool).
+    ``sign_in_timeout``: seconds a sign-in (OAuth, see :class:`~nbagent.mcp.OAuth`) waits for
+    the person to follow the link and the browser to come back; past it the sign-in fails.
+    The start's own clock stops meanwhile.
+    ``auth_timeout``: seconds one request to the authorization server (metadata, client
+    registration, a token) may take, its whole answer included; past it the sign-in (or the
+    refresh) fails, saying which server did not answer.
+    ``max_auth_bytes``: the largest answer read from the authorization server; a larger one
+    is refused as it streams in, never held whole.
     """
 
     start_timeout: float = 30.0
@@ -46,6 +56,9 @@ class MCPLimits:
     max_result_chars: int = 100_000
     max_result_images: int = 8
     max_result_parts: int = 256
+    sign_in_timeout: float = 300.0
+    auth_timeout: float = 30.0
+    max_auth_bytes: int = 64 * 1024
 
     def __post_init__(self) -> None:
         for item in fields(self):

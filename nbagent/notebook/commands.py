@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +34,16 @@ class Command:
     """One subcommand: ``accepts(words after the name)`` and ``run(session, shell, words)``.
 
     ``split`` cuts the whole line into words (``%agent mcp add`` and rule lines quote like a
-    shell).
+    shell). ``awaited`` is the form an awaiting cell runs, for a command that may wait long
+    (a sign-in): a kernel interrupt cancels an awaiting cell's coroutine, which a command
+    blocking the kernel's thread would never see.
     """
 
     accepts: Callable[[list[str]], bool]
     run: Callable[[Session, Any, list[str]], None]
     scan: bool = True  # pick up the notebook's tools first
     split: Callable[[str], list[str]] = str.split  # the words of the whole line
+    awaited: Callable[[Session, Any, list[str]], Awaitable[None]] | None = None
 
 
 def _alone(words: list[str]) -> bool:
@@ -199,7 +202,9 @@ COMMANDS: dict[str, Command] = {
     "history": Command(_alone, lambda s, _sh, _w: report.history(s)),
     "config": Command(_alone, lambda s, sh, _w: report.config(s, detect(sh))),
     "usage": Command(_alone, lambda s, _sh, _w: report.usage(s), scan=False),
-    "mcp": Command(servers.accepts, servers.run, scan=False, split=servers.split),
+    "mcp": Command(
+        servers.accepts, servers.run, scan=False, split=servers.split, awaited=servers.run_awaited
+    ),
     "undo": Command(_undo_words, _undo, scan=False),
     "cells": Command(_runs, _cells, scan=False),
     "compare": Command(_two_runs, _compare, scan=False),

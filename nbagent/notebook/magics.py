@@ -70,6 +70,7 @@ Ask the agent; the answer streams into the cell.
   %agent tools | history | config | rules | recording | usage | stop | help
   %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
   %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
+  %agent mcp login NAME | mcp logout NAME    sign in to an HTTP server again; forget its tokens
   %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
   %agent fork RUN STEP [options] [PROMPT]    a new conversation from RUN as its step STEP saw it
   %agent compare RUN RUN           two runs side by side: where they first differ
@@ -114,6 +115,8 @@ the recordings.
 
 MCP servers: %agent mcp add NAME -- COMMAND ARGS starts a server (--url URL connects to one;
 --env VAR passes the kernel's VAR to it); its tools become NAME__tool and ask for approval.
+A server at a URL that asks you to sign in shows a sign-in link in the cell (OAuth); or pass a
+token with --header 'Authorization: Bearer $VAR' (read from the kernel's environment).
 
 Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
 named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow
@@ -326,6 +329,11 @@ class AgentMagics(Magics):
         __tracebackhide__ = True  # see agent_cell
         if mapmagic.matches(line):
             return await mapmagic.run_map(self, line, cell)
+        found = commands.find(line) if cell is None else None
+        awaited = found[0].awaited if found is not None else None
+        if found is not None and awaited is not None:
+            await awaited(self.session, self.shell, found[1])
+            return None
         plan = self._parse(line, cell)
         if plan is None:
             return None

@@ -1,22 +1,34 @@
-"""``%agent mcp add | list | remove``: MCP servers whose tools the session's agent can call.
+"""``%agent mcp add | list | remove | login | logout``: MCP servers whose tools the session's
+agent can call.
 
 ::
 
     %agent mcp add NAME [--env VAR[=VALUE]]… [--timeout SECONDS] -- COMMAND ARGS…   (stdio)
-    %agent mcp add NAME [--timeout SECONDS] --url URL                               (HTTP)
+    %agent mcp add NAME [--timeout SECONDS] [--header 'NAME: VALUE']…
+                        [--client-id ID] [--client-secret '$VAR'] [--scope SCOPES] --url URL
     %agent mcp list
     %agent mcp remove NAME
+    %agent mcp login NAME | logout NAME
 
 A server starts only when a person writes ``add``; ``remove``, ``%unload_ext nbagent`` and the
 kernel's shutdown stop it. ``add`` with a name in use starts the new server first and stops the
 old one only once the new one runs (so re-running the cell restarts the server). The server's
 process gets a minimal environment: ``--env VAR`` passes the kernel's value of ``VAR`` (a token
 stays out of the notebook), ``--env VAR=VALUE`` sets one.
+
+Over HTTP, a server that asks for authorization is signed in to with OAuth (the link shows in
+the cell; see :mod:`.signin`); ``login`` signs in again, ``logout`` forgets the tokens.
+``--header`` sends a header with every request: ``$VAR`` or ``${VAR}`` in its value is the
+kernel's environment variable, and a credential header (``Authorization``, ``Cookie``, a name
+with ``key``, ``token`` or ``secret``) must take its secret from one, so that the secret never
+sits in the notebook; it is hidden wherever nbagent shows text. A server given an
+``Authorization`` header is not signed in to with OAuth.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,17 +42,24 @@ if TYPE_CHECKING:
     from ..mcp import MCPServer
     from .session import Session
 
-__all__ = ["USAGE", "accepts", "run", "split"]
+__all__ = ["USAGE", "accepts", "run", "run_awaited", "split"]
 
 _SHADOWED = "tool {0!r}: a tool of the notebook has that name and is kept (rename one of them)"
 
 USAGE = """\
 %agent mcp add NAME [--env VAR[=VALUE]] [--timeout SECONDS] -- COMMAND ARGS...
-%agent mcp add NAME [--timeout SECONDS] --url URL
+%agent mcp add NAME [--timeout SECONDS] [--header 'NAME: VALUE']... [--client-id ID]
+                    [--client-secret '$VAR'] [--scope SCOPES] --url URL
 %agent mcp list
-%agent mcp remove NAME"""
+%agent mcp remove NAME
+%agent mcp login NAME
+%agent mcp logout NAME"""
 
-_OPTIONS = {"--env", "--timeout", "--url"}
+_OPTIONS = {"--env", "--timeout", "--url", "--header", "--client-id", "--client-secret", "--scope"}
+_ONE_NAME = ("remove", "login", "logout")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+_CREDENTIAL_HEADER = re.compile(r"authorization|cookie|key|token|secret", re.IGNORECASE)
 
 
 def split(line: str) -> list[str]:
@@ -49,7 +68,7 @@ def split(line: str) -> list[str]:
         return shlex.split(line)
     except ValueError as exc:
         words = line.split()
-        if words[1:2] in (["add"], ["list"], ["remove"]):
+        if words[1:2] in (["add"], ["list"], *([w] for w in _ONE_NAME)):
             raise UsageError(f"%agent mcp: {exc} (check the quotes)\n{USAGE}") from None
         return words  # not a subcommand: a prompt that starts with "mcp"
 
@@ -58,7 +77,7 @@ def accepts(words: list[str]) -> bool:
     """Whether the words after ``mcp`` are a subcommand (else the line is a prompt)."""
     if words == ["list"]:
         return True
-    if len(words) == 2 and words[0] == "remove":
+    if len(words) == 2 and words[0] in _ONE_NAME:
         return True
     if len(words) < 3 or words[0] != "add":
         return False
@@ -71,15 +90,41 @@ def run(session: Session, _shell: Any, words: list[str]) -> None:
         show(session)
     elif words[0] == "remove":
         _remove(session, words[1])
+    elif words[0] in ("login", "logout"):
+        _sign(session, words[0], words[1])
     else:
         _add(session, words[1], words[2:])
 
 
+async def run_awaited(session: Session, shell: Any, words: list[str]) -> None:
+    """:func:`run` in an awaiting cell: what may wait for a sign-in (``add --url``,
+    ``login``) waits on a worker, so that interrupting the kernel stops it."""
+    import asyncio
+
+    from ..mcp._limits import THREAD_JOIN
+    from ..mcp._signin import in_a_worker
+    from .runner import CellInterrupted
+
+    signs_in = words[:1] == ["login"] or (words[:1] == ["add"] and "--url" in words)
+    if not signs_in:
+        run(session, shell, words)
+        return
+    try:
+        await in_a_worker(lambda: run(session, shell, words), THREAD_JOIN)
+    except asyncio.CancelledError:
+        what = "sign-in" if words[0] == "login" else "start"
+        raise CellInterrupted(
+            f"the {what} of the MCP server {words[1]!r} was stopped by a kernel interrupt"
+        ) from None
+
+
 def _add(session: Session, name: str, words: list[str]) -> None:
     from ..errors import NbagentError
-    from ..mcp import MCPLimits, mcp_server
+    from ..mcp import MCPLimits, OAuth, mcp_server
 
     env: dict[str, str] = {}
+    headers: dict[str, str] = {}
+    oauth: dict[str, str] = {}
     url: str | None = None
     timeout: float | None = None
     command: list[str] | None = None
@@ -95,6 +140,13 @@ def _add(session: Session, name: str, words: list[str]) -> None:
         index += 2
         if word == "--url":
             url = value
+        elif word == "--header":
+            key, given = _header(value)
+            headers[key] = given
+        elif word in ("--client-id", "--scope"):
+            oauth[word[2:].replace("-", "_")] = value
+        elif word == "--client-secret":
+            oauth["client_secret"] = _secret(value, "--client-secret")
         elif word == "--timeout":
             timeout = _seconds(value)
         else:
@@ -106,9 +158,14 @@ def _add(session: Session, name: str, words: list[str]) -> None:
             env[key] = given
     if (command is None) == (url is None) or command == []:
         raise UsageError(f"%agent mcp add {name}: give `-- COMMAND ARGS…` or `--url URL`\n{USAGE}")
+    if command is not None and (headers or oauth):
+        raise UsageError("--header, --client-id, --client-secret and --scope go with --url")
     limits = MCPLimits(call_timeout=timeout) if timeout is not None else None
     try:
-        server = mcp_server(name, command, url=url, env=env, limits=limits)
+        auth = OAuth(**oauth) if oauth else None  # type: ignore[arg-type]
+        server = mcp_server(
+            name, command, url=url, env=env, headers=headers, auth=auth, limits=limits
+        )
     except (NbagentError, ValueError) as exc:
         old = session.mcp_servers.get(name)
         still = f"\n(the server {name!r} that was running goes on)" if old is not None else ""
@@ -116,6 +173,77 @@ def _add(session: Session, name: str, words: list[str]) -> None:
     old = session.add_mcp_server(server)
     if old is not None:
         old.close()
+    show(session, only=name)
+
+
+def _expand(text: str, what: str) -> tuple[str, bool]:
+    """``text`` with ``$VAR`` / ``${VAR}`` replaced by the kernel's environment variables,
+    and whether it named any."""
+    named = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal named
+        key = match.group(1) or match.group(2)
+        if key not in os.environ:
+            raise UsageError(f"{what}: the kernel has no environment variable {key}")
+        named = True
+        return os.environ[key]
+
+    expanded = _VARIABLE.sub(value, text)
+    if any(c in expanded for c in "\r\n\0"):
+        raise UsageError(f"{what}: the value holds a line break or a NUL, which a header cannot")
+    return expanded, named
+
+
+def _header(text: str) -> tuple[str, str]:
+    """One ``--header 'NAME: VALUE'``, its secret (if any) from the environment."""
+    from ..redact import hide_exactly
+
+    key, sep, raw = text.partition(":")
+    key = key.strip()
+    if not sep or not _HEADER_NAME.fullmatch(key):
+        raise UsageError(
+            f"--header takes 'NAME: VALUE' (a header name, a colon, its value)\n{USAGE}"
+        )
+    value, named = _expand(raw.strip(), f"--header {key}")
+    if _CREDENTIAL_HEADER.search(key):
+        if not named:
+            raise UsageError(
+                f"--header {key}: write the secret as an environment variable of the kernel "
+                f"(for example --header '{key}: Bearer $MY_TOKEN'), so that it never sits in "
+                "the notebook"
+            )
+        hide_exactly(*value.split())  # hidden wherever nbagent shows text
+    return key, value
+
+
+def _secret(text: str, what: str) -> str:
+    from ..redact import hide_exactly
+
+    value, named = _expand(text, what)
+    if not named:
+        raise UsageError(f"{what}: give it as an environment variable of the kernel ('$VAR')")
+    hide_exactly(value)
+    return value
+
+
+def _sign(session: Session, verb: str, name: str) -> None:
+    """``login`` (sign in again now, from this cell) or ``logout`` (forget the tokens)."""
+    from ..errors import NbagentError
+
+    server = session.mcp_servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(session.mcp_servers)) or "none"
+        raise UsageError(f"no MCP server named {name!r}; running: {known}")
+    try:
+        if verb == "login":
+            server.sign_in()
+        else:
+            server.sign_out()
+    except NbagentError as exc:
+        raise UsageError(str(exc)) from None
+    if verb == "logout":
+        print(f"signed out of the MCP server {name!r}: its tokens are forgotten")
     show(session, only=name)
 
 
@@ -149,7 +277,7 @@ def show(session: Session, only: str | None = None) -> None:
             "or %agent mcp add NAME --url URL.",
         )
         return
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             s.name,
             s.status.splitlines()[0].rstrip(":"),
@@ -159,7 +287,11 @@ def show(session: Session, only: str | None = None) -> None:
         )
         for s in servers
     ]
-    _table(("server", "status", "started with", "tools", "says it is"), rows)
+    header: tuple[str, ...] = ("server", "status", "started with", "tools", "says it is")
+    if any(s.sign_in_status for s in servers):  # a column only where someone signs in
+        header = (*header, "sign-in")
+        rows = [(*row, s.sign_in_status) for row, s in zip(rows, servers, strict=True)]
+    _table(header, rows)
     for server in servers:
         _details(server, session.mcp_shadowed.get(server.name, ()))
 
@@ -173,6 +305,10 @@ def _details(server: MCPServer, shadowed: Sequence[str]) -> None:
         blocks.append(f"**{safe_markdown(server.name)}** {safe_markdown(first.rstrip(':'))}:")
         blocks.append(fenced(rest))
         plain.append(f"{server.name}: {status}")
+    trouble = server.sign_in_problem
+    if trouble:
+        blocks.append(f"**{safe_markdown(server.name)}** {safe_markdown(trouble)}")
+        plain.append(f"{server.name} {trouble}")
     origins = server.origins
     if origins:
         blocks.append(

@@ -1,0 +1,122 @@
+"""nbagent's rules around the SDK's OAuth flow, mixed into the SDK's own providers.
+
+:class:`Guard` drives the SDK's ``async_auth_flow`` and looks at every request it makes and
+every answer it gets, asking its :class:`~._signer.Signer` what may go and what an answer
+means; it never builds an OAuth request itself. What it adds: requests with no token or a
+valid one go out beside the flow (the flow holds its lock until each answer's headers); a 401
+to a token the client still took for valid is answered by a refresh first; and a failure
+becomes the answer to the request that needed the sign-in (see ``SIGN_IN_FAILED`` in
+:mod:`._http`), so the connection goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+from ._http import SIGN_IN_FAILED
+
+if TYPE_CHECKING:
+    from ._signer import Signer
+
+__all__ = ["AuthorizationCode", "ClientCredentials", "Guard", "SignInRefused", "Unsigned"]
+
+
+class SignInRefused(Exception):
+    """A sign-in that nbagent stopped (the message is the person's, ready to show)."""
+
+
+class Unsigned(str):
+    """Why a request was refused that is not a sign-in failure: the server asked for
+    credentials but publishes no OAuth metadata, so it wants them some other way."""
+
+
+class Guard:
+    """nbagent's rules around the SDK's flow (mixed into its providers; see the module)."""
+
+    signer: Signer
+    context: Any  # the SDK's OAuthContext
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        signer, context = self.signer, self.context
+        sign_ins = signer.sign_ins
+        # The SDK's flow holds its lock from each request until its answer's headers, so
+        # calls to a server that answers only when done would wait for one another. With no
+        # token (a server that asks for none, until it does) or a valid one, the request goes
+        # out here, with the token the SDK obtained; the flow runs when the server asks for
+        # authorization (it is handed that answer) or a token is due for a refresh.
+        pending: httpx2.Response | None = None
+        tokens = context.current_tokens
+        if tokens is None or context.is_token_valid():
+            if tokens is not None:
+                request.headers["Authorization"] = f"Bearer {tokens.access_token}"
+            pending = yield request
+            if not signer.needs_person(pending):
+                return
+        sent_with = request.headers.get("Authorization")
+        flow = super().async_auth_flow(request)  # type: ignore[misc]
+        problem: str | None = None
+        refreshed = False
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                if outgoing is not request:
+                    problem = signer.admit(outgoing)
+                    if problem is not None:
+                        break
+                if outgoing is request and pending is not None:
+                    # the answer it already has, unless the flow brings a token another
+                    # request's sign-in got meanwhile (it waited for the flow's lock)
+                    answer, pending = pending, None
+                    same = request.headers.get("Authorization") == sent_with
+                    response = answer if same else (yield outgoing)
+                else:
+                    response = yield outgoing
+                if outgoing is request and signer.needs_person(response):
+                    if signer.sign_ins > sign_ins:  # signed in for this request, refused anyway
+                        problem = signer.still_refused(response)
+                        break
+                    renew = response.status_code == 401  # (a 403 asks for more scope)
+                    if renew and not refreshed and self.context.can_refresh_token():
+                        # the server refused a token the client still took for valid: renew it
+                        refreshed = True
+                        self.context.token_expiry_time = 1.0
+                        await flow.aclose()
+                        flow = super().async_auth_flow(request)  # type: ignore[misc]
+                        outgoing = await flow.__anext__()
+                        continue
+                    problem = await signer.challenged(request, response)
+                    if problem is not None:
+                        break
+                elif outgoing is not request:
+                    problem = signer.answered(outgoing, response)
+                    if problem is not None:
+                        break
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            pass
+        except Exception as exc:
+            problem = signer.explain(exc)
+        finally:
+            await flow.aclose()
+            await signer.release()
+        if problem is not None:
+            if not isinstance(problem, Unsigned):  # a sign-in that failed
+                signer.failed(problem)
+                problem = signer.said(problem)
+            request.extensions = {**request.extensions, SIGN_IN_FAILED: str(problem)}
+            yield request
+
+
+class AuthorizationCode(Guard, OAuthClientProvider):
+    """The SDK's authorization-code provider (a person signs in), guarded."""
+
+
+class ClientCredentials(Guard, ClientCredentialsOAuthProvider):
+    """The SDK's client-credentials provider (a program signs in), guarded."""

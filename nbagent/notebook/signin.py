@@ -1,0 +1,83 @@
+"""A sign-in link in the cell: how an MCP server's OAuth sign-in reaches a notebook reader.
+
+The link is a plain output (``text/html`` with an escaped ``<a href>``, and ``text/plain``),
+never a widget, so it shows in every frontend and needs no click to reach the kernel: the
+browser comes back to the loopback listener, not to the notebook. Only a URL the sign-in
+already checked (http or https, on the authorization server's host) gets here, and it is
+shown escaped; nothing the server sent is rendered as HTML. When the sign-in ends, the link is
+replaced by one line saying how it ended, so a saved notebook does not keep a dead link.
+
+A headless run (nbclient, ``jupyter execute``, papermill; see :mod:`.frontend`) cannot follow
+a link: the sign-in is refused at once, before any request, saying why and what to do.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from ..mcp._signin import SignInLink, where_loopback_fails
+from .frontend import detect
+
+__all__ = ["NotebookPresenter"]
+
+
+class NotebookPresenter:
+    """Shows sign-in links in the running cell (see the module docstring)."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self._handle: Any = None
+        self._server = ""
+
+    def refusal(self) -> str | None:
+        frontend = detect(self.shell)
+        if frontend.interactive:
+            return None
+        return (
+            f"this run is headless ({frontend.reason}): nobody can follow a sign-in link, so "
+            "nbagent did not wait for one. Give the server a token instead (%agent mcp add "
+            "NAME --url URL --header 'Authorization: Bearer $TOKEN_VAR', or headers= in "
+            "Python), or sign in from a notebook open in a browser"
+        )
+
+    def show(self, link: SignInLink) -> str | None:
+        from IPython.display import display
+
+        self._server = link.server
+        url = html.escape(link.url, quote=True)
+        name = html.escape(link.server)
+        host = html.escape(link.host)
+        note = html.escape(where_loopback_fails(link))
+        bundle = {
+            "text/html": (
+                f"<p><b>Sign in to the MCP server {name}</b> ({host}): "
+                f'<a href="{url}" target="_blank" rel="noopener noreferrer">open the sign-in '
+                f"page</a>. This cell goes on when you have signed in (it waits up to "
+                f"{link.timeout:g} s; interrupt the kernel to stop).</p>"
+                f"<p><small>{note}</small></p>"
+            ),
+            "text/plain": (
+                f"Sign in to the MCP server {link.server} ({link.host}): open\n{link.url}\n"
+                f"This cell goes on when you have signed in (it waits up to {link.timeout:g} s; "
+                f"interrupt the kernel to stop).\n{where_loopback_fails(link)}"
+            ),
+        }
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True)  # type: ignore[no-untyped-call]
+        else:
+            self._handle.update(bundle, raw=True)
+        return None
+
+    def finish(self, problem: str | None) -> None:
+        if self._handle is None:
+            return
+        name = self._server
+        text = (
+            f"Signed in to the MCP server {name}."
+            if problem is None
+            else f"The sign-in to the MCP server {name} ended without a token (see below)."
+        )
+        self._handle.update(
+            {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}, raw=True
+        )
