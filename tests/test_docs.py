@@ -221,3 +221,23 @@ def test_the_readme_s_script_adds(tmp_path: Path) -> None:
     script = next(b for b in _blocks("../README.md", "python") if "run_sync" in b)
     out = _run_script(script, tmp_path)
     assert out.startswith("[offline model]") and "returned: 5.0" in out
+
+
+def test_the_conformance_tables_name_every_scenario_and_where_it_is_played() -> None:
+    pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs it)")
+    from tests.mcp.conformance_client import NOT_PLAYED
+    from tests.mcp.test_conformance import PLAYED
+
+    played: dict[str, tuple[str, ...]] = {}
+    not_played: set[str] = set()
+    for first, second in _table("howto/mcp.md", "`.*", "The official conformance suite").items():
+        leading = re.match(r"(?:`[^`]+`(?:, )?)+", first)
+        assert leading, first
+        for name in re.findall(r"`([^`]+)`", leading.group(0)):
+            versions = tuple(v.strip() for v in second.split(","))
+            if all(re.fullmatch(r"\d{4}-\d\d-\d\d|extension", v) for v in versions):
+                played[name] = versions
+            else:
+                not_played.add(name)
+    assert played == PLAYED
+    assert not_played == set(NOT_PLAYED)

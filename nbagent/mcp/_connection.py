@@ -339,8 +339,12 @@ class Connection(SignInControl):
             return f"could not start: the command {command!r} may not be run ({first})"
         answered = answered_error(first)
         signer = self.signer
-        if answered and signer is not None and signer.problem and signer.problem in answered:
-            return signer.problem  # signing in failed: that is why
+        failed = signer.problem if signer is not None else None
+        # signing in failed: that is why. Also when a later request of the start failed for
+        # its own reason (the SDK answers a refused `server/discover` with the legacy
+        # handshake, which a server without one refuses): it could only fail, unsigned
+        if failed and (self.state == "starting" or (answered and failed in answered)):
+            return failed
         if answered is not None:  # the server answered, with an error: that is why
             answered = unreadable_http(answered, self.limits.max_message_bytes)
             return f"failed: {short(answered, 1000)}"

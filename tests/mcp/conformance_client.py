@@ -11,11 +11,14 @@ This program does what a person does: ``nbagent.mcp_server(NAME, url=URL)``, the
 whose (offline, scripted) model calls the tools the scenario expects, every call approved. So
 each call goes the way a model's call goes: schema check, approval, the MCP call, its result
 in the history. Nothing here reads a protocol version or speaks MCP itself: nbagent's client
-negotiates whatever the server offers.
+negotiates whatever the server offers. In the ``auth/*`` scenarios the server asks for OAuth:
+``mcp_server(..., auth=OAuth(open_link=follow, ...))`` signs in, with :func:`follow` playing
+the person who opens the link (see :func:`oauth` for what each scenario configures).
 
 Exit status: 0 when every planned call got a result that is not an error, 1 when one did not
-or the server could not be used (why, on stderr), 2 for a scenario this program does not play
-(see :data:`NOT_PLAYED`), so the suite's report says the scenario failed rather than passed.
+or the server could not be used, signing in included (why, on stderr), 2 for a scenario this
+program does not play (see :data:`NOT_PLAYED`), so the suite's report says the scenario
+failed rather than passed.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import nbagent
-from nbagent import Agent, AutoApprove, MCPServer, mcp_server
+from nbagent import Agent, AutoApprove, MCPServer, OAuth, mcp_server
 from nbagent.generation import Request
 from nbagent.messages import ToolMessage, ToolResultPart
 from nbagent.models import Call, FunctionModel, Turn
@@ -43,6 +46,27 @@ NOT_PLAYED: dict[str, str] = {
     "sep-2322-client-request-state": (
         "the server's multi-round requests ask for elicitation input, which nbagent does not "
         "offer (on purpose), so each such call ends as an error result"
+    ),
+    "auth/client-credentials-jwt": (
+        "signs a program in with the client_credentials grant authenticated by a signed JWT "
+        "(private_key_jwt, RFC 7523); nbagent's OAuth() offers client_credentials with a "
+        "client secret only, and has no setting for a private key"
+    ),
+    "auth/enterprise-managed-authorization": (
+        "needs the enterprise-managed flow (SEP-990: an identity provider's ID token "
+        "exchanged for an ID-JAG, then the JWT-bearer grant), which nbagent's OAuth() does "
+        "not offer: it signs in with the authorization code flow or client credentials"
+    ),
+    "auth/dpop": (
+        "needs DPoP-bound tokens (SEP-1932, RFC 9449: a key pair and a signed proof on "
+        "every request), which nbagent does not offer; it presents Bearer tokens"
+    ),
+    "auth/dpop-nonce": (
+        "is auth/dpop with server-supplied nonces: needs DPoP, which nbagent does not offer"
+    ),
+    "auth/wif-jwt-bearer": (
+        "needs workload identity federation (SEP-1933: the JWT-bearer grant with a workload's "
+        "JWT as the assertion), which nbagent's OAuth() does not offer"
     ),
     **{
         f"sep-2640-client-{name}": (
@@ -132,6 +156,41 @@ def _signed_in_call(
     return [("test-tool", {})]
 
 
+#: The ``auth/*`` scenarios this program plays: it signs in (see :func:`oauth`), lists the
+#: tools and calls ``test-tool``; in some, nbagent must refuse to sign in (then it exits 1).
+AUTH_PLAYED = (
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+    "auth/client-credentials-basic",
+)
+PLANS.update(dict.fromkeys(AUTH_PLAYED, _signed_in_call))
+
+
 def _tool(server: MCPServer, name: str) -> Any:
     """The nbagent Tool made from the server's tool ``name``, or ScenarioError saying why not."""
     for tool in server.tools:
@@ -142,20 +201,48 @@ def _tool(server: MCPServer, name: str) -> Any:
     raise ScenarioError(f"the tool {name!r} is not registered: {why}")
 
 
-def connect(url: str, scenario: str, context: Mapping[str, Any]) -> MCPServer:
-    """The server as nbagent connects to it: the one place the auth hook goes.
+#: The client ID metadata document URL the suite's ``auth/basic-cimd`` authorization server
+#: accepts as a client_id (fixed in the suite; it is never fetched).
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
-    In the ``auth/*`` scenarios the server answers 401 until the client signs in with OAuth
-    (what each scenario expects: ``AUTH`` in test_conformance.py). Once nbagent's sign-in
-    exists, this connects through it, playing the person: the authorization link nbagent
-    shows is opened with an HTTP client that follows the redirect to nbagent's loopback
-    redirect URI (the suite's authorization endpoint redirects at once with a code), and the
-    client id and secret the context gives (``auth/pre-registration``) are passed as a
-    configured client. Until then these scenarios are not played (exit 2), rather than
-    played without signing in.
-    """
+
+def follow(link: str) -> None:
+    """Play the person: open the authorization link as a browser would. The suite's
+    authorization endpoint redirects at once to the redirect URI with a code; following the
+    redirects lands on nbagent's loopback listener, which takes the code (or refuses it)."""
+    import httpx2
+
+    httpx2.get(link, follow_redirects=True, timeout=30)
+
+
+def _given(context: Mapping[str, Any], *names: str) -> list[str]:
+    missing = [name for name in names if not isinstance(context.get(name), str)]
+    if missing:
+        raise ScenarioError(f"the scenario's context gives no {', '.join(missing)}")
+    return [str(context[name]) for name in names]
+
+
+def oauth(scenario: str, context: Mapping[str, Any]) -> OAuth:
+    """How this program signs in for an ``auth/*`` scenario, as a person would configure it:
+    a client the scenario registered beforehand (its id and secret in the context), a client
+    named by its metadata document, a program signing in with client credentials, or (every
+    other scenario) nbagent's defaults, the person following the link."""
+    if scenario == "auth/pre-registration":
+        client_id, secret = _given(context, "client_id", "client_secret")
+        return OAuth(open_link=follow, client_id=client_id, client_secret=secret)
+    if scenario == "auth/client-credentials-basic":
+        client_id, secret = _given(context, "client_id", "client_secret")
+        return OAuth(grant="client_credentials", client_id=client_id, client_secret=secret)
+    if scenario == "auth/basic-cimd":
+        return OAuth(open_link=follow, client_metadata_url=CIMD_URL)
+    return OAuth(open_link=follow)
+
+
+def connect(url: str, scenario: str, context: Mapping[str, Any]) -> MCPServer:
+    """The server as nbagent connects to it. In the ``auth/*`` scenarios the server answers
+    401 until the client signs in with OAuth, so this signs in as :func:`oauth` says."""
     if scenario.startswith("auth/"):
-        raise ScenarioError(f"{scenario} needs OAuth sign-in, which this client does not do yet")
+        return mcp_server(SERVER, url=url, auth=oauth(scenario, context))
     return mcp_server(SERVER, url=url)
 
 
@@ -188,7 +275,7 @@ class CarefulModel:
 
 def play(url: str, scenario: str, context: Mapping[str, Any]) -> list[str]:
     """Play one scenario; return one message per planned call that did not succeed."""
-    plan = _signed_in_call if scenario.startswith("auth/") else PLANS[scenario]
+    plan = PLANS[scenario]
     with connect(url, scenario, context) as server:
         print(f"registered: {sorted(server.origins.values())}", file=sys.stderr)
         for why in server.rejected:
@@ -225,7 +312,7 @@ def main(argv: list[str]) -> int:
     if scenario in NOT_PLAYED:
         print(f"{scenario} is not played: it {NOT_PLAYED[scenario]}", file=sys.stderr)
         return 2
-    if scenario not in PLANS and not scenario.startswith("auth/"):
+    if scenario not in PLANS:
         print(f"{scenario} is a scenario this client does not know", file=sys.stderr)
         return 2
     print(f"nbagent {nbagent.__version__}: scenario {scenario} against {url}", file=sys.stderr)
@@ -233,7 +320,7 @@ def main(argv: list[str]) -> int:
         problems = play(url, scenario, context)
     except (ScenarioError, nbagent.MCPServerError) as exc:
         print(f"{scenario}: {exc}", file=sys.stderr)
-        return 2 if scenario.startswith("auth/") else 1
+        return 1
     for problem in problems:
         print(f"{scenario}: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -23,7 +23,9 @@ it misbehave from then on, and ``GET /test/stats`` says what it saw and every se
 
 A call to the tool ``admin`` with a token lacking the ``admin`` scope is answered 403
 ``insufficient_scope`` asking for ``tools admin`` (a step-up); in mode ``step-up-forever``,
-whatever the token.
+whatever the token. In mode ``modern-scope-refused`` the server speaks only the stateless
+protocol (``server/discover``; an ``initialize`` is answered 400, whatever the token) and
+answers every other request that carries a token 403 ``insufficient_scope``.
 
 ``POST /test/expire`` drops every access token (as a server whose tokens ran out earlier than
 it said). The token endpoint also grants ``client_credentials`` to a registered client that
@@ -337,6 +339,25 @@ class Hostile:
         except ValueError:
             message = None
         params = message.get("params") if isinstance(message, dict) else None
+        if STATE["mode"] == "modern-scope-refused":
+            method = message.get("method") if isinstance(message, dict) else None
+            if method == "initialize":
+                await _json(
+                    send,
+                    400,
+                    {
+                        "jsonrpc": "2.0",
+                        "id": message.get("id"),
+                        "error": {
+                            "code": -32600,
+                            "message": "this server has no initialize handshake",
+                        },
+                    },
+                )
+                return
+            if any(name == b"authorization" for name, _ in scope["headers"]):
+                await self._insufficient(send)
+                return
         if isinstance(params, dict) and params.get("name") == "admin":
             token = b""
             for name, value in scope["headers"]:
@@ -345,24 +366,25 @@ class Hostile:
             access = PROVIDER.access.get(token.decode())
             forever = STATE["mode"] == "step-up-forever"
             if access is not None and ("admin" not in access.scopes or forever):
-                STATE["step_ups"] += 1
-                challenge = (
-                    'Bearer error="insufficient_scope", scope="tools admin", '
-                    f'resource_metadata="{ISSUER}/.well-known/oauth-protected-resource/mcp"'
-                )
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 403,
-                        "headers": [
-                            (b"www-authenticate", challenge.encode()),
-                            (b"content-length", b"0"),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": b""})
+                await self._insufficient(send)
                 return
         await self.app(scope, _replay(body, receive), send)
+
+    async def _insufficient(self, send: Any) -> None:
+        """403 ``insufficient_scope``, asking for ``tools admin``."""
+        STATE["step_ups"] += 1
+        challenge = (
+            'Bearer error="insufficient_scope", scope="tools admin", '
+            f'resource_metadata="{ISSUER}/.well-known/oauth-protected-resource/mcp"'
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [(b"www-authenticate", challenge.encode()), (b"content-length", b"0")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
 
     async def _token(self, scope: Any, receive: Any, send: Any) -> None:
         """The client_credentials grant here; every other grant to the SDK's handler."""

@@ -304,6 +304,29 @@ def test_a_hostile_or_broken_authorization_server_gets_a_clear_refusal(
     assert call(by_name(other, "other__add"), {"a": 2, "b": 2}).text == "4"
 
 
+def test_a_start_whose_sign_in_failed_says_so_whatever_fails_after_it(
+    base: str, other: Any
+) -> None:
+    """The SDK answers a refused ``server/discover`` by trying the legacy handshake; on a
+    server that has none, that fails too, for its own reason. The start failed because the
+    sign-in did, and must say that, not the handshake's error."""
+    links: list[str] = []
+
+    def person(url: str) -> None:
+        links.append(url)
+        browse(url)
+
+    mode(base, "modern-scope-refused")
+    message = _refused_start(base, auth=OAuth(open_link=person))
+    assert message == (
+        "MCP server 'secure' could not sign in: the server answered HTTP 403 to the token it "
+        "had just issued"
+    ), message
+    assert len(links) == 1
+    assert leaked(base, message) == []
+    assert call(by_name(other, "other__add"), {"a": 2, "b": 2}).text == "4"
+
+
 def test_a_foreign_endpoint_the_person_trusts_is_used(base: str) -> None:
     mode(base, "foreign-token")
     trusted = OAuth(open_link=follow, trusted_hosts=("LocalHost",))
