@@ -8,7 +8,8 @@ connection, and reads every request as untrusted: a request head of at most
 :data:`MAX_CONNECTIONS` at once. Only ``GET /callback`` counts, and only while a sign-in waits;
 its ``state`` must be the one nbagent sent, else the sign-in fails at once and nothing goes to
 the token endpoint (an out-of-date link, or a request nbagent did not start). The page the
-browser gets says only what happened, in fixed words: nothing from the request is echoed.
+browser gets says only what happened, in fixed words naming the server: nothing from the
+request is echoed.
 
 :func:`read_redirect` reads the same answer from an address pasted by a person (the browser's
 address bar, where the loopback cannot be reached), with the same checks.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import re
 import socket
 from typing import TYPE_CHECKING
@@ -48,13 +50,38 @@ PATH = "/callback"
 # An OAuth error code (RFC 6749 §4.1.2.1) is a short ASCII token; anything else is not shown.
 _ERROR_CODE = re.compile(r"[a-z_]{1,40}")
 
+# The page the browser shows: a title for its tab, a heading, one sentence. The server's name
+# is nbagent's own (checked when it was added), escaped all the same; nothing comes from the
+# request. "Received", not "signed in": the code is exchanged for a token after this answer,
+# and the notebook says how that ended.
 _PAGE = (
-    "<!doctype html><meta charset=utf-8><title>nbagent</title>"
-    "<body style='font-family:sans-serif;margin:3em'><p>{}</p></body>"
+    "<!doctype html><html lang=en><meta charset=utf-8>"
+    "<meta name=viewport content='width=device-width'><title>{title} · nbagent</title>"
+    "<body style='font-family:system-ui,sans-serif;max-width:36em;margin:4em auto;"
+    "padding:0 1em;line-height:1.5;color:#222'><h1 style='font-size:1.4em'>{title}</h1>"
+    "<p>{text}</p></body></html>"
 )
-_SIGNED_IN = "nbagent has the sign-in. You can close this tab and go back to the notebook."
-_REFUSED = "nbagent refused this sign-in; the notebook says why. You can close this tab."
-_NOBODY = "No sign-in is waiting here. Start it again from the notebook."
+_SIGNED_IN = (
+    "Sign-in received",
+    "Your sign-in {to} reached nbagent, which finishes it in the notebook: the notebook "
+    "says when you are signed in. You can close this tab.",
+)
+_REFUSED = (
+    "Sign-in not completed",
+    "The sign-in {to} did not go through; the notebook says why. You can close this tab.",
+)
+_NOBODY = (
+    "No sign-in is waiting",
+    "No sign-in is waiting here: it has ended, or this address is from an earlier one. "
+    "Start it again from the notebook.",
+)
+
+
+def _page(words: tuple[str, str], server: str) -> bytes:
+    """The page for ``words`` (a title and a sentence), naming ``server`` if known."""
+    to = f"to the MCP server {html.escape(server)}" if server else "to an MCP server"
+    title, text = words
+    return _PAGE.format(title=title, text=text.format(to=to)).encode()
 
 
 class RedirectRefused(Exception):
@@ -104,11 +131,13 @@ class LoopbackListener:
 
     ``port`` 0 lets the system choose; once chosen, the same port is asked for again at each
     later :meth:`open` (a registered redirect URI names it), else a new one is taken and
-    :attr:`moved` says so.
+    :attr:`moved` says so. ``server`` (the MCP server's nbagent name) is named on the page the
+    browser gets, so that a person with several tabs can tell which sign-in it was.
     """
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, server: str = "") -> None:
         self.port = port
+        self.server = server
         self.fixed = port != 0
         self.moved = False
         self._server: asyncio.Server | None = None
@@ -171,9 +200,9 @@ class LoopbackListener:
             return
         self._active += 1
         try:
-            status, text = await self._answer(reader)
+            status, words = await self._answer(reader)
             if status:
-                body = _PAGE.format(text).encode()
+                body = _page(words, self.server)
                 head = (
                     f"HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\n"
                     f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
@@ -186,14 +215,14 @@ class LoopbackListener:
             self._active -= 1
             writer.close()
 
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[str, str]:
+    async def _answer(self, reader: asyncio.StreamReader) -> tuple[str, tuple[str, str]]:
         """The status and page for one request ("" for a request not worth an answer)."""
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
         except (asyncio.LimitOverrunError, ValueError):
             return "431 Request Header Fields Too Large", _NOBODY
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
-            return "", ""
+            return "", _NOBODY
         words = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
         if len(words) != 3:
             return "400 Bad Request", _NOBODY

@@ -122,7 +122,7 @@ class Signer:
         self._answer_seen: tuple[int, str, str] | None = None  # the last answer's status …
         self._expected: asyncio.Future[AuthorizationCodeResult] | None = None
         self._answer: concurrent.futures.Future[str | None] | None = None
-        self.listener = LoopbackListener(config.redirect_port)
+        self.listener = LoopbackListener(config.redirect_port, name)
         self.person = config.grant == "authorization_code"
         self.store = MemoryStore(self._configured_client())
         self.auth: httpx2.Auth

@@ -112,10 +112,15 @@ async def run_awaited(session: Session, shell: Any, words: list[str]) -> None:
     try:
         await in_a_worker(lambda: run(session, shell, words), THREAD_JOIN)
     except asyncio.CancelledError:
-        what = "sign-in" if words[0] == "login" else "start"
-        raise CellInterrupted(
-            f"the {what} of the MCP server {words[1]!r} was stopped by a kernel interrupt"
-        ) from None
+        said = (
+            f"the sign-in to the MCP server {words[1]!r} was stopped by a kernel interrupt: "
+            "it is not signed in"
+            if words[0] == "login"
+            else f"adding the MCP server {words[1]!r} was stopped by a kernel interrupt: it "
+            "was not added"
+            + (" (the one that was running goes on)" if words[1] in session.mcp_servers else "")
+        )
+        raise CellInterrupted(said) from None
 
 
 def _add(session: Session, name: str, words: list[str]) -> None:

@@ -5,7 +5,8 @@ never a widget, so it shows in every frontend and needs no click to reach the ke
 browser comes back to the loopback listener, not to the notebook. Only a URL the sign-in
 already checked (http or https, on the authorization server's host) gets here, and it is
 shown escaped; nothing the server sent is rendered as HTML. When the sign-in ends, the link is
-replaced by one line saying how it ended, so a saved notebook does not keep a dead link.
+replaced by "Signed in …", or, when it failed, by nothing (the cell's error says why, in one
+line), so a saved notebook does not keep a dead link.
 
 A headless run (nbclient, ``jupyter execute``, papermill; see :mod:`.frontend`) cannot follow
 a link: the sign-in is refused at once, before any request, saying why and what to do.
@@ -72,12 +73,12 @@ class NotebookPresenter:
     def finish(self, problem: str | None) -> None:
         if self._handle is None:
             return
-        name = self._server
-        text = (
-            f"Signed in to the MCP server {name}."
-            if problem is None
-            else f"The sign-in to the MCP server {name} ended without a token (see below)."
-        )
+        if problem is not None:
+            # the cell ends with the error that says why, one line: a second one here would
+            # only repeat it less precisely (and a dead link must not stay in the notebook)
+            self._handle.update({}, raw=True)
+            return
+        text = f"Signed in to the MCP server {self._server}."
         self._handle.update(
             {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}, raw=True
         )

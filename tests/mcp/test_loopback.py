@@ -5,6 +5,7 @@ the right ``state`` counts; heads, time and connections are bounded; the page ec
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,11 +23,11 @@ from nbagent.redact import redact_secrets
 class Running:
     """A listener on an event loop of its own thread (as on a server's connection)."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: str = "") -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.listener = LoopbackListener()
+        self.listener = LoopbackListener(server=server)
         self.run(self.listener.open())
 
     def run(self, work: Any) -> Any:
@@ -83,6 +84,41 @@ def test_only_the_awaited_redirect_counts(running: Running) -> None:
     result = waiting.result()
     assert (result.code, result.state, result.iss) == ("the-code-1234", "the-state", "https://as")
     assert get(port, "/callback?code=c2-123456&state=the-state").startswith(b"HTTP/1.1 410")
+
+
+def page_of(answer: bytes) -> tuple[str, str, str]:
+    """The title, heading and text of the page in an HTTP answer."""
+    body = answer.split(b"\r\n\r\n", 1)[1].decode()
+    found = [re.search(f"<{tag}[^>]*>(.*?)</{tag}>", body) for tag in ("title", "h1", "p")]
+    assert all(found), body
+    title, heading, text = (m.group(1) for m in found if m)
+    return title, heading, text
+
+
+def test_the_page_the_browser_gets_says_in_plain_words_which_sign_in_and_what_next() -> None:
+    running = Running("tracker<x>")
+    try:
+        port = running.listener.port
+        waiting = running.expect("s1")
+        done = page_of(get(port, "/callback?code=c0de-1234567&state=s1"))
+        assert done == (
+            "Sign-in received · nbagent",
+            "Sign-in received",
+            "Your sign-in to the MCP server tracker&lt;x&gt; reached nbagent, which finishes it "
+            "in the notebook: the notebook says when you are signed in. You can close this tab.",
+        )
+        assert waiting.result().code == "c0de-1234567"
+        gone = page_of(get(port, "/callback?code=c0de-1234567&state=s1"))
+        assert gone[1] == "No sign-in is waiting" and "from an earlier one" in gone[2]
+        waiting = running.expect("s2")
+        denied = page_of(get(port, "/callback?error=access_denied&state=s2"))
+        assert denied[1] == "Sign-in not completed"
+        assert "to the MCP server tracker&lt;x&gt; did not go through" in denied[2]
+        assert "the notebook says why" in denied[2]
+        with pytest.raises(RedirectRefused):
+            waiting.result()
+    finally:
+        running.close()
 
 
 def test_a_wrong_state_ends_the_sign_in_without_using_or_showing_the_code(
