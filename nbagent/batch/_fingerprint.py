@@ -15,18 +15,17 @@ a key.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._digest import definition_digest as _definition
+from .._digest import digest as _digest
 from ..redact import redact_secrets
 from ._output import ANSWER_TOOL
 
 if TYPE_CHECKING:
     from ..approval import Approver
-    from ..tools import Definition
     from ._run import RunPlan
 
 __all__ = ["Fingerprint", "differences", "fingerprint"]
@@ -44,27 +43,6 @@ class Fingerprint:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, **self.parts}
-
-
-def _digest(value: Any) -> str:
-    data = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    )
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _definition(definition: Definition) -> str:
-    from ..schema import normalize_schema
-
-    return _digest(
-        {
-            "description": definition.description,
-            "schema": normalize_schema(definition.input_schema),
-            "title": definition.title,
-            "strict": definition.strict,
-            "examples": [dict(e) for e in definition.input_examples],
-        }
-    )
 
 
 def _options(options: Any) -> Any:

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from .._digest import digest as _hash
 from ..content import TextPart
 from ..errors import RecordingError
 from ..generation import Generator, Request
 from ..messages import UserMessage
 from ..recording import Recording, RecordingGenerator, ReplayGenerator, fingerprint
-from ..recording._format import _hash
 from ..redact import redact_secrets
 
 if TYPE_CHECKING:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import operator
@@ -14,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._digest import definition_digest as _definition_hash
+from .._digest import digest as _hash
 from .._strict_json import StrictJSONError, strict_loads
 from ..errors import RecordingError
 from ..generation import NamedToolChoice, Request
@@ -30,26 +31,6 @@ VERSION = 1
 MAX_BYTES = 256 * 2**20
 
 _EVENT_TYPES = {"text", "reasoning", "call", "provider_result", "finish", "error", "raise"}
-
-
-def _hash(value: Any) -> str:
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def _definition_hash(definition: Definition) -> str:
-    from ..schema import normalize_schema
-
-    return _hash(
-        {
-            "description": definition.description,
-            "schema": normalize_schema(definition.input_schema),
-            "title": definition.title,
-            "strict": definition.strict,
-            "examples": [dict(e) for e in definition.input_examples],
-            "provider_executed": bool(getattr(definition, "provider_executed", False)),
-        }
-    )
 
 
 def _options_hash(options: Any) -> str:
