@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +200,35 @@ def open_notebook(page: Any, lab: Lab, notebook: str, timeout: float = 60_000) -
 
     page.goto(lab.page_url(notebook))
     expect(page.locator(".jp-StatusBar-TextItem", has_text=IDLE)).to_be_visible(timeout=timeout)
+
+
+class Shots:
+    """Screenshots into a test's tmp dir, each path printed (to look at them)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def take(self, page: Any, name: str, target: Any = None) -> Path:
+        """The page as a person sees it, scrolled to ``target`` (an element shot of a tall
+        output inside JupyterLab's own scroller comes out blank)."""
+        path = self.folder / f"{name}.png"
+        if target is not None:
+            target.scroll_into_view_if_needed()
+        page.screenshot(path=str(path))
+        print(f"screenshot: {path}")
+        return path
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 120.0) -> Any:
+    """``check()``'s first truthy value, polled every 0.2 s; fails naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def open_in_notebook7(page: Any, lab: Lab, notebook: str, timeout: float = 60.0) -> None:

@@ -40,15 +40,17 @@ import pytest
 from .lab import (
     BUTTONS,
     CHROMIUM,
-    IDLE,
     KERNELSPEC,
     Lab,
+    Shots,
     cells_done,
     faint_text,
     mark_cells,
     menu,
     missing,
+    open_notebook,
     running_lab,
+    wait_for,
 )
 from .test_course_in_jupyterlab import page_problems
 
@@ -130,42 +132,6 @@ def browser(lab: Lab) -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
-
-
-class Shots:
-    """Screenshots into the test's tmp dir, each path printed (to look at them)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def take(self, page: Any, name: str, target: Any = None) -> Path:
-        """The page as a person sees it, scrolled to ``target`` (an element shot of a tall
-        output inside JupyterLab's own scroller comes out blank)."""
-        path = self.folder / f"{name}.png"
-        if target is not None:
-            target.scroll_into_view_if_needed()
-        page.screenshot(path=str(path))
-        print(f"screenshot: {path}")
-        return path
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def open_fresh(page: Any, lab: Lab, notebook: str) -> None:
-    """Open ``notebook`` in a new workspace and wait for its kernel (see lab.open_notebook)."""
-    from playwright.sync_api import expect
-
-    page.goto(lab.page_url(notebook))
-    expect(page.locator(".jp-StatusBar-TextItem", has_text=IDLE)).to_be_visible(timeout=60_000)
 
 
 def code_cells(page: Any) -> Any:
@@ -339,7 +305,7 @@ def test_lesson_11_run_all_approve_undo_save_reopen(lab: Lab, browser: Any, tmp_
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     try:
         # --- 1. Run All, approving each snippet -------------------------------------------
-        open_fresh(page, lab, LESSON)
+        open_notebook(page, lab, LESSON)
         agent = code_cells(page).nth(1)
         assert "%agent --kernel" in agent.locator(EDITOR).inner_text()
         mark_cells(page)  # Run All does not run the cell %agent cells inserts
@@ -519,7 +485,7 @@ def test_snippet_is_highlighted_while_it_streams(lab: Lab, browser: Any, tmp_pat
     shots = Shots(tmp_path / "shots")
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     try:
-        open_fresh(page, lab, STREAMING)
+        open_notebook(page, lab, STREAMING)
         code_cells(page).nth(0).locator(EDITOR).click()
         page.keyboard.press("Shift+Enter")
         page.keyboard.press("Shift+Enter")

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import urllib.error
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,15 @@ from ..mcp.oauth import leaked, oauth_server, stats
 from .lab import (
     BUTTONS,
     CHROMIUM,
-    IDLE,
     KERNELSPEC,
     Lab,
+    Shots,
     faint_text,
     menu,
     missing,
+    open_notebook,
     running_lab,
+    wait_for,
 )
 from .test_course_in_jupyterlab import page_problems
 
@@ -103,40 +104,6 @@ def browser(lab: Lab) -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
-
-
-class Shots:
-    """Screenshots into the test's tmp dir, each path printed (to look at them)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def take(self, page: Any, name: str, target: Any = None) -> Path:
-        path = self.folder / f"{name}.png"
-        if target is not None:
-            target.scroll_into_view_if_needed()
-        page.screenshot(path=str(path))
-        print(f"screenshot: {path}")
-        return path
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def open_fresh(page: Any, lab: Lab, notebook: str) -> None:
-    """Open ``notebook`` in a new workspace and wait for its kernel (see lab.open_notebook)."""
-    from playwright.sync_api import expect
-
-    page.goto(lab.page_url(notebook))
-    expect(page.locator(".jp-StatusBar-TextItem", has_text=IDLE)).to_be_visible(timeout=60_000)
 
 
 def cell(page: Any, index: int) -> Any:
@@ -200,7 +167,7 @@ def test_sign_in_by_clicking_the_link_call_save_reopen(
     page = context.new_page()
     try:
         # --- 1. the link in the cell, a click, the loopback page ---------------------------
-        open_fresh(page, lab, SIGN_IN)
+        open_notebook(page, lab, SIGN_IN)
         run(page, 0)
         wait_for("%load_ext", lambda: ran(page, 0))
         run(page, 1)
@@ -266,7 +233,7 @@ def test_sign_in_by_clicking_the_link_call_save_reopen(
         page.close()
         shut_down_kernels(lab)
         page = context.new_page()
-        open_fresh(page, lab, SIGN_IN)  # a fresh kernel, which ran nothing: the saved outputs
+        open_notebook(page, lab, SIGN_IN)  # a fresh kernel, which ran nothing: the saved outputs
         wait_for("the saved outputs", lambda: "the secure server, signed in" in output(page, 3))
         shots.take(page, "7-reopened")
         assert output(page, 1).startswith("Signed in to the MCP server secure.")
@@ -289,7 +256,7 @@ def test_interrupting_the_waiting_cell_ends_it_with_one_line(
     context = browser.new_context(viewport={"width": 1100, "height": 1000})
     page = context.new_page()
     try:
-        open_fresh(page, lab, INTERRUPT)
+        open_notebook(page, lab, INTERRUPT)
         run(page, 0)
         wait_for("%load_ext", lambda: ran(page, 0))
         run(page, 1)
