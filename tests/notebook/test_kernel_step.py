@@ -158,4 +158,7 @@ def test_fork_a_finished_and_a_replayed_run_and_compare(kernel: Kernel, tmp_path
     assert reply["ename"] == "UsageError" and "has no step 9" in reply["evalue"]
     missing = kernel.submit("%agent fork run-999 1")
     kernel.finish(missing, allow_errors=True)
-    assert re.search(r"no run 'run-999'", kernel.replies[missing]["content"]["evalue"])
+    assert re.search(
+        r"no run named 'run-999' in this session; its runs are: run-",
+        kernel.replies[missing]["content"]["evalue"],
+    )
