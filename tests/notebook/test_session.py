@@ -306,3 +306,42 @@ def test_rule_subcommands_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "removed: allow weather city=Paris" in run("rules remove 1")
     with pytest.raises(UsageError, match="no rule '1'"):
         run("rules remove 1")
+
+
+def test_every_subcommand_has_a_grammar_and_its_forms_are_the_help() -> None:
+    from nbagent.notebook.commands import COMMANDS
+    from nbagent.notebook.grammar import GRAMMARS
+    from nbagent.notebook.magics import HELP
+
+    assert set(COMMANDS) == set(GRAMMARS)
+    help_lines = [line.strip() for line in HELP.splitlines()]
+    for grammar in GRAMMARS.values():
+        for line in grammar.usage(explained=True).splitlines():
+            assert line.strip() in help_lines, line
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("fork run-3 2", ["run-3", "2", ""]),
+        (
+            "fork run-3 2 --step -m offline try the cache",
+            ["run-3", "2", "--step -m offline try the cache"],
+        ),
+        ("compare run-3 run-5", ["run-3", "run-5"]),
+        ("undo", []),
+        ("undo run-3 run-4", ["run-3", "run-4"]),
+        ("undo run-3 step 2", ["run-3", "step", "2"]),
+        ("cells run-3", ["run-3"]),
+        ("map --over df 'Grade {a}'", ["--over df 'Grade {a}'"]),
+        ("help fork", ["fork"]),
+        ("rules clear", ["clear"]),
+        ("-- fork run-3", None),
+        ("forks are useful", None),
+    ],
+)
+def test_subcommand_lines_and_what_their_grammar_takes(line: str, words: list[str] | None) -> None:
+    from nbagent.notebook.commands import find
+
+    found = find(line)
+    assert (found[1] if found else None) == words
