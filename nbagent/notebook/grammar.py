@@ -108,7 +108,6 @@ class Grammar:
     name: str
     forms: tuple[Form, ...]
     quoting: bool = False
-    notes: tuple[str, ...] = field(default=())
 
     def usage(self, *, explained: bool = False) -> str:
         """The forms, one a line (``explained``: each with what it does, as the help shows)."""
@@ -121,7 +120,7 @@ class Grammar:
                 else:
                     shown[-1] = f"{shown[-1].ljust(_COLUMN)}  {form.does}"
             lines += shown
-        return "\n".join([*lines, *self.notes])
+        return "\n".join(lines)
 
 
 _COLUMN = 38  # where the help's "what it does" starts
@@ -180,8 +179,8 @@ NAME = Word("NAME", _not_an_option, "a name (not an option)")
 # --- every subcommand ---------------------------------------------------------------------------
 
 
-def _g(name: str, *forms: Form, quoting: bool = False, notes: Sequence[str] = ()) -> Grammar:
-    return Grammar(name, forms, quoting, tuple(notes))
+def _g(name: str, *forms: Form, quoting: bool = False) -> Grammar:
+    return Grammar(name, forms, quoting)
 
 
 def _f(*items: Element, does: str = "") -> Form:
@@ -341,43 +340,44 @@ class _Miss:
                 self.whats.append(what)
 
 
-def _match(
-    items: Sequence[Element], tokens: _Tokens, at: int, miss: _Miss
-) -> Iterator[tuple[int, list[str]]]:
-    """Every way ``items`` can take words from ``at`` on: (where it ended, the words taken)."""
+#: Where a match of a form ended, and where its :class:`Rest` began (None: it has none). Every
+#: element takes the words that follow the one before, so the words a form took are the line's
+#: up to its end: a match need not carry them.
+_End = tuple[int, int | None]
+
+
+def _match(items: Sequence[Element], tokens: _Tokens, at: int, miss: _Miss) -> Iterator[_End]:
+    """Every way ``items`` can take words from ``at`` on."""
     if not items:
-        yield at, []
+        yield at, None
         return
     first, rest = items[0], items[1:]
-    for end, taken in _one(first, tokens, at, miss):
-        for final, more in _match(rest, tokens, end, miss):
-            yield final, [*taken, *more]
+    for end, rest_at in _one(first, tokens, at, miss):
+        for final, later in _match(rest, tokens, end, miss):
+            yield final, rest_at if rest_at is not None else later
 
 
-def _one(item: Element, tokens: _Tokens, at: int, miss: _Miss) -> Iterator[tuple[int, list[str]]]:
+def _one(item: Element, tokens: _Tokens, at: int, miss: _Miss) -> Iterator[_End]:
     words = tokens.words
     word = words[at] if at < len(words) else None
     if isinstance(item, str):
         if word == item:
-            yield at + 1, [word]
+            yield at + 1, None
         else:
             miss.note(at, item, repr(item))
     elif isinstance(item, Word):
         if word is not None and item.test(word):
-            yield at + 1, [word]
+            yield at + 1, None
         else:
             miss.note(at, item.label, item.what)
     elif isinstance(item, Rest):
         if item.required and word is None:
             miss.note(at, item.what or _show(item))
             return
-        if tokens.quoting:
-            yield len(words), words[at:]
-        else:
-            yield len(words), [tokens.text[tokens.starts[at] :].strip() if word else ""]
+        yield len(words), at
     elif isinstance(item, Opt):
         yield from _match(item.items, tokens, at, miss)
-        yield at, []
+        yield at, None
     elif isinstance(item, OneOf):
         for choice in item.items:
             yield from _one(choice, tokens, at, miss)
@@ -385,15 +385,32 @@ def _one(item: Element, tokens: _Tokens, at: int, miss: _Miss) -> Iterator[tuple
         yield from _repeat(item, tokens, at, miss, 0)
 
 
-def _repeat(
-    item: Many, tokens: _Tokens, at: int, miss: _Miss, count: int
-) -> Iterator[tuple[int, list[str]]]:
-    for end, taken in _one(item.item, tokens, at, miss):
+def _repeat(item: Many, tokens: _Tokens, at: int, miss: _Miss, count: int) -> Iterator[_End]:
+    if isinstance(item.item, (str, Word)):  # one word each: taken in a loop, longest first
+        end = at
+        while end < len(tokens.words) and any(_one(item.item, tokens, end, miss)):
+            end += 1
+        if end < len(tokens.words):
+            any(_one(item.item, tokens, end, miss))  # notes what the next word should be
+        for stop in range(end, at - 1, -1):
+            if count + stop - at >= item.least:
+                yield stop, None
+        return
+    for end, rest_at in _one(item.item, tokens, at, miss):
         if end > at:  # an element that takes nothing would repeat forever
-            for final, more in _repeat(item, tokens, end, miss, count + 1):
-                yield final, [*taken, *more]
+            for final, later in _repeat(item, tokens, end, miss, count + 1):
+                yield final, rest_at if rest_at is not None else later
     if count >= item.least:
-        yield at, []
+        yield at, None
+
+
+def _taken(tokens: _Tokens, rest_at: int | None) -> list[str]:
+    """The words a whole-line match took, its :class:`Rest` as text (or words, quoting)."""
+    words = tokens.words
+    if rest_at is None or tokens.quoting:
+        return list(words)
+    text = tokens.text[tokens.starts[rest_at] :].strip() if rest_at < len(words) else ""
+    return [*words[:rest_at], text]
 
 
 def parse(line: str) -> tuple[Grammar, list[str]] | None:
@@ -412,9 +429,9 @@ def parse(line: str) -> tuple[Grammar, list[str]] | None:
         raise _usage(grammar, line, f"{exc} (check the quotes)") from None
     miss = _Miss()
     for form in grammar.forms:
-        for end, taken in _match(form.items, tokens, 0, miss):
+        for end, rest_at in _match(form.items, tokens, 0, miss):
             if end == len(tokens.words):
-                return grammar, taken
+                return grammar, _taken(tokens, rest_at)
             miss.note(end, "")
     raise _failure(grammar, line, tokens, miss)
 
