@@ -452,7 +452,7 @@ class Run:
             raise asyncio.CancelledError
         edited = None
         if (resume.results or resume.remove) and isinstance(last, ToolMessage):
-            edited, edits = edited_results(last, resume)
+            edited, edits = edited_results(last, resume, self.limits)
             request = replace(request, messages=(*request.messages[:-1], edited))
         if resume.instructions is not None:
             request = replace(request, instructions=resume.instructions)

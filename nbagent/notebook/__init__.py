@@ -101,9 +101,15 @@ def _on_shutdown(ipython: Any) -> None:
     ipython._nbagent_watches_exit = True
 
 
+def _result_of(run_id: str) -> Any:
+    """A run of this kernel's session by its id, for ``compare("run-3", …)`` in a cell."""
+    return current_session().result_of(run_id)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
+    from ..fork import set_run_lookup
     from . import cells
     from .magics import AgentMagics
     from .mapmagic import install_default_view
@@ -117,6 +123,7 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(AgentMagics(ipython, _session))
     cells.install(ipython)
     install_default_view()
+    set_run_lookup(_result_of)
     _at_exit()
     _on_shutdown(ipython)
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:
