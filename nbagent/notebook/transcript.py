@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .._timing import TimelineBuilder
 from ..approval import Decision
 from ..content import ToolResult
 from ..events import (
@@ -41,7 +42,7 @@ from ..events import (
     ToolStarted,
 )
 from ..generation import Usage
-from ..timeline import Timeline, TimelineBuilder
+from ..timeline import Timeline
 from .render import pretty_arguments
 
 #: How much of the final answer the run's metadata record keeps.
