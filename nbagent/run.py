@@ -69,7 +69,7 @@ from .stepping import Resume, StepEditError, StepPause, edited_results
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ._loopstate import AgentState as Agent  # what a run reads from its agent
     from .limits import Budget
 
 __all__ = ["CANCEL_GRACE", "Run"]
