@@ -121,6 +121,46 @@ def test_no_import_circle() -> None:
     assert not found, "\n".join(_describe(group, graph) for group in found)
 
 
+#: Front ends: they consume the loop's events and own the person; nothing below imports them.
+FRONT_ENDS = ("nbagent.notebook", "nbagent.terminal")
+#: Modules above everything, which load what they hand on: the package's face and ``-m``.
+TOP = ("nbagent", "nbagent.__main__")
+
+
+def _within(module: str, rooms: Iterable[str]) -> str | None:
+    return next((r for r in rooms if module == r or module.startswith(r + ".")), None)
+
+
+def test_nothing_below_the_front_ends_imports_one() -> None:
+    """The loop, the providers, MCP, the kernel tools … know no front end (a protocol client
+    is handed what it needs from one, e.g. a sign-in presenter); front ends know no other."""
+    wrong = []
+    for module, imported in import_graph(ROOT).items():
+        if module in TOP:
+            continue
+        own = _within(module, FRONT_ENDS)
+        wrong += [
+            f"{module} -> {target}"
+            for target in sorted(imported)
+            if _within(target, FRONT_ENDS) not in (None, own)
+        ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_core_reaches_the_providers_through_their_face_only() -> None:
+    """Model strings resolve through ``nbagent/providers/__init__.py``: a core module imports no
+    adapter (and with it no HTTP client)."""
+    files = _modules(ROOT)
+    wrong = [
+        f"{module} -> {target}"
+        for module, imported in import_graph(ROOT).items()
+        if module.count(".") == 1 and not files[module][1] and module not in TOP
+        for target in sorted(imported)
+        if target.startswith("nbagent.providers.")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 #: Over the limit, and split on another branch: the run loop is being changed there (its body is
 #: not ours to move). Strict: once it is split, the xfail fails, and this entry must go.
 BEING_SPLIT = {"nbagent/run.py"}
