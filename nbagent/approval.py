@@ -3,9 +3,9 @@
 The loop asks ``await approver.decide(request)`` once per call that needs approval and runs the
 call only on an explicit approve decision for that exact call. Policies: :class:`AutoApprove`,
 :class:`DenyAll`, :class:`CallbackApprover` (ask a function, e.g. a terminal prompt),
-:class:`RuleApprover` (allow or deny by tool and by the arguments, see :mod:`nbagent.rules`),
-:class:`ScriptedApprover` (tests, headless notebooks) and :class:`InteractiveApprover` (futures
-resolved by buttons).
+:class:`~nbagent.rules.RuleApprover` (allow or deny by tool and by the arguments; it lives with
+its rules, above this module), :class:`ScriptedApprover` (tests, headless notebooks) and
+:class:`InteractiveApprover` (futures resolved by buttons).
 
 An approval may carry edited arguments (``approve(arguments={...})``): the loop checks them
 against the tool's schema, runs the call with exactly those, and tells the model so. Every
