@@ -23,6 +23,7 @@ from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE, Outcome, copy_json
 from ._history import CheckedCall, check_calls, clean_text, history_message, result_for_model
 from ._textbuf import TextBuffer
+from ._timing import TimelineBuilder
 from .approval import Approver
 from .content import Part, TextPart, ToolResult, error_result
 from .errors import AgentError, ArgumentsError, RunAbortedError
@@ -65,11 +66,10 @@ from .generation import (
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
 from .redact import redact_secrets
 from .stepping import Resume, StepEditError, StepPause, edited_results
-from .timeline import TimelineBuilder
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ._loopstate import AgentState as Agent  # what a run reads from its agent
     from .limits import Budget
 
 __all__ = ["CANCEL_GRACE", "Run"]

@@ -480,7 +480,7 @@ async def agent_cell(line: str, cell: str | None = None, *, value: bool = False)
     # IPython leaves frames that set this out of a traceback: an interrupted run's shows the
     # person's cell and the frame that raised, not nbagent's awaiting between them
     __tracebackhide__ = True
-    from . import current_session
+    from ._current import current_session
 
     magics = AgentMagics.for_session(current_session())
     result = await magics.run_awaited(line, cell)
@@ -491,6 +491,6 @@ def agent_value(line: str, local_ns: dict[str, Any] | None = None) -> Any:
     """What a rewritten ``x = %agent …`` that cannot be awaited calls: the magic, returning the
     run's result (a :class:`~.runner.PendingRun` while a background run goes on); ``local_ns``
     are the variables where it stands, for ``{name}`` in the prompt."""
-    from . import current_session
+    from ._current import current_session
 
     return AgentMagics.for_session(current_session()).run_line(line, local_ns=local_ns)
