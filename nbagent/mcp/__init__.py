@@ -139,7 +139,9 @@ class MCPServer:
         """Sign in again now (after a refresh failed, to change accounts): the tokens held are
         dropped and the sign-in runs from this thread, as at the start (``open_link`` as in
         :class:`OAuth`; default: the server's own, else the notebook's or the terminal's).
-        Raises :class:`~nbagent.errors.MCPSignInError` saying why it did not succeed."""
+        A sign-in that another request completes while this one waits is kept: it is the one
+        asked for. Raises :class:`~nbagent.errors.MCPSignInError` saying why it did not
+        succeed."""
         self._connection.sign_in(open_link)
 
     def sign_out(self) -> None:

@@ -29,6 +29,7 @@ from ._reasons import (
     leaves,
     quiet_sdk_logging,
     short,
+    unread_page,
     unreadable_http,
 )
 from ._signing import SignInControl
@@ -377,8 +378,15 @@ class Connection(SignInControl):
         rejected: list[str] = []
         cursor: str | None = None
         beyond = False  # more than max_tools listed (refused ones count): the rest left out
-        for _ in range(_MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
+        for number in range(1, _MAX_PAGES + 1):
+            try:
+                page = await client.list_tools(cursor=cursor)
+            except Exception as exc:  # a page too large to read costs its tools, not the rest
+                refused_page = unread_page(exc, number, self.name, self.limits.max_message_bytes)
+                if refused_page is None:
+                    raise
+                rejected.append(refused_page)
+                break
             listed.extend(page.tools)
             refused, unread = self._screened_out(page)
             rejected.extend(refused)

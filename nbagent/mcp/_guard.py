@@ -4,7 +4,9 @@
 every answer it gets, asking its :class:`~._signer.Signer` what may go and what an answer
 means; it never builds an OAuth request itself. What it adds: requests with no token or a
 valid one go out beside the flow (the flow holds its lock until each answer's headers); a 401
-to a token the client still took for valid is answered by a refresh first; and a failure
+to a token the client still took for valid is answered by a refresh first; a 403 asking for
+more scope is stepped up once per request, right after the sign-in it needed too; a request is
+told that its new token was refused only when it sent one its own flow just got; and a failure
 becomes the answer to the request that needed the sign-in (see ``SIGN_IN_FAILED`` in
 :mod:`._http`), so the connection goes on.
 """
@@ -77,7 +79,6 @@ class Guard:
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         signer, context = self.signer, self.context
-        sign_ins = signer.sign_ins
         # The SDK's flow holds its lock from each request until its answer's headers, so
         # calls to a server that answers only when done would wait for one another. With no
         # token (a server that asks for none, until it does) or a valid one, the request goes
@@ -94,9 +95,13 @@ class Guard:
         sent_with = request.headers.get("Authorization")
         flow = super().async_auth_flow(request)  # type: ignore[misc]
         problem: str | None = None
-        refreshed = False
+        refreshed = stepped = rescoped = False  # each once per request: three flows at most
         try:
             outgoing = await flow.__anext__()
+            # The flow holds the SDK's lock from here: a sign-in from now on is this request's
+            # own. One another request completed while this one waited is not (its token may
+            # be gone again, dropped by a sign-out that waited too).
+            sign_ins = signer.sign_ins
             while True:
                 if outgoing is not request:
                     problem = signer.admit(outgoing)
@@ -111,18 +116,29 @@ class Guard:
                 else:
                     response = yield outgoing
                 if outgoing is request and signer.needs_person(response):
-                    if signer.sign_ins > sign_ins:  # signed in for this request, refused anyway
-                        problem = signer.still_refused(response)
+                    scope = response.status_code == 403  # more scope (a 401: a token at all)
+                    own = signer.sign_ins > sign_ins  # it answered the token just signed in for
+                    if (own and not scope) or (scope and (stepped or (own and rescoped))):
+                        problem = signer.still_refused(response)  # signed in, refused anyway
                         break
-                    renew = response.status_code == 401  # (a 403 asks for more scope)
-                    if renew and not refreshed and self.context.can_refresh_token():
-                        # the server refused a token the client still took for valid: renew it
-                        refreshed = True
-                        self.context.token_expiry_time = 1.0
+                    renew = not scope and not refreshed and self.context.can_refresh_token()
+                    if renew or (scope and own):
+                        # A new flow: to renew a token the server refused though the client
+                        # still took it for valid, or to step up from the token this request's
+                        # sign-in just got (the SDK's flow ends with the request it sends after
+                        # signing in); each at most once per request.
+                        if renew:
+                            refreshed = True
+                            self.context.token_expiry_time = 1.0
+                        else:
+                            rescoped = True
+                            pending, sent_with = response, request.headers.get("Authorization")
                         await flow.aclose()
                         flow = super().async_auth_flow(request)  # type: ignore[misc]
                         outgoing = await flow.__anext__()
+                        sign_ins = signer.sign_ins
                         continue
+                    stepped = stepped or scope
                     problem = await signer.challenged(request, response)
                     if problem is not None:
                         break

@@ -23,7 +23,9 @@ class MCPLimits:
     ``max_message_bytes``: the largest message read from the server: a line over stdio, a
     JSON body or one server-sent event over HTTP. A larger one is skipped (or refused) as it
     streams in, never held whole; when it was the answer to a call, that call gets an error
-    result saying so, and the connection goes on.
+    result saying so, and the connection goes on. A page of the tool listing that large is
+    refused with its tools and those of later pages (their cursor is inside it), saying so;
+    the tools of earlier pages register and the server starts, or keeps running.
     ``max_tools``: tools taken from one listing; the rest are left out with a note.
     ``max_schema_bytes``: the JSON size of one tool's input schema; a larger tool is not
     registered.

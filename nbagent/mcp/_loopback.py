@@ -144,6 +144,8 @@ class LoopbackListener:
         self._waiting: asyncio.Future[AuthorizationCodeResult] | None = None
         self._state = ""
         self._active = 0
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._unread: set[asyncio.StreamWriter] = set()  # connections yet to send their head
 
     @property
     def state(self) -> str:
@@ -184,13 +186,22 @@ class LoopbackListener:
         return self._waiting
 
     async def close(self) -> None:
-        """Stop listening; a sign-in still waiting is cancelled."""
+        """Stop listening; a sign-in still waiting is cancelled. Connections that have sent no
+        request (a browser opens spare ones) are closed unanswered, and those being answered
+        are given up to a second to finish: none is left to the loop's end, where a handler
+        cancelled there was printed as an "Exception in callback" traceback."""
         server, self._server = self._server, None
         if self._waiting is not None and not self._waiting.done():
             self._waiting.cancel()
         self._waiting = None
         if server is not None:
             server.close()
+        for writer in list(self._unread):
+            writer.close()  # its handler's read ends at once, and the handler with it
+        handlers = [task for task in self._handlers if task is not asyncio.current_task()]
+        if handlers:
+            await asyncio.wait(handlers, timeout=1.0)
+        if server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
 
@@ -198,9 +209,13 @@ class LoopbackListener:
         if self._active >= MAX_CONNECTIONS:
             writer.close()
             return
+        task = asyncio.current_task()
+        assert task is not None  # asyncio runs each connection's handler as a task
+        self._handlers.add(task)
         self._active += 1
+        self._unread.add(writer)
         try:
-            status, words = await self._answer(reader)
+            status, words = await self._answer(reader, writer)
             if status:
                 body = _page(words, self.server)
                 head = (
@@ -211,11 +226,20 @@ class LoopbackListener:
                 writer.write(head.encode() + body)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(writer.drain(), HEAD_TIMEOUT)
+        except asyncio.CancelledError:
+            # The loop is ending with this connection open. The handler is a task nobody
+            # awaits, and asyncio's stream protocol (Python 3.11) asks a cancelled one for its
+            # exception, which prints a traceback: the connection just ends, unanswered.
+            pass
         finally:
             self._active -= 1
+            self._unread.discard(writer)
+            self._handlers.discard(task)
             writer.close()
 
-    async def _answer(self, reader: asyncio.StreamReader) -> tuple[str, tuple[str, str]]:
+    async def _answer(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[str, tuple[str, str]]:
         """The status and page for one request ("" for a request not worth an answer)."""
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
@@ -223,6 +247,8 @@ class LoopbackListener:
             return "431 Request Header Fields Too Large", _NOBODY
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
             return "", _NOBODY
+        finally:
+            self._unread.discard(writer)  # from here it is answered, even when close() comes
         words = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
         if len(words) != 3:
             return "400 Bad Request", _NOBODY

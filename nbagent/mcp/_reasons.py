@@ -11,6 +11,7 @@ __all__ = [
     "leaves",
     "quiet_sdk_logging",
     "short",
+    "unread_page",
     "unreadable_http",
 ]
 
@@ -70,6 +71,26 @@ def unreadable_http(message: str, limit: int) -> str:
     nbagent refused the answer (the SDK puts "Failed to parse JSON response: " before it)."""
     ours = too_large(limit)
     return ours if ours in message else message
+
+
+def unread_page(exc: BaseException, number: int, server: str, limit: int) -> str | None:
+    """Why page ``number`` of a tool listing is left out, when nbagent refused to read it (an
+    answer over ``limit`` bytes, over stdio or HTTP alike); None for any other failure.
+
+    One JSON-RPC answer cannot be read in part, and the cursor to the next page is inside it:
+    that page's tools and those after it are left out, the pages before it are kept, and the
+    connection goes on (the transports skip the answer as it streams in)."""
+    try:
+        from mcp import MCPError
+    except ImportError:  # pragma: no cover - the SDK is there whenever a server runs
+        return None
+    ours = too_large(limit)
+    if not isinstance(exc, MCPError) or ours not in str(exc.error.message):
+        return None
+    return (
+        f"page {number} of MCP server {server!r}'s tool listing was refused: {ours}; its "
+        "tools, and those of any later page, are left out"
+    )
 
 
 def call_problem(exc: Exception) -> str:

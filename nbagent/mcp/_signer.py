@@ -316,6 +316,8 @@ class Signer:
             self.store.forget()
         elif what.startswith("token endpoint") and response.status_code == 200:
             self._refresh_note = None
+        # the SDK stores these tokens next, if it can read them: from a sign-in, or a refresh
+        self.store.next_is_grant = what == "token endpoint" and response.status_code == 200
         return None
 
     def still_refused(self, response: httpx2.Response) -> str:
@@ -470,10 +472,18 @@ class Signer:
         """ "signed in, expires at 14:05 (in 58 min)", "not signed in" …"""
         return self.store.describe(needed=bool(self.problem or self._ever))
 
-    async def forget(self) -> None:
-        """Sign out: the tokens are dropped (the client registration is kept)."""
+    async def forget(self, unless_granted_since: int | None = None) -> None:
+        """Sign out: the tokens are dropped (the client registration is kept).
+
+        With ``unless_granted_since`` (the store's ``grants`` when a person asked to sign in
+        again), tokens a sign-in got after that are kept: the SDK's lock may be held by another
+        request signing in, through the very link the person was shown, and dropping what it
+        got would undo the sign-in that was asked for."""
         context = self.auth.context  # type: ignore[attr-defined]
         async with context.lock:
+            since = unless_granted_since
+            if since is not None and self.store.grants > since and self.store.tokens is not None:
+                return
             context.clear_tokens()
             self.store.forget()
         self._refresh_note = None

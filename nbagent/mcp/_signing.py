@@ -86,8 +86,9 @@ class SignInControl:
 
     def sign_in(self, open_link: Callable[[str], object] | None = None) -> None:
         """Sign in (again) now, from this thread: the tokens held are dropped, then the tool
-        list is fetched, which asks the server and so starts the sign-in. Raises
-        MCPSignInError saying why it did not succeed."""
+        list is fetched, which asks the server and so starts the sign-in (a sign-in another
+        request completes meanwhile, through the link shown here, is kept: it is the one
+        asked for). Raises MCPSignInError saying why it did not succeed."""
         from ..errors import MCPSignInError
 
         signer, loop = self.signer, self._loop
@@ -99,8 +100,9 @@ class SignInControl:
         if attendant.refusal is not None and signer.person:
             raise MCPSignInError(f"MCP server {self.name!r} could not sign in: {attendant.refusal}")
         self._attendant = attendant
+        asked = signer.store.grants  # a sign-in completed from now on is the one asked for
         try:
-            future = asyncio.run_coroutine_threadsafe(self._sign_in_now(signer), loop)
+            future = asyncio.run_coroutine_threadsafe(self._sign_in_now(signer, asked), loop)
         except RuntimeError:  # its loop has just ended
             self._attendant = None
             raise MCPServerError(self.unavailable()) from None
@@ -127,10 +129,12 @@ class SignInControl:
         if problem is not None:
             raise MCPSignInError(f"MCP server {self.name!r} {problem}")
 
-    async def _sign_in_now(self, signer: Signer) -> None:
+    async def _sign_in_now(self, signer: Signer, asked: int) -> None:
         import anyio
 
-        await signer.forget()
+        # another request may be signing in already (through the link this sign-in shows):
+        # the sign-out waits for it, and keeps what it got (see Signer.forget)
+        await signer.forget(unless_granted_since=asked)
         signer.problem = None
         client = self._client
         if client is None:

@@ -31,6 +31,10 @@ class MemoryStore:
         self.tokens: OAuthToken | None = None
         self.expires_at: float | None = None
         self.client_info = client_info
+        # Tokens stored from a grant (a sign-in: the code, or the client's credentials), not a
+        # refresh. The signer says which one comes next when the token endpoint answers it.
+        self.grants = 0
+        self.next_is_grant = False
         if client_info is not None and client_info.client_secret:
             hide_exactly(client_info.client_secret)
 
@@ -42,6 +46,9 @@ class MemoryStore:
         self.forget()
         self.tokens = tokens
         self.expires_at = time.time() + tokens.expires_in if tokens.expires_in else None
+        if self.next_is_grant:
+            self.grants += 1
+            self.next_is_grant = False
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return self.client_info

@@ -114,6 +114,23 @@ def expire(base: str) -> None:
         answer.read()
 
 
+def release(base: str) -> None:
+    """Answer the requests the server holds (mode ``hold-metadata``), and those to come."""
+    request = urllib.request.Request(f"{base}/test/release", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
+
+
+def settled(server: Any, base: str, listens: int) -> None:
+    """Wait for the 2026 listening request a start sends once it is ready (``listens``: the
+    server's count before the start), so that it goes out with the start's token and plays
+    no part in what a test does next (it would race a sign-out for the flow's lock)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    if server._connection.protocol in MODERN_PROTOCOL_VERSIONS:
+        wait_until(lambda: stats(base)["listens"] > listens, 10, "the listening request")
+
+
 def leaked(base: str, *texts: str) -> list[str]:
     """The secrets the server issued that appear in any of ``texts``."""
     secrets = stats(base)["issued"]

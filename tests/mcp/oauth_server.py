@@ -16,6 +16,9 @@ it misbehave from then on, and ``GET /test/stats`` says what it saw and every se
   authorization (or token) endpoint on another host than its issuer (``localhost`` for
   ``127.0.0.1``, the same process).
 * ``hang-metadata`` / ``hang-token``: that endpoint accepts the request and never answers.
+* ``hold-metadata``: the authorization-server metadata is answered only once
+  ``POST /test/release`` is asked (``held`` counts the requests that waited), so a test can
+  hold a sign-in half-way while it lines other requests up behind it.
 * ``garbage-token``: the token endpoint answers 200 with HTML; ``huge-token``: with 64 MB.
 * ``fail-refresh``: a refresh is answered 400 ``invalid_grant``.
 * ``deny``: the consent page sends the browser back with ``error=access_denied``.
@@ -23,9 +26,10 @@ it misbehave from then on, and ``GET /test/stats`` says what it saw and every se
 
 A call to the tool ``admin`` with a token lacking the ``admin`` scope is answered 403
 ``insufficient_scope`` asking for ``tools admin`` (a step-up); in mode ``step-up-forever``,
-whatever the token. In mode ``modern-scope-refused`` the server speaks only the stateless
-protocol (``server/discover``; an ``initialize`` is answered 400, whatever the token) and
-answers every other request that carries a token 403 ``insufficient_scope``.
+whatever the token; in mode ``admin-everywhere``, every request whose token lacks ``admin``
+(the first one after signing in included). In mode ``modern-scope-refused`` the server speaks
+only the stateless protocol (``server/discover``; an ``initialize`` is answered 400, whatever
+the token) and answers every other request that carries a token 403 ``insufficient_scope``.
 
 ``POST /test/expire`` drops every access token (as a server whose tokens ran out earlier than
 it said). The token endpoint also grants ``client_credentials`` to a registered client that
@@ -71,6 +75,8 @@ STATE: dict[str, Any] = {
     "calls": 0,
     "unauthorized": 0,  # requests to /mcp with no token
     "step_ups": 0,  # calls to admin refused for want of its scope
+    "held": 0,  # metadata requests held in mode hold-metadata
+    "listens": 0,  # subscriptions/listen requests (a 2026 client's listening stream)
     "issued": [],  # every code, access token, refresh token and client secret handed out
 }
 
@@ -280,6 +286,16 @@ async def _forever() -> None:
     await asyncio.Event().wait()  # an answer that never comes
 
 
+_RELEASE: dict[str, asyncio.Event] = {}
+
+
+def _release() -> asyncio.Event:
+    """What held answers wait for (set by ``POST /test/release``, cleared by a new mode)."""
+    if "event" not in _RELEASE:
+        _RELEASE["event"] = asyncio.Event()
+    return _RELEASE["event"]
+
+
 class Hostile:
     """ASGI middleware: the test's control endpoints, and the misbehaviour of each mode."""
 
@@ -296,7 +312,11 @@ class Hostile:
         query = parse_qs(scope.get("query_string", b"").decode())
         if path == "/test/mode":
             STATE["mode"] = query["name"][0]
+            _release().clear()
             await _json(send, 200, {"mode": STATE["mode"]})
+        elif path == "/test/release":
+            _release().set()
+            await _json(send, 200, {"released": True})
         elif path == "/test/stats":
             await _json(send, 200, dict(STATE))
         elif path == "/test/expire":
@@ -314,6 +334,10 @@ class Hostile:
             await send({"type": "http.response.body", "body": b""})
         elif path == "/.well-known/oauth-authorization-server" and mode == "hang-metadata":
             await _forever()
+        elif path == "/.well-known/oauth-authorization-server" and mode == "hold-metadata":
+            STATE["held"] += 1
+            await _release().wait()
+            await self.app(scope, receive, send)
         elif path == "/.well-known/oauth-authorization-server" and mode.startswith("foreign-"):
             await self._foreign(scope, receive, send, mode.removeprefix("foreign-"))
         elif path == "/token" and mode == "hang-token":
@@ -332,15 +356,25 @@ class Hostile:
             await self.app(scope, receive, send)
 
     async def _step_up(self, scope: Any, receive: Any, send: Any) -> None:
-        """A call to ``admin`` with a token lacking the ``admin`` scope: 403 asking for it."""
+        """403 asking for more scope where the mode says (see the module); counts listens."""
         body = await _body(receive)
         try:
             message = json.loads(body or b"null")
         except ValueError:
             message = None
         params = message.get("params") if isinstance(message, dict) else None
+        method = message.get("method") if isinstance(message, dict) else None
+        if method == "subscriptions/listen":
+            STATE["listens"] += 1
+        token = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                token = value.removeprefix(b"Bearer ")
+        access = PROVIDER.access.get(token.decode())
+        if STATE["mode"] == "admin-everywhere" and access and "admin" not in access.scopes:
+            await self._insufficient(send)
+            return
         if STATE["mode"] == "modern-scope-refused":
-            method = message.get("method") if isinstance(message, dict) else None
             if method == "initialize":
                 await _json(
                     send,
@@ -359,11 +393,6 @@ class Hostile:
                 await self._insufficient(send)
                 return
         if isinstance(params, dict) and params.get("name") == "admin":
-            token = b""
-            for name, value in scope["headers"]:
-                if name == b"authorization":
-                    token = value.removeprefix(b"Bearer ")
-            access = PROVIDER.access.get(token.decode())
             forever = STATE["mode"] == "step-up-forever"
             if access is not None and ("admin" not in access.scopes or forever):
                 await self._insufficient(send)

@@ -84,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
             body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "error": error}).encode()
             self.reply(200, body)
         elif method == "tools/list":
-            self.answer(request["id"], listing(request["id"], STATE))
+            self.answer(request["id"], listing(request["id"], STATE, params.get("cursor")))
         elif method == "tools/call" and params["name"] == "huge":
             self.huge(request["id"], params["arguments"])
         elif method == "tools/call" and params["name"] == "sent":

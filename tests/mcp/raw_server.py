@@ -7,12 +7,13 @@ with code 3 without answering.
 
 ``RAW_SERVER_TOOLS`` names a file whose bytes are sent, exactly as they are, as the listing's
 ``tools`` array (so a test can list what no JSON library would write: tools nested thousands
-of levels deep, a ``NaN``, a malformed entry). ``RAW_SERVER_MODERN=1`` makes it a 2026-07-28
-server (it answers ``server/discover``). A call to ``burst`` sends ``count`` tool-list change
-notifications, the listing gaining the tool ``vN`` with the N-th, and answers once all are
-written; ``listings`` answers with how many times the tool list was asked for; ``invalid`` and
-``mismatch`` answer with results no client can take, ``deep`` with one nested 300 levels (see
-``ANSWERS``).
+of levels deep, a ``NaN``, a malformed entry); several files (joined by ``os.pathsep``) are
+the listing's pages, in order, each but the last with a ``nextCursor`` to the next.
+``RAW_SERVER_MODERN=1`` makes it a 2026-07-28 server (it answers ``server/discover``). A
+call to ``burst`` sends ``count`` tool-list change notifications, the listing gaining the tool
+``vN`` with the N-th, and answers once all are written; ``listings`` answers with how many
+times the tool list was asked for; ``invalid`` and ``mismatch`` answer with results no client
+can take, ``deep`` with one nested 300 levels (see ``ANSWERS``).
 """
 
 from __future__ import annotations
@@ -63,24 +64,31 @@ def answer(request: dict[str, Any], result: dict[str, Any]) -> None:
     send({"jsonrpc": "2.0", "id": request["id"], "result": result})
 
 
-def tools_bytes(state: State) -> bytes:
-    """The listing's ``tools`` array as JSON text: the file's bytes, or the names."""
-    path = os.environ.get("RAW_SERVER_TOOLS")
-    if path:
-        with open(path, "rb") as file:
-            return file.read()
+def tools_bytes(state: State, cursor: Any = None) -> tuple[bytes, str | None]:
+    """The ``tools`` array of the page ``cursor`` names, as JSON text (a file's bytes, or the
+    names), and the cursor of the next page."""
+    paths = os.environ.get("RAW_SERVER_TOOLS")
+    if paths:
+        pages = paths.split(os.pathsep)
+        page = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
+        with open(pages[min(page, len(pages) - 1)], "rb") as file:
+            return file.read(), str(page + 1) if page + 1 < len(pages) else None
     names = [*state.names, *([f"v{state.version}"] if state.version else [])]
-    return json.dumps([{"name": name, "inputSchema": SCHEMA} for name in names]).encode()
+    return json.dumps([{"name": name, "inputSchema": SCHEMA} for name in names]).encode(), None
 
 
-def listing(request_id: Any, state: State) -> bytes:
-    """The whole answer to ``tools/list``, built around the tools' bytes."""
+def listing(request_id: Any, state: State, cursor: Any = None) -> bytes:
+    """The whole answer to ``tools/list`` (of the page ``cursor`` names), built around the
+    tools' bytes."""
     state.listings += 1
     head = json.dumps({"jsonrpc": "2.0", "id": request_id})[:-1].encode()
     extra = b""
     if os.environ.get("RAW_SERVER_MODERN"):  # what 2026-07-28 asks of every listing
         extra = b'"cacheScope": "private", "ttlMs": 0, "resultType": "complete", '
-    return head + b', "result": {' + extra + b'"tools": ' + tools_bytes(state) + b"}}"
+    tools, following = tools_bytes(state, cursor)
+    if following is not None:
+        extra += b'"nextCursor": ' + json.dumps(following).encode() + b", "
+    return head + b', "result": {' + extra + b'"tools": ' + tools + b"}}"
 
 
 def handshake(request: dict[str, Any]) -> dict[str, Any] | None:
@@ -110,7 +118,7 @@ def main() -> None:
         if started is not None:
             answer(request, started)
         elif method == "tools/list":
-            send(listing(request["id"], state))
+            send(listing(request["id"], state, params.get("cursor")))
         elif method == "tools/call" and params["name"] == "vanish":
             os.close(0)  # writes to this server now fail (a broken pipe) while it still runs
             sys.stderr.write("raw server: vanishing\n")

@@ -100,7 +100,7 @@ PLAYED: dict[str, tuple[str, ...]] = {
 #: saying it could not sign in. In every other played scenario it must sign in and exit 0.
 REFUSES: dict[str, str] = {
     "auth/resource-mismatch": "the protected resource metadata names another resource",
-    "auth/scope-retry-limit": "a token refused for want of scope right after it was issued",
+    "auth/scope-retry-limit": "a token refused for want of scope right after a step-up for it",
     "auth/iss-supported-missing": "a redirect with no iss from a server that advertises it",
     "auth/iss-wrong-issuer": "a redirect whose iss is another issuer",
     "auth/iss-unexpected": "a wrong iss from a server that does not advertise it",

@@ -200,3 +200,88 @@ def test_a_listing_of_thousands_of_bad_tools_is_read_only_up_to_max_tools(tmp_pa
         assert note == (
             "the server lists more than 5 tools; the rest were left out (MCPLimits.max_tools)"
         )
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A listing's pages as files: one tool, one tool of 17 MiB (past MCPLimits'
+    max_message_bytes), one tool."""
+    folder = Path(tmp_path_factory.mktemp("pages"))
+    big = {"name": "big", "description": "x" * (17 * 1024 * 1024), "inputSchema": OBJECT}
+    written = []
+    for number, tools in enumerate(
+        [
+            [{"name": "first", "inputSchema": OBJECT}],
+            [big],
+            [{"name": "third", "inputSchema": OBJECT}],
+        ]
+    ):
+        path = folder / f"page{number}.json"
+        path.write_text(json.dumps(tools))
+        written.append(str(path))
+    return written
+
+
+def _raw(transport: str, env: dict[str, str]) -> Any:
+    """The raw server over ``transport``, with ``env``: a context giving the MCPServer."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def started() -> Iterator[MCPServer]:
+        if transport == "stdio":
+            with mcp_server("raw", [sys.executable, RAW], env=env) as server:
+                yield server
+            return
+        events = {"RAW_HTTP_SSE": "1"} if transport == "http-events" else {}
+        with (
+            http_server([sys.executable, RAW_HTTP], {**env, **events}) as url,
+            mcp_server("raw", url=url) as server,
+        ):
+            yield server
+
+    return started()
+
+
+TOO_LARGE = (
+    "the server's answer was larger than 16,777,216 bytes, so nbagent did not read it "
+    "(MCPLimits.max_message_bytes)"
+)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http-json", "http-events"])
+def test_a_listing_page_over_the_byte_limit_is_refused_and_the_rest_is_kept(
+    pages: list[str], transport: str
+) -> None:
+    """A page of 17 MiB is refused unread, saying so; the tools of the pages before it
+    register, and the server stays running for its calls. The pages after it cannot be
+    asked for: the cursor to them is inside the page that was not read."""
+    import os
+
+    with _raw(transport, {"RAW_SERVER_TOOLS": os.pathsep.join(pages)}) as server:
+        assert server.status == "running"
+        assert server.origins == {"raw__first": "first"}
+        assert server.rejected == (
+            f"page 2 of MCP server 'raw''s tool listing was refused: {TOO_LARGE}; its tools, "
+            "and those of any later page, are left out",
+        )
+        assert not call(by_name(server, "raw__first"), {}).is_error
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http-json", "http-events"])
+def test_a_one_page_listing_over_the_byte_limit_does_not_fail_the_start(
+    pages: list[str], transport: str
+) -> None:
+    """The server starts with no tools and says why (a later change of its list is fetched
+    again); another server goes on."""
+    from .conftest import demo_command
+
+    with (
+        mcp_server("other", demo_command()) as other,
+        _raw(transport, {"RAW_SERVER_TOOLS": pages[1]}) as server,
+    ):
+        assert server.status == "running" and server.tools == ()
+        [refused] = server.rejected
+        assert refused.startswith(
+            f"page 1 of MCP server 'raw''s tool listing was refused: {TOO_LARGE}"
+        )
+        assert call(by_name(other, "other__add"), {"a": 2, "b": 2}).text == "4"

@@ -19,6 +19,8 @@ from nbagent.mcp import _loopback
 from nbagent.mcp._loopback import MAX_CONNECTIONS, LoopbackListener, RedirectRefused, read_redirect
 from nbagent.redact import redact_secrets
 
+from .conftest import wait_until
+
 
 class Running:
     """A listener on an event loop of its own thread (as on a server's connection)."""
@@ -203,3 +205,73 @@ def test_a_fixed_port_is_asked_for_again_and_a_taken_one_is_said(running: Runnin
         fixed = LoopbackListener(port)
         with pytest.raises(OSError):
             running.run(fixed.open())
+
+
+def _end_loop(running: Running) -> None:
+    """End the listener's loop as a server's connection ends its own: the tasks left are
+    cancelled and awaited, then the loop is closed."""
+    loop = running.loop
+    loop.call_soon_threadsafe(loop.stop)
+    running.thread.join(5)
+    leftovers = asyncio.all_tasks(loop)
+    for task in leftovers:
+        task.cancel()
+    if leftovers:
+        loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _idle_connections(running: Running) -> tuple[list[socket.socket], list[Any]]:
+    """Connections as a browser leaves them (spare ones that send nothing, one with half a
+    request), each being served; and the loop's exception handler's record."""
+    seen: list[Any] = []
+
+    def record(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        seen.append(context)
+        loop.default_exception_handler(context)
+
+    running.loop.call_soon_threadsafe(running.loop.set_exception_handler, record)
+    port = running.listener.port
+    idle = [socket.create_connection(("127.0.0.1", port), 5) for _ in range(3)]
+    idle[0].sendall(b"GET /callback?sta")
+    wait_until(lambda: running.listener._active == 3, 10, "the listener to serve them")
+    return idle, seen
+
+
+def test_connections_left_idle_are_closed_when_the_listener_closes(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    running = Running()
+    idle, seen = _idle_connections(running)
+    try:
+        running.run(running.listener.close())
+
+        async def tasks() -> set[asyncio.Task[Any]]:
+            return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+        assert running.run(tasks()) == set()  # no handler left waiting on a socket
+        for sock in idle:
+            assert sock.recv(100) == b""  # closed by the listener, unanswered
+    finally:
+        for sock in idle:
+            sock.close()
+        _end_loop(running)
+    assert seen == []
+    assert "Exception in callback" not in capfd.readouterr().err
+
+
+def test_a_loop_that_ends_with_connections_open_prints_nothing(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The connection's loop can end with the listener still open (a server closed while a
+    sign-in waited): the handlers it cancels end quietly."""
+    running = Running()
+    idle, seen = _idle_connections(running)
+    try:
+        _end_loop(running)
+    finally:
+        for sock in idle:
+            sock.close()
+    assert seen == []
+    assert "Exception in callback" not in capfd.readouterr().err
