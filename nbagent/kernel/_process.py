@@ -1,0 +1,131 @@
+"""What a snippet changed in the process besides the namespace, said in its result.
+
+Code the agent runs may ``os.chdir``, edit ``sys.path`` or ``os.environ``, or import modules:
+all of it outlives the snippet and changes what later cells do (a relative path now opens another
+file). :class:`ProcessState` notes these before a snippet and :meth:`ProcessState.changes` says
+what differs after it, for the model and the person alike. An environment variable is named,
+never shown: its value may be a key. Undo does not change any of it back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from ..redact import redact_secrets
+
+__all__ = ["ProcessState"]
+
+#: Names (paths, variables, modules) listed per kind of change; the rest are counted.
+MAX_NAMED = 12
+#: Characters of one path shown.
+MAX_PATH = 200
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under the process
+        return None
+
+
+def _shown_path(path: str) -> str:
+    """A path as the result shows it: the home folder as ``~``, cut when very long."""
+    home = os.path.expanduser("~")
+    if home not in ("", "~", "/") and (path == home or path.startswith(home + os.sep)):
+        path = "~" + path[len(home) :]
+    path = redact_secrets(path)
+    return path if len(path) <= MAX_PATH else path[: MAX_PATH - 1] + "…"
+
+
+def _listed(names: list[str], quote: bool = False) -> str:
+    shown = [repr(n) if quote else n for n in names[:MAX_NAMED]]
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """The working directory, ``sys.path``, the environment and the imported modules."""
+
+    cwd: str | None
+    path: tuple[str, ...] | None  # None: sys.path is no longer a list
+    environ: dict[str, str] | None  # None: os.environ is no longer the process's mapping
+    modules: frozenset[str]
+
+    @classmethod
+    def take(cls) -> ProcessState:
+        path = sys.path
+        entries = (
+            tuple(p if type(p) is str else f"<{type(p).__name__}>" for p in path)
+            if type(path) is list
+            else None
+        )
+        environ = dict(os.environ) if type(os.environ) is os._Environ else None
+        modules = frozenset(k for k in list(sys.modules) if type(k) is str)
+        return cls(_cwd(), entries, environ, modules)
+
+    def changes(self, now: ProcessState) -> list[str]:
+        """What differs in ``now``, one phrase per kind of change (none: nothing did)."""
+        said: list[str] = []
+        if now.cwd != self.cwd:
+            where = _shown_path(now.cwd) if now.cwd is not None else "a folder that was removed"
+            was = _shown_path(self.cwd) if self.cwd is not None else "a removed folder"
+            said.append(
+                f"working directory is now {where} (was {was}): relative paths in later cells "
+                "open files there"
+            )
+        said += self._path_changes(now)
+        said += self._environ_changes(now)
+        said += self._module_changes(now)
+        return said
+
+    def _path_changes(self, now: ProcessState) -> list[str]:
+        if now.path == self.path:
+            return []
+        if now.path is None:
+            return ["sys.path was replaced by something that is not a list"]
+        before = set(self.path or ())
+        after = set(now.path)
+        added = [p for p in now.path if p not in before]
+        removed = [p for p in (self.path or ()) if p not in after]
+        parts = []
+        if added:
+            parts.append(f"added {_listed([_shown_path(p) for p in added], quote=True)}")
+        if removed:
+            parts.append(f"removed {_listed([_shown_path(p) for p in removed], quote=True)}")
+        return [f"sys.path: {'; '.join(parts) if parts else 'reordered'}"]
+
+    def _environ_changes(self, now: ProcessState) -> list[str]:
+        if now.environ is None:
+            return ["os.environ was replaced by another object"]
+        was = self.environ or {}
+        if now.environ == was:
+            return []
+        added = sorted(n for n in now.environ if n not in was)
+        changed = sorted(n for n in now.environ if n in was and now.environ[n] != was[n])
+        removed = sorted(n for n in was if n not in now.environ)
+        parts = []
+        for verb, names in (("set", added), ("changed", changed), ("removed", removed)):
+            if names:
+                parts.append(f"{verb} {_listed(names)}")
+        return [f"environment variables: {'; '.join(parts)} (values not shown)"]
+
+    def _module_changes(self, now: ProcessState) -> list[str]:
+        new = now.modules - self.modules
+        gone = self.modules - now.modules
+        said = []
+        if new:
+            # the first module of each newly imported tree: pandas, not pandas.core.frame
+            roots = sorted(
+                (n for n in new if n.rpartition(".")[0] not in new),
+                key=lambda n: (n.startswith("_"), n),
+            )
+            rest = len(new) - len(roots)
+            said.append(
+                f"imported {_listed(roots)}" + (f" ({rest} submodules with them)" if rest else "")
+            )
+        if gone:
+            said.append(f"removed from sys.modules: {_listed(sorted(gone))}")
+        return said
