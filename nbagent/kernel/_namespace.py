@@ -342,8 +342,12 @@ class Before:
                         uncertain.append(name)
                 elif now != was:
                     changes.append(self._changed(name, value))
-            elif not same_signature(quick_signature(value), self.quick.get(name)):
-                changes.append(self._changed(name, value))
+            else:
+                signature = quick_signature(value)  # the same type: the same object, fast
+                if signature is not self.quick.get(name) and not same_signature(
+                    signature, self.quick.get(name)
+                ):
+                    changes.append(self._changed(name, value))
         for name, old in self.objects.items():
             if name not in after:
                 changes.append(Change(name, "deleted", before=short_repr(old)))

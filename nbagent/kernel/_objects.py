@@ -12,6 +12,7 @@ a snippet, the namespace diff's descriptions and ``list_variables`` are made of.
 from __future__ import annotations
 
 import collections
+import operator
 import sys
 import types
 from typing import Any
@@ -174,27 +175,34 @@ def signature_text(signature: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-#: How :func:`quick_signature` measures a value of each type: 0 not at all, 1 its length,
-#: 2 its shape.
-_MEASURE: dict[type, int] = {}
+#: How :func:`quick_signature` measures a value of each type: the builtin's own ``__len__``,
+#: a shape reader, or False (not at all); each type is looked at once.
+_MEASURE: dict[type, Any] = {}
 
 
-def _measure(kind: type) -> int:
-    if builtin_base(kind) in (list, dict, set, bytearray) or kind is collections.deque:
-        return 1
+#: The shape of an exact ndarray or pandas frame: a tuple of ints, read by C code.
+_shape = operator.attrgetter("shape")
+
+
+def _measure(kind: type) -> Any:
+    base = builtin_base(kind)
+    if kind is collections.deque or (base is kind and base in (list, dict, set, bytearray)):
+        return len  # the builtin itself: len() runs its own C slot
+    if base in (list, dict, set, bytearray):
+        return base.__len__  # a subclass: the builtin's slot
     if (
         kind is _library("numpy", "ndarray")
         or kind is _library("pandas", "DataFrame")
         or kind is _library("pandas", "Series")
     ):
-        return 2
-    return 0
+        return _shape
+    return False
 
 
 def quick_signature(value: Any) -> Any:
     """A signature costing O(1) that runs none of the object's code: the type and, for mutable
-    builtin containers, arrays and frames, the length or shape (a type is looked at once:
-    1,000 names cost a few hundred microseconds)."""
+    builtin containers (their subclasses too), arrays and frames, the length or shape (a type
+    is looked at once: 1,000 names cost a few hundred microseconds)."""
     kind = type(value)
     if type(kind) is not type:  # a metaclass of someone's: its __hash__ is not asked
         return kind
@@ -203,9 +211,12 @@ def quick_signature(value: Any) -> Any:
         if len(_MEASURE) > 10_000:  # classes made in a loop: keep the table small
             _MEASURE.clear()
         how = _MEASURE[kind] = _measure(kind)
-    if not how:
+    if how is False:
         return kind
-    size = _size(value)
+    try:
+        size = how(value)
+    except Exception:
+        return kind
     return kind if size is None else (kind, size)
 
 
