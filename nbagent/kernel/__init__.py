@@ -35,7 +35,7 @@ from ._inspect import describe_variable, list_variables
 from ._journal import Journal, Snippet, UndoReport
 from ._namespace import SHELL_NAMES, Before, NamespaceDiff
 from ._present import gather, open_figures, result, take_figures
-from ._process import ProcessState
+from ._process import ProcessState, imported_names
 
 __all__ = [
     "KernelLimits",
@@ -269,6 +269,7 @@ class KernelToolkit(Sequence[Tool]):
                 reader,
                 self.limits.copy_timeout,
             )
+            state["imports"] = imported_names(compiled.source)
             state["process"] = ProcessState.take()  # last: nbagent's own imports stay out
 
         def after(ending: Ending) -> None:
@@ -357,7 +358,7 @@ class KernelToolkit(Sequence[Tool]):
                 )
         process: list[str] = []
         if "process" in state and "process_now" in state:
-            process = state["process"].changes(state["process_now"])
+            process = state["process"].changes(state["process_now"], state["imports"])
         if _refuse_exit(self.shell):
             notes.append(
                 "The snippet asked the kernel to exit (exit() or quit()): refused, the kernel "

@@ -9,13 +9,14 @@ never shown: its value may be a key. Undo does not change any of it back.
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 from dataclasses import dataclass
 
 from ..redact import redact_secrets
 
-__all__ = ["ProcessState"]
+__all__ = ["ProcessState", "imported_names"]
 
 #: Names (paths, variables, modules) listed per kind of change; the rest are counted.
 MAX_NAMED = 12
@@ -66,8 +67,9 @@ class ProcessState:
         modules = frozenset(k for k in list(sys.modules) if type(k) is str)
         return cls(_cwd(), entries, environ, modules)
 
-    def changes(self, now: ProcessState) -> list[str]:
-        """What differs in ``now``, one phrase per kind of change (none: nothing did)."""
+    def changes(self, now: ProcessState, imports: frozenset[str] = frozenset()) -> list[str]:
+        """What differs in ``now``, one phrase per kind of change (none: nothing did);
+        ``imports``: the modules the snippet's code imports (:func:`imported_names`)."""
         said: list[str] = []
         if now.cwd != self.cwd:
             where = _shown_path(now.cwd) if now.cwd is not None else "a folder that was removed"
@@ -78,7 +80,7 @@ class ProcessState:
             )
         said += self._path_changes(now)
         said += self._environ_changes(now)
-        said += self._module_changes(now)
+        said += self._module_changes(now, imports)
         return said
 
     def _path_changes(self, now: ProcessState) -> list[str]:
@@ -112,20 +114,44 @@ class ProcessState:
                 parts.append(f"{verb} {_listed(names)}")
         return [f"environment variables: {'; '.join(parts)} (values not shown)"]
 
-    def _module_changes(self, now: ProcessState) -> list[str]:
+    def _module_changes(self, now: ProcessState, named: frozenset[str]) -> list[str]:
         new = now.modules - self.modules
         gone = self.modules - now.modules
         said = []
-        if new:
-            # the first module of each newly imported tree: pandas, not pandas.core.frame
+        # the modules the snippet's own imports brought in; what they import in turn differs
+        # between library versions (and would make a recorded run depart on replay), so it is
+        # said without names
+        brought = named & new
+        own = sorted(n for n in brought if n.rpartition(".")[0] not in brought)
+        if own:
+            said.append(f"imported {_listed(own)} (with the modules they need)")
+        elif new:
+            # imported by code it called: the new top-level packages, not every submodule of
+            # a package already there (pandas imports its own parts as it goes)
+            packages = {n.partition(".")[0] for n in self.modules}
             roots = sorted(
-                (n for n in new if n.rpartition(".")[0] not in new),
+                {n.partition(".")[0] for n in new} - packages,
                 key=lambda n: (n.startswith("_"), n),
             )
-            rest = len(new) - len(roots)
-            said.append(
-                f"imported {_listed(roots)}" + (f" ({rest} submodules with them)" if rest else "")
-            )
+            if roots:
+                said.append(f"imported {_listed(roots)} (by code it called)")
         if gone:
             said.append(f"removed from sys.modules: {_listed(sorted(gone))}")
         return said
+
+
+def imported_names(source: str) -> frozenset[str]:
+    """The modules a snippet's own import statements name (``import a.b`` → ``a.b``;
+    ``from a import b`` → ``a``, and ``a.b`` in case ``b`` is a module)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return frozenset(names)

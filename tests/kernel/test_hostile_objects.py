@@ -331,7 +331,9 @@ def test_process_state_a_snippet_changes_is_said(
     monkeypatch.setenv("NBAGENT_PROBE_OLD", "old")
     monkeypatch.delenv("NBAGENT_PROBE_TOKEN", raising=False)
     (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "nbagent_probe_module.py").write_text("VALUE = 1\n")
+    (tmp_path / "lib" / "nbagent_probe_module.py").write_text("import nbagent_probe_hidden\n")
+    (tmp_path / "lib" / "nbagent_probe_hidden.py").write_text("VALUE = 1\n")
+    (tmp_path / "lib" / "nbagent_probe_lazy.py").write_text("VALUE = 2\n")
     (tmp_path / "elsewhere").mkdir()
     key = "sk-probe-Zq81mN4vT0xR7pL2wK9s"
     code = (
@@ -343,16 +345,23 @@ def test_process_state_a_snippet_changes_is_said(
         "os.environ['NBAGENT_PROBE_OLD'] = 'new value'\n"
     )
     try:
-        _, (changed, quiet) = _calls({}, _code(code), _code("z = 1"))
+        _, (changed, lazy, quiet) = _calls(
+            {}, _code(code), _code("__import__('nbagent_probe_lazy')"), _code("z = 1")
+        )
     finally:
         os.environ.pop("NBAGENT_PROBE_TOKEN", None)
-        sys.modules.pop("nbagent_probe_module", None)
+        for name in ("nbagent_probe_module", "nbagent_probe_hidden", "nbagent_probe_lazy"):
+            sys.modules.pop(name, None)
     text = changed.text
     assert "Process: working directory is now " in text and "elsewhere" in text
     assert f"sys.path: added '{tmp_path / 'lib'}'" in text
     assert "environment variables: set NBAGENT_PROBE_TOKEN; changed NBAGENT_PROBE_OLD" in text
     assert key not in text and "new value" not in text
-    assert "imported nbagent_probe_module" in text
+    # what its imports import in turn differs between library versions: not named (a replay
+    # elsewhere would depart); a module imported by code it called is named, as a package
+    assert "imported nbagent_probe_module (with the modules they need)" in text
+    assert "nbagent_probe_hidden" not in text
+    assert "Process: imported nbagent_probe_lazy (by code it called)" in lazy.text
     assert "Undo does not change these back" in text
     shown = [p for p in changed.value if isinstance(p, Shown) and p.label == "Process"]
     assert shown and key not in str(shown[0].value)

@@ -590,10 +590,10 @@ def test_a_repr_that_raises_is_said_once_with_no_traceback_in_the_cell(kernel: K
     cell = kernel.submit("%agent --new --kernel --approve auto show it")
     record = wait_ended(kernel, cell)
     assert record["stop_reason"] == "finished"
-    (said,) = _results(kernel)
-    assert "Out: <Raises: its repr raised ValueError: no repr for you>" in said
     errors = [m for m in kernel.iopub[start:] if m["msg_type"] == "error"]
     assert not errors, errors[0]["content"]["evalue"]
+    (said,) = _results(kernel)
+    assert "Out: <Raises: its repr raised ValueError: no repr for you>" in said
     assert "its repr raised ValueError" in kernel.cell_text(cell)
 
 
