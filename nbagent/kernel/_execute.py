@@ -29,7 +29,7 @@ from typing import Any
 
 from ..redact import redact_secrets
 from ._capture import Capture, ExitRefused, InputRefused
-from ._guard import async_raise
+from ._guard import async_raise, is_worker
 
 __all__ = ["CompiledSnippet", "SnippetThread", "compile_snippet"]
 
@@ -212,7 +212,9 @@ class SnippetThread:
             ending.seconds = time.perf_counter() - started
             self.capture.deactivate(token)
         ending.threads = sorted(
-            t.name for t in set(threading.enumerate()) - threads_before if t.is_alive()
+            t.name
+            for t in set(threading.enumerate()) - threads_before
+            if t.is_alive() and not is_worker(t)  # nbagent's own reads (list_variables …)
         )
 
     def _leave_code(self) -> None:

@@ -22,6 +22,7 @@ import contextvars
 import ctypes
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ __all__ = [
     "derives",
     "exact",
     "exception_text",
+    "is_worker",
     "type_attribute",
     "reading",
 ]
@@ -49,6 +51,8 @@ MAX_STUCK = 8
 IDLE = 2.0
 
 _stuck: set[threading.Thread] = set()
+#: Every worker thread (a snippet's report of the threads it started leaves them out).
+_workers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 _stuck_lock = threading.Lock()
 #: Set on a worker thread while it runs a call: the shell's traceback printer stays quiet there.
 _reading: contextvars.ContextVar[_Job | None] = contextvars.ContextVar(
@@ -161,6 +165,7 @@ class _Worker:
         self.thread = threading.Thread(
             target=contextvars.copy_context().run, args=(self._main,), name=name, daemon=True
         )
+        _workers.add(self.thread)
         self.thread.start()
 
     def _main(self) -> None:
@@ -322,6 +327,11 @@ class Reader:
                 self._worker = None
         with _stuck_lock:
             _stuck.add(worker.thread)
+
+
+def is_worker(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is one of a :class:`Reader`'s (nbagent's, not a snippet's)."""
+    return thread in _workers
 
 
 def _still_stuck() -> int:

@@ -274,7 +274,10 @@ class Before:
         for name in sorted(names):
             value = objects[name]
             before.prints[name] = fingerprint(value, reader)
-            before._copy(name, value, copy_budget, memo, reader, copy_timeout)
+            if not before._copy(name, value, copy_budget, memo, reader, copy_timeout):
+                # a copy stopped half way may have left half-made objects in its memo, and
+                # its thread, still running, may write more: the next copies start afresh
+                memo = {}
         return before
 
     def _copy(
@@ -285,9 +288,10 @@ class Before:
         memo: dict[int, Any],
         reader: Reader | None,
         timeout: float | None,
-    ) -> None:
+    ) -> bool:
+        """Copy ``value`` for undo within the budget; False when a copy failed part way."""
         if immutable(value):
-            return  # nothing in place to undo
+            return True  # nothing in place to undo
         room = budget - self.copied_bytes
         try:
             if reader is None:
@@ -297,23 +301,22 @@ class Before:
                     "its copy", _sized_copy, value, room, memo, timeout=timeout
                 )
         except Unreadable as exc:
-            memo.clear()  # a copy stopped half way may have left half-made objects in it
             self.not_copied[name] = str(exc)
-            return
+            return False
         except Exception as exc:
-            memo.clear()
             self.not_copied[name] = f"it cannot be copied ({type(exc).__name__})"
-            return
+            return False
         if duplicate is _TOO_LARGE or size is None:
             self.not_copied[name] = (
                 f"larger than the copy budget ({byte_size(budget)})"
                 if size is None or size > budget
                 else f"the copy budget ({byte_size(budget)}) was used by other names"
             )
-            return
+            return True
         self.copies[name] = duplicate
         self.sizes[name] = size
         self.copied_bytes += size
+        return True
 
     def diff(
         self,
