@@ -68,6 +68,8 @@ WHOLE = 10_000
 WALK = 200_000
 #: Seconds one read of an object may take where no toolkit says (``KernelLimits.read_timeout``).
 READ_TIMEOUT = 2.0
+#: Seconds one copy for undo may take where no toolkit says (``KernelLimits.copy_timeout``).
+COPY_TIMEOUT = 30.0
 
 
 def visible_names(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -271,13 +273,18 @@ class Before:
         names = frozenset(n for n in watched if n in objects)
         before = cls(objects, quick, names)
         memo: dict[int, Any] = {}
-        for name in sorted(names):
-            value = objects[name]
-            before.prints[name] = fingerprint(value, reader)
-            if not before._copy(name, value, copy_budget, memo, reader, copy_timeout):
-                # a copy stopped half way may have left half-made objects in its memo, and
-                # its thread, still running, may write more: the next copies start afresh
-                memo = {}
+        read = reader if reader is not None else Reader(READ_TIMEOUT, name="before")
+        try:
+            for name in sorted(names):
+                value = objects[name]
+                before.prints[name] = fingerprint(value, read)
+                if not before._copy(name, value, copy_budget, memo, read, copy_timeout):
+                    # a copy stopped half way may have left half-made objects in its memo,
+                    # and its thread, still running, may write more: the next start afresh
+                    memo = {}
+        finally:
+            if reader is None:  # its own: its worker ends now
+                read.close()
         return before
 
     def _copy(
@@ -286,7 +293,7 @@ class Before:
         value: Any,
         budget: int,
         memo: dict[int, Any],
-        reader: Reader | None,
+        reader: Reader,
         timeout: float | None,
     ) -> bool:
         """Copy ``value`` for undo within the budget; False when a copy failed part way."""
@@ -294,12 +301,9 @@ class Before:
             return True  # nothing in place to undo
         room = budget - self.copied_bytes
         try:
-            if reader is None:
-                size, duplicate = _sized_copy(value, room, memo)
-            else:
-                size, duplicate = reader.call(
-                    "its copy", _sized_copy, value, room, memo, timeout=timeout
-                )
+            size, duplicate = reader.call(
+                "its copy", _sized_copy, value, room, memo, timeout=timeout or COPY_TIMEOUT
+            )
         except Unreadable as exc:
             self.not_copied[name] = str(exc)
             return False
