@@ -11,7 +11,14 @@ goes; for code you would not run yourself, run the notebook in a container or a 
   value, displays, figures, the traceback of an error) on a thread of its own, and reports what
   it changed in the namespace. It needs approval unless told otherwise; Stop, a kernel
   interrupt or the run's cancel interrupt it.
-* ``list_variables`` and ``describe_variable`` look without running anything (no approval).
+* ``list_variables`` and ``describe_variable`` look without running the agent's code (no
+  approval).
+
+Every object in the namespace is the person's code too: nbagent reads types, lengths and shapes
+the interpreter keeps, and runs anything else of an object's (a repr, a copy for undo) through
+a :class:`~._guard.Reader`, bounded by ``KernelLimits.read_timeout`` / ``copy_timeout``,
+stopped with the call, what it raised said as text. A snippet's changes to the process (the
+working directory, ``sys.path``, environment variables, imports) are said in its result.
 
 The toolkit keeps a :class:`~._journal.Journal` of the snippets: :meth:`KernelToolkit.undo`
 puts back what a run's snippets changed, :meth:`KernelToolkit.cells` gives their code as cells.
