@@ -23,7 +23,7 @@ from ._capture import Capture
 from ._execute import Ending
 from ._guard import Reader, Unreadable, defines, exact, reading
 from ._namespace import READ_TIMEOUT, NamespaceDiff
-from ._objects import is_frame, short_repr, type_name
+from ._objects import is_frame, short_repr, size_text, type_name
 
 __all__ = ["Outcome", "bounded_repr", "take_figures"]
 
@@ -101,9 +101,6 @@ def frame_table(frame: Any, *, max_rows: int = 50, max_cols: int = 30) -> Table:
         (_cell(row[0]), *(_cell(v, number=True) for v in row[1 : max_cols + 1]))
         for row in frame.head(max_rows).itertuples(index=True, name=None)
     ]
-    if len(frame) > max_rows or frame.shape[1] > max_cols:
-        note = f"{len(frame):,} rows × {frame.shape[1]:,} columns"
-        rows.append((note, *([""] * len(columns))))
     return Table((index, *columns), cast("tuple[tuple[str, ...], ...]", tuple(rows)))
 
 
@@ -319,9 +316,18 @@ def _figure_png(figure: Any) -> ImagePart:
 def _table(frame: Any, label: str, text: str, reader: Reader | None) -> Shown:
     """A frame as the card's table, made now (its cells read bounded); its text if it cannot."""
     try:
-        return Shown("table", _call(reader, "its cells", frame_table, frame), label)
+        table = _call(reader, "its cells", frame_table, frame)
     except Unreadable as exc:
         return Shown("text", f"{text}\n({short_repr(frame)}: {exc})", label)
+    rows, _, columns = size_text(frame).partition("×")  # "1000×3", without the frame's code
+    total_rows, total_columns = int(rows or 0), int(columns or 1)
+    shown_columns = len(table.columns) - 1  # the first is the index
+    parts = []
+    if len(table.rows) < total_rows:
+        parts.append(f"the first {len(table.rows)} of {total_rows:,} rows")
+    if shown_columns < total_columns:
+        parts.append(f"{shown_columns} of {total_columns:,} columns")
+    return Shown("table", table, f"{label}: {', '.join(parts)}" if parts else label)
 
 
 def _call(reader: Reader | None, what: str, fn: Any, *args: Any) -> Any:

@@ -312,7 +312,10 @@ def test_a_frame_with_a_hostile_cell_is_shown_without_touching_it_again() -> Non
             return "a cell"
 
     ns: dict[str, Any] = {"df": pd.DataFrame({"a": [1, 2], "b": [Cell(), "x"]})}
-    _, (result, described) = _calls(ns, _code("df"), _describe("df"))
+    ns["long"] = pd.DataFrame({"n": range(100)})
+    _, (result, described, long) = _calls(ns, _code("df"), _describe("df"), _code("long"))
+    (cut,) = [p for p in long.value if isinstance(p, Shown) and p.kind == "table"]
+    assert cut.label == "Out: the first 50 of 100 rows" and len(cut.value.rows) == 50
     shown = [p for p in result.value if isinstance(p, Shown) and p.label == "Out"]
     assert shown and isinstance(shown[0].value, Table)
     assert shown[0].value.rows[0] == ("0", 1, "a cell")
