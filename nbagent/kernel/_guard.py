@@ -162,18 +162,31 @@ class _Worker:
         self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.current: _Job | None = None
+        self.closing = False  # it ends: no job may be handed to it any more
         self.thread = threading.Thread(
             target=contextvars.copy_context().run, args=(self._main,), name=name, daemon=True
         )
         _workers.add(self.thread)
         self.thread.start()
 
+    def submit(self, job: _Job) -> bool:
+        """Hand ``job`` over; False when this worker is ending (idle too long)."""
+        with self.lock:
+            if self.closing:
+                return False
+            self.jobs.put(job)
+            return True
+
     def _main(self) -> None:
         while True:
             try:
                 job = self.jobs.get(timeout=IDLE)
             except queue.Empty:
-                return
+                with self.lock:  # a job handed over just now is run, not left in the queue
+                    if self.jobs.empty():
+                        self.closing = True
+                        return
+                continue
             if job is None:
                 return
             self._run(job)
@@ -239,7 +252,6 @@ class Reader:
         self._worker: _Worker | None = None
         self._job: _Job | None = None
         self._lock = threading.Lock()
-        self._closed = False
 
     def __enter__(self) -> Reader:
         return self
@@ -249,7 +261,6 @@ class Reader:
 
     def close(self) -> None:
         with self._lock:
-            self._closed = True
             worker, self._worker = self._worker, None
         if worker is not None:
             worker.jobs.put(None)
@@ -277,11 +288,11 @@ class Reader:
             )
         job = _Job(fn, args)
         with self._lock:
-            if self._worker is None or not self._worker.thread.is_alive():
-                self._worker = _Worker(self._name)
             worker = self._worker
+            if worker is None or not worker.submit(job):
+                worker = self._worker = _Worker(self._name)
+                worker.submit(job)
             self._job = job
-        worker.jobs.put(job)
         try:
             self._wait(job, limit)
         except BaseException:  # a kernel interrupt of the waiting thread: the call stops too

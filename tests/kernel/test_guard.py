@@ -133,3 +133,17 @@ def test_calls_blocked_in_c_are_counted_and_no_more_are_started(
         thread.join(10)
     with Reader(5) as reader:
         assert reader.call("its length", len, "abc") == 3
+
+
+def test_a_reader_whose_worker_ended_idle_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snippet's reader waits idle while the snippet runs: its worker ends meanwhile, and the
+    next call (after the snippet) gets a new one instead of a queue nobody reads."""
+    monkeypatch.setattr(_guard, "IDLE", 0.05)
+    with Reader(5) as reader:
+        assert reader.call("its length", len, [1]) == 1
+        first = reader._worker
+        assert first is not None
+        first.thread.join(10)
+        assert not first.thread.is_alive() and first.closing
+        assert reader.call("its length", len, [1, 2]) == 2
+        assert reader._worker is not first
