@@ -242,3 +242,22 @@ def test_the_conformance_tables_name_every_scenario_and_where_it_is_played() -> 
                 not_played.add(name)
     assert played == PLAYED
     assert not_played == set(NOT_PLAYED)
+
+
+def test_the_kernel_limits_quoted_are_the_defaults() -> None:
+    from nbagent import KernelLimits
+    from nbagent.kernel import _guard
+
+    rows = _table("howto/kernel.md", r"`KernelLimits\.[a-z_]+`|reads left running.*", "Limits")
+    fields = dataclasses.fields(KernelLimits)
+    assert {f"`KernelLimits.{f.name}`" for f in fields} <= set(rows), "a limit is missing"
+    units = {"MiB": 2**20, "GiB": 2**30}
+    for field in fields:
+        quoted = rows[f"`KernelLimits.{field.name}`"]
+        unit = re.match(r"[\d,.]+ (MiB|GiB)", quoted)
+        scale = units[unit.group(1)] if unit else 1
+        assert _number(quoted) * scale == field.default, field.name
+    assert _number(rows["reads left running (`_guard.MAX_STUCK`)"]) == _guard.MAX_STUCK
+    summary = _table("concepts/limits.md", r"`KernelLimits\.read_timeout`, `copy_timeout`")
+    quoted = re.findall(r"\d+(?:\.\d+)?", next(iter(summary.values())))[:2]
+    assert [float(q) for q in quoted] == [KernelLimits.read_timeout, KernelLimits.copy_timeout]

@@ -11,7 +11,14 @@ goes; for code you would not run yourself, run the notebook in a container or a 
   value, displays, figures, the traceback of an error) on a thread of its own, and reports what
   it changed in the namespace. It needs approval unless told otherwise; Stop, a kernel
   interrupt or the run's cancel interrupt it.
-* ``list_variables`` and ``describe_variable`` look without running anything (no approval).
+* ``list_variables`` and ``describe_variable`` look without running the agent's code (no
+  approval).
+
+Every object in the namespace is the person's code too: nbagent reads types, lengths and shapes
+the interpreter keeps, and runs anything else of an object's (a repr, a copy for undo) through
+a :class:`~._guard.Reader`, bounded by ``KernelLimits.read_timeout`` / ``copy_timeout``,
+stopped with the call, what it raised said as text. A snippet's changes to the process (the
+working directory, ``sys.path``, environment variables, imports) are said in its result.
 
 The toolkit keeps a :class:`~._journal.Journal` of the snippets: :meth:`KernelToolkit.undo`
 puts back what a run's snippets changed, :meth:`KernelToolkit.cells` gives their code as cells.
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -30,10 +37,12 @@ from ..content import ToolResult, error_result
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._capture import Capture, routed
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
+from ._guard import Reader, derives
 from ._inspect import describe_variable, list_variables
 from ._journal import Journal, Snippet, UndoReport
 from ._namespace import SHELL_NAMES, Before, NamespaceDiff
 from ._present import gather, open_figures, result, take_figures
+from ._process import ProcessState, imported_names
 
 __all__ = [
     "KernelLimits",
@@ -67,7 +76,10 @@ class KernelLimits:
     per snippet; ``max_repr_chars`` (10,000) characters of one value or display's text;
     ``copy_budget`` (256 MiB) bytes copied before a snippet, for undo of in-place changes, of
     the objects its code names; ``undo_memory`` (1 GiB) bytes of such copies kept for all
-    snippets together (the oldest go first); ``max_snippets`` (500) snippets remembered.
+    snippets together (the oldest go first); ``max_snippets`` (500) snippets remembered;
+    ``read_timeout`` (2 s) one call of an object's own code on nbagent's path (its repr, a
+    fingerprint of its attributes, a description), after which it is stopped and said;
+    ``copy_timeout`` (30 s) one copy for undo (``__deepcopy__`` is the object's code too).
     """
 
     max_output_chars: int = 50_000
@@ -77,6 +89,8 @@ class KernelLimits:
     copy_budget: int = 256 * 1024 * 1024
     undo_memory: int = 1024 * 1024 * 1024
     max_snippets: int = 500
+    read_timeout: float = 2.0
+    copy_timeout: float = 30.0
 
 
 def _paragraph(text: str) -> str:
@@ -173,18 +187,22 @@ class KernelToolkit(Sequence[Tool]):
                 title="List your variables",
                 description=LIST_DESCRIPTION,
                 input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-                execute=lambda context: list_variables(self.namespace, self._hidden()),
+                execute=lambda context: self._look(context, list_variables),
             ),
             Tool(
                 name="describe_variable",
                 title="Describe one variable",
                 description=DESCRIBE_DESCRIPTION,
                 input_schema=DESCRIBE_SCHEMA,
-                execute=lambda context: describe_variable(
-                    self.namespace,
-                    self._hidden(),
-                    str(context.input["name"]),
-                    max_chars=self.limits.max_repr_chars,
+                execute=lambda context: self._look(
+                    context,
+                    lambda namespace, hidden, reader: describe_variable(
+                        namespace,
+                        hidden,
+                        str(context.input["name"]),
+                        max_chars=self.limits.max_repr_chars,
+                        reader=reader,
+                    ),
                 ),
             ),
         )
@@ -215,6 +233,18 @@ class KernelToolkit(Sequence[Tool]):
     def _hidden(self) -> Mapping[str, Any] | None:
         return getattr(self.shell, "user_ns_hidden", None)
 
+    def _look(
+        self,
+        context: ToolContext,
+        look: Callable[[Mapping[str, Any], Mapping[str, Any] | None, Reader], ToolResult],
+    ) -> ToolResult:
+        """list_variables / describe_variable: each object's own code bounded, and stopped
+        when the call is (Stop, the tool's timeout)."""
+        with Reader(
+            self.limits.read_timeout, cancelled=context.cancelled, name=context.tool.name
+        ) as reader:
+            return look(self.namespace, self._hidden(), reader)
+
     # --- running a snippet -------------------------------------------------------------------
 
     async def _run_python(self, context: ToolContext) -> ToolResult:
@@ -233,16 +263,31 @@ class KernelToolkit(Sequence[Tool]):
             max_chars=self.limits.max_output_chars, max_displays=self.limits.max_displays
         )
         state: dict[str, Any] = {}
+        reader = Reader(self.limits.read_timeout, name=snippet.label)
 
         def before() -> None:
             state["figures"] = open_figures()
             state["protected"] = _protected(self.namespace)
             state["before"] = Before.take(
-                self.namespace, self._hidden(), compiled.names, self.limits.copy_budget
+                self.namespace,
+                self._hidden(),
+                compiled.names,
+                self.limits.copy_budget,
+                reader,
+                self.limits.copy_timeout,
             )
+            state["imports"] = imported_names(compiled.source)
+            state["process"] = ProcessState.take()  # last: nbagent's own imports stay out
 
         def after(ending: Ending) -> None:
-            state["result"] = self._finish(snippet, compiled.names, capture, ending, state)
+            try:
+                if "process" in state:
+                    state["process_now"] = ProcessState.take()  # first, for the same reason
+                state["result"] = self._finish(
+                    snippet, compiled.names, capture, ending, state, reader
+                )
+            finally:
+                reader.close()
 
         runner = SnippetThread(
             compiled,
@@ -271,9 +316,11 @@ class KernelToolkit(Sequence[Tool]):
             try:
                 await _wait(done)
             except asyncio.CancelledError:
-                # Stop, a kernel interrupt or the run's cancel: interrupt the code, then wait
-                # for it to end (nbagent reports the call as still running if it does not)
-                runner.interrupt()
+                # Stop, a kernel interrupt or the run's cancel: interrupt the code (or, before
+                # or after it, the object of the person's nbagent is reading), then wait for it
+                # to end (nbagent reports the call as still running if it does not)
+                if not runner.interrupt():
+                    reader.interrupt()
                 await _wait(done)
                 raise
         outcome: ToolResult = state.get("result") or error_result(
@@ -288,8 +335,10 @@ class KernelToolkit(Sequence[Tool]):
         capture: Capture,
         ending: Ending,
         state: dict[str, Any],
+        reader: Reader,
     ) -> ToolResult:
-        """On the snippet's thread, once its code ended: figures, protected names, diff, result."""
+        """On the snippet's thread, once its code ended: figures, protected names, diff, result
+        (each object's own code through ``reader``)."""
         figures, dropped = take_figures(state.get("figures", set()), self.limits.max_images)
         restored = _restore(self.namespace, state.get("protected", {}))
         before: Before | None = state.get("before")
@@ -297,7 +346,7 @@ class KernelToolkit(Sequence[Tool]):
         if before is None:
             diff = NamespaceDiff()
         else:
-            diff, now, prints = before.diff(self.namespace, self._hidden())
+            diff, now, prints = before.diff(self.namespace, self._hidden(), reader)
             diff = NamespaceDiff(diff.changes, tuple(restored), diff.uncertain)
             snippet.keep(before, diff, now, prints)
             self.journal.settle()
@@ -314,6 +363,9 @@ class KernelToolkit(Sequence[Tool]):
                     + "; ".join(f"{n} ({snippet.not_copied[n]})" for n in skipped)
                     + "."
                 )
+        process: list[str] = []
+        if "process" in state and "process_now" in state:
+            process = state["process"].changes(state["process_now"], state["imports"])
         if _refuse_exit(self.shell):
             notes.append(
                 "The snippet asked the kernel to exit (exit() or quit()): refused, the kernel "
@@ -342,8 +394,9 @@ class KernelToolkit(Sequence[Tool]):
             max_images=self.limits.max_images,
             max_repr=self.limits.max_repr_chars,
             shell=self.shell,
+            reader=reader,
         )
-        return result(outcome, ending, diff, status=snippet.status, notes=notes)
+        return result(outcome, ending, diff, status=snippet.status, notes=notes, process=process)
 
     # --- undo and cells -------------------------------------------------------------------------
 
@@ -442,12 +495,19 @@ def _protected(namespace: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in list(namespace.items()):
         kind = type(value)
         if kind is types.ModuleType:
-            if value.__name__.split(".")[0] == "nbagent":
+            module = vars(value).get("__name__")  # not value.__name__: a module's __getattr__
+            if type(module) is str and module.split(".")[0] == "nbagent":
                 kept[name] = value
             continue
-        is_guarded = guarded.get(kind)
-        if is_guarded is None:  # each type is looked at once
-            is_guarded = guarded[kind] = issubclass(kind, (Tool, Agent, KernelToolkit))
+        # each type is looked at once; one whose metaclass is not type is never hashed (its
+        # __hash__ is someone's code), and its MRO is read by identity (issubclass against
+        # KernelToolkit, a Sequence, would hash it)
+        cached = type(kind) is type
+        is_guarded = guarded.get(kind) if cached else None
+        if is_guarded is None:
+            is_guarded = derives(kind, Tool, Agent, KernelToolkit)
+            if cached:
+                guarded[kind] = is_guarded
         if is_guarded or name in SHELL_NAMES:
             kept[name] = value
     return kept

@@ -4,7 +4,9 @@ A snippet runs on a thread of its own (so the kernel's loop stays free for click
 live view). While it runs, ``sys.stdout``, ``sys.stderr``, the shell's display publisher and
 formatter, and ``builtins.input`` are routers: what the snippet's thread writes or displays is
 kept in its :class:`Capture`, bounded; what any other thread does (the kernel, nbagent's own
-widgets, a thread the snippet started) goes where it always goes. The thread is recognised by a
+widgets, a thread the snippet started) goes where it always goes. The shell's ``showtraceback``
+stays quiet on a thread where nbagent reads an object (:mod:`._guard`): a repr that raises is
+said in the snippet's result, not as a traceback in the cell. The thread is recognised by a
 context variable set inside it, so nothing depends on thread names.
 """
 
@@ -18,6 +20,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from ._guard import reading
 
 __all__ = ["Capture", "Captured", "current", "routed"]
 
@@ -172,6 +176,23 @@ def _routed_format(inner: Any) -> Any:
     return format
 
 
+def _traceback_router(inner: Any) -> Any:
+    """The shell's ``showtraceback``: IPython's formatters call it when an object's repr
+    raises. On a :class:`~._guard.Reader`'s worker (nbagent reading an object) the exception
+    is kept for the reader, which says it in the result, instead of a traceback published
+    into the cell."""
+
+    def showtraceback(exc_tuple: Any = None, *args: Any, **kwargs: Any) -> Any:
+        job = reading()
+        if job is None:
+            return inner(exc_tuple, *args, **kwargs)
+        raised = exc_tuple[1] if type(exc_tuple) is tuple and len(exc_tuple) == 3 else None
+        job.shown = raised if isinstance(raised, BaseException) else sys.exc_info()[1]
+        return None
+
+    return showtraceback
+
+
 class InputRefused(RuntimeError):
     """``input()`` in code the agent runs: nobody is there to answer it."""
 
@@ -238,6 +259,7 @@ def routed(shell: Any) -> Iterator[None]:
             swap(publisher, "clear_output", _routed_clear, shadow=True)
             swap(getattr(shell, "display_formatter", None), "format", _routed_format, shadow=True)
             swap(shell, "ask_exit", _exit_router, shadow=True)
+            swap(shell, "showtraceback", _traceback_router, shadow=True)
     try:
         yield
     finally:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import ctypes
 import inspect
 import linecache
 import threading
@@ -30,6 +29,7 @@ from typing import Any
 
 from ..redact import redact_secrets
 from ._capture import Capture, ExitRefused, InputRefused
+from ._guard import async_raise, is_worker
 
 __all__ = ["CompiledSnippet", "SnippetThread", "compile_snippet"]
 
@@ -116,12 +116,6 @@ class Ending:
     threads: list[str] = field(default_factory=list)  # threads it started that still run
 
 
-def _async_raise(ident: int, exception: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(ident), ctypes.py_object(exception) if exception else None
-    )
-
-
 class SnippetThread:
     """One snippet on its own daemon thread: ``before`` (snapshot), the code, ``after``.
 
@@ -176,7 +170,7 @@ class SnippetThread:
             ident = self.ident
             if not self._in_code or ident is None:
                 return False
-            _async_raise(ident, KeyboardInterrupt)
+            async_raise(ident, KeyboardInterrupt)
             return True
 
     def _main(self) -> None:
@@ -218,7 +212,9 @@ class SnippetThread:
             ending.seconds = time.perf_counter() - started
             self.capture.deactivate(token)
         ending.threads = sorted(
-            t.name for t in set(threading.enumerate()) - threads_before if t.is_alive()
+            t.name
+            for t in set(threading.enumerate()) - threads_before
+            if t.is_alive() and not is_worker(t)  # nbagent's own reads (list_variables …)
         )
 
     def _leave_code(self) -> None:
@@ -230,7 +226,7 @@ class SnippetThread:
                     self._in_code = False
                 ident = self.ident
                 if ident is not None:
-                    _async_raise(ident, None)
+                    async_raise(ident, None)
                 return
             except KeyboardInterrupt:
                 self.ending.interrupted = True

@@ -12,6 +12,12 @@ values at fixed positions), containers are read up to a bound. So a change that 
 the sampled values goes unnoticed, and a 2 GB DataFrame the snippet does not name costs a lookup
 of its shape. Names starting with ``_`` and the shell's own names (``In``, ``Out``, ``exit`` …) are
 not part of the namespace a person sees, and are left out.
+
+Every object is the person's code. The signature of every name runs none of it
+(:mod:`._objects`); exact builtin containers and NumPy arrays are fingerprinted directly; a
+frame's fingerprint, another object's attributes and every copy run through a
+:class:`~._guard.Reader`: bounded in time, interruptible, what they raised said as text (a
+fingerprint that cannot be taken is "cannot tell", a copy not taken is said by undo).
 """
 
 from __future__ import annotations
@@ -19,13 +25,31 @@ from __future__ import annotations
 import copy
 import hashlib
 import sys
-import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._guard import Reader, Unreadable
+from ._guard import exact as _exact
+from ._objects import (
+    ABSENT,
+    CALLABLES,
+    builtin_base,
+    immutable,
+    is_array,
+    is_class,
+    is_frame,
+    quick_signature,
+    same_signature,
+    short_repr,
+    signature_text,
+    token,
+    type_name,
+)
+
 __all__ = [
     "ABSENT",
+    "READ_TIMEOUT",
     "Before",
     "Change",
     "NamespaceDiff",
@@ -33,9 +57,6 @@ __all__ = [
     "type_name",
     "visible_names",
 ]
-
-#: Marks a name that was not bound.
-ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "<absent>"})()
 
 #: The shell's own names, never part of what a person's code defines.
 SHELL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit"})
@@ -45,6 +66,10 @@ SAMPLE = 2048
 WHOLE = 10_000
 #: Items a size estimate walks before it calls a container too large to copy.
 WALK = 200_000
+#: Seconds one read of an object may take where no toolkit says (``KernelLimits.read_timeout``).
+READ_TIMEOUT = 2.0
+#: Seconds one copy for undo may take where no toolkit says (``KernelLimits.copy_timeout``).
+COPY_TIMEOUT = 30.0
 
 
 def visible_names(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -61,97 +86,6 @@ def visible_names(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
     }
 
 
-def type_name(value: Any) -> str:
-    """``int``, ``pandas.DataFrame``, ``Sale`` (a class the notebook defined)."""
-    kind = type(value)
-    module = getattr(kind, "__module__", "") or ""
-    name = kind.__qualname__ if "<locals>" not in kind.__qualname__ else kind.__name__
-    if module in ("builtins", "__main__") or module.startswith("_"):
-        return name
-    return f"{module.split('.')[0]}.{name}"
-
-
-def _module(value: Any) -> str:
-    return getattr(type(value), "__module__", "") or ""
-
-
-def is_frame(value: Any) -> bool:
-    return _module(value).startswith("pandas") and type(value).__name__ in ("DataFrame", "Series")
-
-
-def is_array(value: Any) -> bool:
-    return _module(value) == "numpy" and type(value).__name__ == "ndarray"
-
-
-def size_text(value: Any) -> str:
-    """Shape or length of what nbagent knows how to measure cheaply ("" otherwise)."""
-    try:
-        if is_frame(value) or is_array(value):
-            return "×".join(str(n) for n in value.shape)
-        if isinstance(value, (list, tuple, dict, set, frozenset, str, bytes, bytearray)):
-            return f"{len(value)} {'chars' if isinstance(value, str) else 'items'}"
-    except Exception:
-        return ""
-    return ""
-
-
-def short_repr(value: Any, limit: int = 60) -> str:
-    """A one-line description that never asks an unknown object for its repr (which may be huge
-    or slow): scalars as themselves, the rest by type and size."""
-    if value is ABSENT:
-        return ""
-    if value is None or isinstance(value, (bool, int, float, complex)):
-        text = repr(value)
-    elif isinstance(value, str):
-        text = repr(value[: limit + 2])
-    elif isinstance(value, (types.FunctionType, type, types.ModuleType)):
-        name = getattr(value, "__qualname__", getattr(value, "__name__", ""))
-        text = f"{type(value).__name__} {name}"
-    else:
-        size = size_text(value)
-        text = f"{type_name(value)}" + (f" ({size})" if size else "")
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-#: How :func:`_quick` measures a value of each type: 0 not at all, 1 its length, 2 its shape.
-_MEASURE: dict[type, int] = {}
-
-
-def _measure(kind: type) -> int:
-    module = getattr(kind, "__module__", "") or ""
-    if (module == "numpy" and kind.__name__ == "ndarray") or (
-        module.startswith("pandas") and kind.__name__ in ("DataFrame", "Series")
-    ):
-        return 2
-    return 1 if issubclass(kind, (list, dict, set, bytearray)) else 0
-
-
-def _quick(value: Any) -> Any:
-    """A signature costing O(1): the type and, for known containers, length or shape (a type is
-    looked at once: 1,000 names cost a few hundred microseconds)."""
-    kind = type(value)
-    how = _MEASURE.get(kind)
-    if how is None:
-        how = _MEASURE[kind] = _measure(kind)
-    if not how:
-        return kind
-    try:
-        return (kind, value.shape) if how == 2 else (kind, len(value))
-    except Exception:
-        return kind
-
-
-def _token(value: Any) -> Any:
-    """An element of a container, as a fingerprint sees it: small scalars by value (an equal
-    number recomputed is no change), everything else by identity."""
-    if value is None or isinstance(value, (bool, int, float)):
-        return (type(value).__name__, value)
-    if isinstance(value, (str, bytes)) and len(value) <= 256:
-        return value
-    return ("id", id(value))
-
-
 def _positions(length: int) -> list[int]:
     if length <= SAMPLE:
         return list(range(length))
@@ -159,47 +93,73 @@ def _positions(length: int) -> list[int]:
     return sorted({round(i * step) for i in range(SAMPLE)})
 
 
-def fingerprint(value: Any) -> str | None:
-    """A bounded fingerprint of an object's content (None: nbagent cannot tell, by design)."""
+def fingerprint(value: Any, reader: Reader | None = None) -> str | None:
+    """A bounded fingerprint of an object's content (None: nbagent cannot tell, by design).
+
+    Exact builtin containers and NumPy arrays are read directly; a frame, or another object's
+    attributes, through ``reader`` (bounded: see :mod:`._guard`; a reader of its own with the
+    default timeout when None), so an object whose code raises or hangs is "cannot tell".
+    """
     digest = hashlib.blake2b(digest_size=16)
+    base = builtin_base(type(value))
     try:
-        if is_frame(value):
-            _frame_fingerprint(value, digest)
-        elif is_array(value):
+        if is_array(value):
             digest.update(repr((value.shape, str(value.dtype))).encode())
             if value.nbytes <= 1 << 20:
                 digest.update(value.tobytes())
             elif value.size:
                 digest.update(value.flat[_positions(value.size)].tobytes())
-        elif isinstance(value, (list, tuple)):
-            picks = range(len(value)) if len(value) <= WHOLE else _positions(len(value))
-            digest.update(repr((len(value), [_token(value[i]) for i in picks])).encode())
-        elif isinstance(value, dict):
-            if len(value) > WHOLE:
-                digest.update(repr(("dict", len(value))).encode())
+        elif base is list or base is tuple:  # through the builtin's methods: no override runs
+            length = base.__len__(value)
+            item = base.__getitem__
+            picks = range(length) if length <= WHOLE else _positions(length)
+            digest.update(repr((length, [token(item(value, i)) for i in picks])).encode())
+        elif base is dict:
+            if dict.__len__(value) > WHOLE:
+                digest.update(repr(("dict", dict.__len__(value))).encode())
             else:
-                digest.update(repr([(_token(k), _token(v)) for k, v in value.items()]).encode())
-        elif isinstance(value, (set, frozenset)):
-            digest.update(
-                repr((len(value), hash(frozenset(value)) if len(value) <= WHOLE else 0)).encode()
-            )
-        elif isinstance(value, bytearray):
+                items = [(token(k), token(v)) for k, v in dict.items(value)]
+                digest.update(repr(items).encode())
+        elif base is set or base is frozenset:
+            # frozenset(a set) reuses the hashes the set stored: no element's __hash__ runs
+            length = base.__len__(value)
+            digest.update(repr((length, hash(frozenset(value)) if length <= WHOLE else 0)).encode())
+        elif type(value) is bytearray:
             data = (
                 bytes(value)
                 if len(value) <= 1 << 20
                 else bytes(value[:: max(1, len(value) // SAMPLE)])
             )
             digest.update(data)
-        elif isinstance(value, (types.ModuleType, types.FunctionType, type)):
+        elif _exact(value, CALLABLES) or is_class(value):
             return None
+        elif is_frame(value):
+            _bounded(reader, "its content", _frame_fingerprint, value, digest)
         else:
-            attributes = getattr(value, "__dict__", None)
-            if not isinstance(attributes, dict) or len(attributes) > 100:
+            attributes = _bounded(reader, "its attributes", _attribute_tokens, value)
+            if attributes is None:
                 return None
-            digest.update(repr(sorted((str(k), _token(v)) for k, v in attributes.items())).encode())
+            digest.update(attributes.encode())
     except Exception:  # an object that cannot be read this way: nbagent cannot tell
         return None
     return digest.hexdigest()
+
+
+def _attribute_tokens(value: Any) -> str | None:
+    """An object's attributes as fingerprint tokens (on a reader's worker: ``__dict__`` may
+    be anyone's property)."""
+    attributes = getattr(value, "__dict__", None)
+    if type(attributes) is not dict or len(attributes) > 100:
+        return None
+    return repr(sorted((k if type(k) is str else "?", token(v)) for k, v in attributes.items()))
+
+
+def _bounded(reader: Reader | None, what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` through ``reader`` (or one of its own); raises Unreadable."""
+    if reader is not None:
+        return reader.call(what, fn, *args)
+    with Reader(READ_TIMEOUT, name="fingerprint") as own:
+        return own.call(what, fn, *args)
 
 
 def _frame_fingerprint(frame: Any, digest: Any) -> None:
@@ -302,48 +262,75 @@ class Before:
         hidden: Mapping[str, Any] | None,
         watched: Iterable[str],
         copy_budget: int,
+        reader: Reader | None = None,
+        copy_timeout: float | None = None,
     ) -> Before:
+        """Signatures of every name (run no object's code), and for ``watched`` names a
+        fingerprint and a copy, each through ``reader`` where it is the object's code that
+        runs (a copy within ``copy_timeout`` seconds)."""
         objects = visible_names(namespace, hidden)
-        quick = {name: _quick(value) for name, value in objects.items()}
+        quick = {name: quick_signature(value) for name, value in objects.items()}
         names = frozenset(n for n in watched if n in objects)
         before = cls(objects, quick, names)
         memo: dict[int, Any] = {}
-        for name in sorted(names):
-            value = objects[name]
-            before.prints[name] = fingerprint(value)
-            before._copy(name, value, copy_budget, memo)
+        read = reader if reader is not None else Reader(READ_TIMEOUT, name="before")
+        try:
+            for name in sorted(names):
+                value = objects[name]
+                before.prints[name] = fingerprint(value, read)
+                if not before._copy(name, value, copy_budget, memo, read, copy_timeout):
+                    # a copy stopped half way may have left half-made objects in its memo,
+                    # and its thread, still running, may write more: the next start afresh
+                    memo = {}
+        finally:
+            if reader is None:  # its own: its worker ends now
+                read.close()
         return before
 
-    def _copy(self, name: str, value: Any, budget: int, memo: dict[int, Any]) -> None:
-        if _immutable(value):
-            return  # nothing in place to undo
+    def _copy(
+        self,
+        name: str,
+        value: Any,
+        budget: int,
+        memo: dict[int, Any],
+        reader: Reader,
+        timeout: float | None,
+    ) -> bool:
+        """Copy ``value`` for undo within the budget; False when a copy failed part way."""
+        if immutable(value):
+            return True  # nothing in place to undo
         room = budget - self.copied_bytes
-        size = estimate_size(value, room)
-        if size is None or size > room:
+        try:
+            size, duplicate = reader.call(
+                "its copy", _sized_copy, value, room, memo, timeout=timeout or COPY_TIMEOUT
+            )
+        except Unreadable as exc:
+            self.not_copied[name] = str(exc)
+            return False
+        except Exception as exc:
+            self.not_copied[name] = f"it cannot be copied ({type(exc).__name__})"
+            return False
+        if duplicate is _TOO_LARGE or size is None:
             self.not_copied[name] = (
                 f"larger than the copy budget ({byte_size(budget)})"
                 if size is None or size > budget
                 else f"the copy budget ({byte_size(budget)}) was used by other names"
             )
-            return
-        try:
-            if is_frame(value):
-                duplicate = value.copy(deep=True)
-            elif is_array(value):
-                duplicate = value.copy()
-            else:
-                duplicate = copy.deepcopy(value, memo)
-        except Exception as exc:
-            self.not_copied[name] = f"it cannot be copied ({type(exc).__name__})"
-            return
+            return True
         self.copies[name] = duplicate
         self.sizes[name] = size
         self.copied_bytes += size
+        return True
 
     def diff(
-        self, namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None
+        self,
+        namespace: Mapping[str, Any],
+        hidden: Mapping[str, Any] | None,
+        reader: Reader | None = None,
     ) -> tuple[NamespaceDiff, dict[str, Any], dict[str, str | None]]:
-        """What changed; with the objects now bound and the fingerprints of watched names."""
+        """What changed; with the objects now bound and the fingerprints of watched names.
+        The before column of an in-place change is what the signature said before the snippet
+        ran (its length or shape then), not the object as it is now."""
         after = visible_names(namespace, hidden)
         changes: list[Change] = []
         uncertain: list[str] = []
@@ -355,53 +342,53 @@ class Before:
             elif value is not old:
                 changes.append(Change(name, "rebound", short_repr(old), short_repr(value)))
             elif name in self.watched:
-                now = prints[name] = fingerprint(value)
+                now = prints[name] = fingerprint(value, reader)
                 was = self.prints.get(name)
                 if was is None or now is None:
-                    if not _immutable(value):
+                    if not immutable(value):
                         uncertain.append(name)
                 elif now != was:
-                    changes.append(Change(name, "changed", short_repr(value), short_repr(value)))
-            elif _quick(value) != self.quick.get(name):
-                changes.append(Change(name, "changed", short_repr(value), short_repr(value)))
+                    changes.append(self._changed(name, value))
+            else:
+                signature = quick_signature(value)  # the same type: the same object, fast
+                if signature is not self.quick.get(name) and not same_signature(
+                    signature, self.quick.get(name)
+                ):
+                    changes.append(self._changed(name, value))
         for name, old in self.objects.items():
             if name not in after:
                 changes.append(Change(name, "deleted", before=short_repr(old)))
         changes.sort(key=lambda c: ("added", "rebound", "changed", "deleted").index(c.kind))
         return NamespaceDiff(tuple(changes), (), tuple(uncertain)), after, prints
 
+    def _changed(self, name: str, value: Any) -> Change:
+        return Change(name, "changed", signature_text(self.quick.get(name)), short_repr(value))
 
-def _immutable(value: Any) -> bool:
-    return (
-        value is None
-        or isinstance(
-            value,
-            (
-                bool,
-                int,
-                float,
-                complex,
-                str,
-                bytes,
-                frozenset,
-                range,
-                types.ModuleType,
-                types.FunctionType,
-                types.BuiltinFunctionType,
-                type,
-            ),
-        )
-        or (
-            isinstance(value, tuple)
-            and all(_immutable(v) for v in value[:100])
-            and len(value) <= 100
-        )
-    )
+
+#: Marks a copy not taken: the object is over the room left in the copy budget.
+_TOO_LARGE: Any = object()
+
+
+def _sized_copy(value: Any, room: int, memo: dict[int, Any]) -> tuple[int | None, Any]:
+    """The size of ``value`` and a copy of it, or ``_TOO_LARGE`` when it does not fit in
+    ``room`` bytes (on a reader's worker: ``__deepcopy__`` and ``__sizeof__`` are anyone's)."""
+    size = estimate_size(value, room)
+    if size is None or size > room:
+        return size, _TOO_LARGE
+    if is_frame(value):
+        return size, value.copy(deep=True)
+    if is_array(value):
+        return size, value.copy()
+    return size, copy.deepcopy(value, memo)
+
+
+_FLAT = frozenset({str, bytes, bytearray, int, float, bool, complex})
 
 
 def estimate_size(value: Any, limit: int) -> int | None:
     """Bytes a copy of ``value`` would take, as far as a bounded look can tell (None: more than
-    the walk may look at, or more than ``limit``)."""
+    the walk may look at, or more than ``limit``). It runs objects' ``__sizeof__`` and
+    ``__dict__``: call it through a :class:`~._guard.Reader`."""
     try:
         if is_frame(value):
             usage = value.memory_usage(index=True, deep=False)
@@ -429,19 +416,20 @@ def estimate_size(value: Any, limit: int) -> int | None:
             total += 64
         if total > limit:
             return total
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(item)
+        base = builtin_base(type(item))
+        if base is dict:
+            stack.extend(dict.keys(item))
+            stack.extend(dict.values(item))
+        elif base in (list, tuple, set, frozenset):
+            stack.extend(base.__iter__(item))
         elif is_frame(item) or is_array(item):
             size = estimate_size(item, limit)
             if size is None:
                 return None
             total += size
-        elif not isinstance(item, (str, bytes, bytearray, int, float, bool, complex, type(None))):
+        elif item is not None and not _exact(item, _FLAT):
             attributes = getattr(item, "__dict__", None)
-            if isinstance(attributes, dict):
+            if type(attributes) is dict:
                 stack.append(attributes)
     return total
 

@@ -14,51 +14,103 @@ import io
 import reprlib
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..content import ImagePart, Shown, Table, TextPart, ToolResult, image_part, stable_text
 from ..errors import ImageError
 from ..redact import redact_secrets
 from ._capture import Capture
 from ._execute import Ending
-from ._namespace import NamespaceDiff, is_frame, short_repr, type_name
+from ._guard import Reader, Unreadable, defines, exact, reading
+from ._namespace import READ_TIMEOUT, NamespaceDiff
+from ._objects import is_frame, short_repr, size_text, type_name
 
 __all__ = ["Outcome", "bounded_repr", "take_figures"]
 
 
-def bounded_repr(value: Any, limit: int, shell: Any = None) -> str:
-    """The text form of a value, never much longer than ``limit`` even for a huge object.
+def bounded_repr(value: Any, limit: int, shell: Any = None, reader: Reader | None = None) -> str:
+    """The text form of a value, never much longer than ``limit`` even for a huge object, and
+    never raising: its ``__repr__`` (or the shell's formatter, as a cell shows it) runs through
+    ``reader`` (a reader of its own when None), so what it raised, or that it did not finish,
+    becomes the text.
 
     Builtin containers and strings go through :mod:`reprlib` (bounded by construction: a
-    10 GB string is never copied into a repr); other objects through the shell's formatter (as
-    a cell shows them), cut at ``limit``.
+    10 GB string is never copied into a repr); other objects through the shell's formatter,
+    cut at ``limit``.
     """
-    if isinstance(value, (str, bytes, bytearray, list, tuple, dict, set, frozenset)):
-        shortener = reprlib.Repr()
-        shortener.maxlevel = 4
-        shortener.maxstring = shortener.maxother = max(40, limit // 4)
-        shortener.maxlist = shortener.maxtuple = shortener.maxset = shortener.maxfrozenset = 50
-        shortener.maxdict = 30
-        shortener.maxlong = 200
-        text = shortener.repr(value)
+    kind = type(value)
+    if kind is str or kind is bytes or kind is bytearray:
+        text = _shortener(limit).repr(value)  # no user code: the interpreter's own repr
     else:
-        text = ""
-        formatter = getattr(shell, "display_formatter", None)
-        if formatter is not None:
-            try:
-                data, _ = formatter.format(value, include=("text/plain",))
-                text = str(data.get("text/plain", ""))
-            except Exception:
-                text = ""
-        if not text:
-            try:
-                text = repr(value)
-            except Exception as exc:
-                text = f"<{type_name(value)}: its repr raised {type(exc).__name__}>"
+        try:
+            if reader is not None:
+                text = reader.call("its repr", _text_form, value, limit, shell)
+            else:
+                with Reader(READ_TIMEOUT, name="repr") as own:
+                    text = own.call("its repr", _text_form, value, limit, shell)
+        except Unreadable as exc:
+            text = f"<{type_name(value)}: {exc}>"
     text = stable_text(text)
     if len(text) > limit:
         text = f"{text[:limit]}… [{len(text) - limit:,} more characters not shown]"
     return text
+
+
+def _shortener(limit: int) -> reprlib.Repr:
+    shortener = reprlib.Repr()
+    shortener.maxlevel = 4
+    shortener.maxstring = shortener.maxother = max(40, limit // 4)
+    shortener.maxlist = shortener.maxtuple = shortener.maxset = shortener.maxfrozenset = 50
+    shortener.maxdict = 30
+    shortener.maxlong = 200
+    return shortener
+
+
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+
+
+def _text_form(value: Any, limit: int, shell: Any) -> str:
+    """On a reader's worker: the value's text as a cell would show it. An exception its
+    repr raises propagates (the shell's formatter would print its traceback into the cell:
+    on a reader's worker, :func:`~._capture.routed` keeps it for the reader instead)."""
+    if exact(value, _CONTAINERS):
+        text: str = _shortener(limit).repr(value)
+        return text
+    formatter = getattr(shell, "display_formatter", None)
+    if formatter is not None:
+        data, _ = formatter.format(value, include=("text/plain",))
+        job = reading()
+        if job is not None and job.shown is not None:
+            raise job.shown
+        found = data.get("text/plain", "") if type(data) is dict else ""
+        if type(found) is str and found:
+            return found
+    text = repr(value)
+    return text if type(text) is str else ""
+
+
+def frame_table(frame: Any, *, max_rows: int = 50, max_cols: int = 30) -> Table:
+    """A DataFrame's (or Series') first rows as nbagent's own :class:`Table` of texts, made on
+    a reader's worker: every cell's ``str`` is the cell's own code, and the front end then shows
+    the table without ever touching the frame (which may change, or hold a hostile cell)."""
+    if not hasattr(frame, "columns"):
+        frame = frame.to_frame()
+    columns = [_cell(c) for c in list(frame.columns)[:max_cols]]
+    index = _cell(frame.index.name) if frame.index.name is not None else ""
+    rows = [
+        (_cell(row[0]), *(_cell(v, number=True) for v in row[1 : max_cols + 1]))
+        for row in frame.head(max_rows).itertuples(index=True, name=None)
+    ]
+    return Table((index, *columns), cast("tuple[tuple[str, ...], ...]", tuple(rows)))
+
+
+def _cell(value: Any, *, number: bool = False) -> Any:
+    kind = type(value)
+    if number and (kind is int or kind is float):
+        return value  # kept a number: the table aligns numbers right
+    text = value if kind is str else str(value)
+    text = text if type(text) is str else ""
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def take_figures(open_before: set[int], limit: int) -> tuple[list[ImagePart], int]:
@@ -137,8 +189,10 @@ def gather(
     max_images: int,
     max_repr: int,
     shell: Any,
+    reader: Reader | None = None,
 ) -> Outcome:
-    """Turn what was captured, in the order it came, into the model's and the person's forms."""
+    """Turn what was captured, in the order it came, into the model's and the person's forms
+    (the objects' own code, a repr or a figure's savefig, through ``reader``)."""
     out = Outcome()
     display_number = 0
     for item in capture.items:
@@ -151,7 +205,15 @@ def gather(
             )
             continue
         display_number += 1
-        _display(out, item.data, item.obj, display_number, max_images=max_images, max_repr=max_repr)
+        _display(
+            out,
+            item.data,
+            item.obj,
+            display_number,
+            max_images=max_images,
+            max_repr=max_repr,
+            reader=reader,
+        )
     if capture.dropped_chars:
         out.add_text(
             f"[… {capture.dropped_chars:,} more characters of output were not kept: at most "
@@ -175,12 +237,21 @@ def gather(
             Shown("text", f"… {dropped} more figures or images not kept"),
         )
     if ending.has_value and ending.value is not None:
-        _value(out, ending.value, max_images=max_images, max_repr=max_repr, shell=shell)
+        _value(
+            out, ending.value, max_images=max_images, max_repr=max_repr, shell=shell, reader=reader
+        )
     return out
 
 
 def _display(
-    out: Outcome, data: dict[str, Any], obj: Any, number: int, *, max_images: int, max_repr: int
+    out: Outcome,
+    data: dict[str, Any],
+    obj: Any,
+    number: int,
+    *,
+    max_images: int,
+    max_repr: int,
+    reader: Reader | None,
 ) -> None:
     label = f"display {number}"
     for mime in ("image/png", "image/jpeg"):
@@ -194,17 +265,17 @@ def _display(
             if out.add_image(image, max_images):
                 out.add_text(f"[{label}: an image, attached]")
             return
-    plain = _cut(str(data.get("text/plain", "")), max_repr)
+    plain = _cut(_text(data.get("text/plain")), max_repr)
     if obj is not None and is_frame(obj):
-        out.add_text(f"[{label}: {short_repr(obj)}]\n{plain}", Shown("table", obj, label))
+        out.add_text(f"[{label}: {short_repr(obj)}]\n{plain}", _table(obj, label, plain, reader))
         return
     markdown = data.get("text/markdown")
-    if isinstance(markdown, str):
+    if type(markdown) is str:
         text = _cut(markdown, max_repr)
         out.add_text(f"[{label}]\n{text}", Shown("markdown", text, label))
         return
     html = data.get("text/html")
-    if isinstance(html, str) and (not plain or plain.startswith("<IPython.core.display")):
+    if type(html) is str and (not plain or plain.startswith("<IPython.core.display")):
         source = _cut(html, max_repr)
         out.add_text(
             f"[{label}: HTML, as its source]\n{source}",
@@ -214,25 +285,61 @@ def _display(
     out.add_text(f"[{label}]\n{plain}", Shown("text", plain, label))
 
 
-def _value(out: Outcome, value: Any, *, max_images: int, max_repr: int, shell: Any) -> None:
-    if hasattr(value, "savefig"):
+def _value(
+    out: Outcome, value: Any, *, max_images: int, max_repr: int, shell: Any, reader: Reader | None
+) -> None:
+    if defines(type(value), "savefig"):  # a figure (looked up on its class: no __getattr__)
         try:
-            buffer = io.BytesIO()
-            value.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
-            image = image_part(buffer.getvalue())
-            from ..content import _close_pyplot_figure
-
-            _close_pyplot_figure(value)
+            image = _call(reader, "its savefig", _figure_png, value)
             if out.add_image(image, max_images):
                 out.add_text("Out: [a figure, attached as an image]")
             return
-        except Exception:
+        except Unreadable:
             pass
-    text = redact_secrets(bounded_repr(value, max_repr, shell))
+    text = redact_secrets(bounded_repr(value, max_repr, shell, reader))
     if is_frame(value):
-        out.add_text(f"Out: {short_repr(value)}\n{text}", Shown("table", value, "Out"))
+        out.add_text(f"Out: {short_repr(value)}\n{text}", _table(value, "Out", text, reader))
         return
     out.add_text(f"Out: {text}", Shown("text", text, "Out"))
+
+
+def _figure_png(figure: Any) -> ImagePart:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
+    image = image_part(buffer.getvalue())
+    from ..content import _close_pyplot_figure
+
+    _close_pyplot_figure(figure)
+    return image
+
+
+def _table(frame: Any, label: str, text: str, reader: Reader | None) -> Shown:
+    """A frame as the card's table, made now (its cells read bounded); its text if it cannot."""
+    try:
+        table = _call(reader, "its cells", frame_table, frame)
+    except Unreadable as exc:
+        return Shown("text", f"{text}\n({short_repr(frame)}: {exc})", label)
+    rows, _, columns = size_text(frame).partition("×")  # "1000×3", without the frame's code
+    total_rows, total_columns = int(rows or 0), int(columns or 1)
+    shown_columns = len(table.columns) - 1  # the first is the index
+    parts = []
+    if len(table.rows) < total_rows:
+        parts.append(f"the first {len(table.rows)} of {total_rows:,} rows")
+    if shown_columns < total_columns:
+        parts.append(f"{shown_columns} of {total_columns:,} columns")
+    return Shown("table", table, f"{label}: {', '.join(parts)}" if parts else label)
+
+
+def _call(reader: Reader | None, what: str, fn: Any, *args: Any) -> Any:
+    if reader is not None:
+        return reader.call(what, fn, *args)
+    with Reader(READ_TIMEOUT, name="present") as own:
+        return own.call(what, fn, *args)
+
+
+def _text(found: Any) -> str:
+    """A formatter's text (a str, as IPython checks; anything else is not asked for its str)."""
+    return found if type(found) is str else ""
 
 
 def _cut(text: str, limit: int) -> str:
@@ -249,8 +356,10 @@ def result(
     *,
     status: str,
     notes: list[str],
+    process: list[str] | None = None,
 ) -> ToolResult:
-    """The snippet's ToolResult: what the model reads (text, then images), what the person sees."""
+    """The snippet's ToolResult: what the model reads (text, then images), what the person sees.
+    ``process``: what it changed in the process besides the namespace (:mod:`._process`)."""
     model = list(outcome.model)
     pieces = list(outcome.pieces)
     if ending.error:
@@ -276,6 +385,10 @@ def result(
         pieces.append(
             Shown("text", "No names were added, rebound, deleted or changed.", "Namespace")
         )
+    if process:
+        said = "; ".join(process)
+        model.append(f"Process: {said}. Undo does not change these back.")
+        pieces.append(Shown("text", f"{said}. Undo does not change these back.", "Process"))
     for note in notes:
         model.append(note)
         pieces.append(Shown("text", note, "Note"))

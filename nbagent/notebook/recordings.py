@@ -60,10 +60,15 @@ def _slug(prompt: str) -> str:
 
 
 class RecordingStore:
-    """The recordings folder of this kernel (see the module docs)."""
+    """The recordings folder of this kernel (see the module docs).
 
-    def __init__(self, folder: str | Path | None = None) -> None:
+    ``base``: the folder paths are shown relative to (default: the working directory when
+    asked). A run uses :meth:`pinned`: its files stay where the run started, whatever its code
+    does meanwhile (a snippet's ``os.chdir``, ``NBAGENT_RECORDINGS`` set in a tool)."""
+
+    def __init__(self, folder: str | Path | None = None, *, base: Path | None = None) -> None:
         self._folder = Path(folder) if folder is not None else None
+        self._base = base
 
     @property
     def folder(self) -> Path:
@@ -71,6 +76,15 @@ class RecordingStore:
             return self._folder
         configured = os.environ.get("NBAGENT_RECORDINGS", "").strip()
         return Path(configured) if configured else Path.cwd() / "nbagent-recordings"
+
+    @property
+    def base(self) -> Path:
+        return self._base if self._base is not None else Path.cwd()
+
+    def pinned(self) -> RecordingStore:
+        """This store with its folder fixed now, as an absolute path, and paths shown relative
+        to the working directory of now."""
+        return RecordingStore(Path(os.path.abspath(self.folder)), base=Path(os.getcwd()))
 
     @staticmethod
     def key(request: Request) -> str:
@@ -169,6 +183,7 @@ def choose(
     """
     if mode == "live":
         return Choice(None, "", _nothing)
+    store = store.pinned()  # the run's files stay where it started (its code may os.chdir)
     request = first_request(agent, prompt, tools)
     if mode == "replay":
         found = store.find(request)
@@ -187,7 +202,7 @@ def choose(
         def after_record(result: RunResult | None) -> str | None:
             if result is None or result.stop_reason not in _KEEP or not recorder.recording.steps:
                 return None
-            return _shown(store.save(recorder.recording, prompt))
+            return _shown(store.save(recorder.recording, prompt), store.base)
 
         return Choice(recorder, "recording", after_record)
     return Choice(None, "", _nothing)
@@ -231,7 +246,7 @@ def _replaying(
             model=fallback.recording.model,
             created=fallback.recording.created,
         )
-        return _shown(store.save(merged, prompt))
+        return _shown(store.save(merged, prompt), store.base)
 
     def departed(result: RunResult | None) -> str | None:
         if result is None or result.stop_reason in ("failed", "cancelled"):
@@ -257,11 +272,12 @@ def why_not_saved(error: BaseException) -> str:
     return redact_secrets(str(error))
 
 
-def _shown(path: Path) -> str:
+def _shown(path: Path, base: Path | None = None) -> str:
     """A recording's path as a notebook may show and save it: relative to the notebook's
-    folder (an absolute path would carry the author's home directory into the notebook)."""
+    folder, ``base`` (an absolute path would carry the author's home directory into the
+    notebook)."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to((base or Path.cwd()).resolve()))
     except ValueError:
         return path.name
 

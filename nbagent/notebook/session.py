@@ -335,7 +335,9 @@ class Session:
             namespace = getattr(self.shell, "user_ns", None) or {}
         candidates: dict[str, list[tuple[str, Tool]]] = {}
         for var, value in list(namespace.items()):
-            if var.startswith("_") or not isinstance(value, Tool):
+            # type(value), never isinstance: that asks the object's __class__ (a dead weak
+            # proxy raises ReferenceError, any object may pretend to be a Tool)
+            if type(var) is not str or var.startswith("_") or not issubclass(type(value), Tool):
                 continue
             if _defined_in_notebook(value):
                 candidates.setdefault(value.name, []).append((var, value))

@@ -467,3 +467,236 @@ def test_a_tool_raising_an_interrupt_or_exit_ends_the_cell_as_interrupted(
     after = kernel.submit("%agent --approve auto -o nxt hello\nprint(nxt.text)")
     kernel.finish(after)
     assert "not reached" in kernel.cell_text(after)  # the script's next turn: a valid history
+
+
+# --- the person's objects are code -------------------------------------------------------------
+
+#: Objects a namespace may hold, each hostile in one way; ``gate`` is released by the test.
+HOSTILE_OBJECTS = textwrap.dedent(
+    """
+    import pathlib, threading, weakref
+
+    gate = threading.Event()
+    len_called = threading.Event()
+
+    class SlowList(list):
+        def __len__(self):
+            len_called.set()
+            gate.wait(600)  # blocks in C, as time.sleep would
+            return 0
+
+    class Liar:
+        __class__ = property(lambda self: list)  # isinstance(liar, list) says True
+        def __len__(self):
+            len_called.set()
+            gate.wait(600)
+            return 0
+
+    class Thing:
+        pass
+
+    class Raises:
+        def __repr__(self):
+            raise ValueError("no repr for you")
+
+    class Spins:
+        def __init__(self, where):
+            self.where = pathlib.Path(where)
+        def __repr__(self):
+            (self.where / "spinning").touch()
+            try:
+                while True:
+                    pass
+            except KeyboardInterrupt:
+                (self.where / "interrupted").touch()
+                raise
+    """
+)
+#: One of each, in the namespace (a test that makes them deletes them when it ends).
+HOSTILE_NAMES = textwrap.dedent(
+    """
+    slow = SlowList([1, 2])
+    liar = Liar()
+    _thing = Thing()
+    ghost = weakref.proxy(_thing)
+    del _thing
+    """
+)
+
+
+def _kernel_turns(*calls: tuple[str, dict[str, object]], end: str = "Done.") -> str:
+    turns = [f"Turn(Call({name!r}, {arguments!r}))" for name, arguments in calls]
+    return f"[{', '.join([*turns, repr(end)])}]"
+
+
+def _results(kernel: Kernel) -> list[str]:
+    """The text of every tool result the model read, in order."""
+    return list(
+        kernel.eval(
+            "[r.text for m in nbagent.notebook.current_session().agent.messages"
+            " if type(m).__name__ == 'ToolMessage' for r in m.results]"
+        )
+    )
+
+
+def _limits(kernel: Kernel, **limits: float) -> None:
+    """The session's kernel toolkit with these KernelLimits, until :func:`_default_toolkit`."""
+    kernel.execute(
+        "from nbagent import KernelLimits\nfrom nbagent.kernel import KernelToolkit\n"
+        "nbagent.notebook.current_session().kernel = KernelToolkit(\n"
+        f"    shell=get_ipython(), limits=KernelLimits(**{limits!r}))"
+    )
+
+
+def _default_toolkit(kernel: Kernel) -> None:
+    kernel.execute("nbagent.notebook.current_session().kernel = None")
+
+
+def test_objects_that_block_lie_or_died_never_hold_the_kernel_tools(kernel: Kernel) -> None:
+    """A list subclass whose __len__ blocks (named by a snippet or not), an object faking
+    __class__, and a dead weak proxy: every snippet, the list and the descriptions come back
+    while the blocking __len__ was never called, with no ReferenceError anywhere."""
+    calls = (
+        ("run_python", {"code": "y = 1"}),
+        ("list_variables", {}),
+        ("describe_variable", {"name": "ghost"}),
+        ("describe_variable", {"name": "liar"}),
+        ("run_python", {"code": "slow.append(3)\nghost_seen = type(ghost).__name__"}),
+    )
+    setup_run(kernel, _kernel_turns(*calls), tools=HOSTILE_OBJECTS + HOSTILE_NAMES)
+    try:
+        cell = kernel.submit("%agent --new --kernel --approve auto look around")
+        record = wait_ended(kernel, cell)
+        assert record["stop_reason"] == "finished"
+        assert kernel.eval("len_called.is_set()") is False
+        ran, listed, ghost, liar, named = _results(kernel)
+        assert "+y = 1" in ran
+        assert "slow: SlowList (2 items)" in listed and "ghost: weakref.ProxyType" in listed
+        assert ghost.startswith("ghost: weakref.ProxyType") and liar.startswith("liar: Liar")
+        assert "slow changed in place (SlowList (3 items))" in named
+        assert "+ghost_seen = 'ProxyType'" in named
+        for text in (ran, listed, ghost, liar, named):
+            assert "ReferenceError" not in text and "could not run" not in text, text
+    finally:
+        kernel.execute("gate.set()\ndel slow, liar, ghost")
+
+
+def test_a_repr_that_raises_is_said_once_with_no_traceback_in_the_cell(kernel: Kernel) -> None:
+    """The last value's repr raises: the card and the model say so; IPython's formatter used
+    to print the traceback into the %agent cell as well."""
+    setup_run(
+        kernel,
+        _kernel_turns(("run_python", {"code": "Raises()"})),
+        tools=HOSTILE_OBJECTS,
+    )
+    start = len(kernel.iopub)
+    cell = kernel.submit("%agent --new --kernel --approve auto show it")
+    record = wait_ended(kernel, cell)
+    assert record["stop_reason"] == "finished"
+    errors = [m for m in kernel.iopub[start:] if m["msg_type"] == "error"]
+    assert not errors, errors[0]["content"]["evalue"]
+    (said,) = _results(kernel)
+    assert "Out: <Raises: its repr raised ValueError: no repr for you>" in said
+    assert "its repr raised ValueError" in kernel.cell_text(cell)
+
+
+def test_stop_reaches_a_repr_that_never_returns(kernel: Kernel, tmp_path: Path) -> None:
+    """The last value's repr spins (a read timeout far away): Stop ends the run and interrupts
+    the repr too; it spun on after the run had ended."""
+    setup_run(
+        kernel,
+        _kernel_turns(("run_python", {"code": f"Spins({str(tmp_path)!r})"})),
+        tools=HOSTILE_OBJECTS,
+    )
+    _limits(kernel, read_timeout=600)
+    since = kernel.mark()
+    try:
+        cell = kernel.submit("%agent --new --kernel show it")  # asks: the cell takes clicks
+        approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+        kernel.click(approve[0])
+        kernel.wait_for(lambda: (tmp_path / "spinning").exists(), what="the repr spinning")
+        kernel.click(kernel.wait_for(lambda: kernel.buttons("Stop", enabled=True, since=since))[0])
+        record = wait_ended(kernel, cell)
+        assert record["stop_reason"] == "cancelled"
+        kernel.wait_for(lambda: (tmp_path / "interrupted").exists(), what="the repr stopped")
+    finally:
+        _default_toolkit(kernel)
+    kernel.execute("model.add('after')")
+    again = kernel.submit("%agent --kernel --approve auto still there?")
+    assert wait_ended(kernel, again)["stop_reason"] == "finished"
+
+
+def test_describe_ends_a_repr_that_never_returns(kernel: Kernel, tmp_path: Path) -> None:
+    """describe_variable of an object whose repr spins answers within the read timeout, saying
+    so, and the repr was interrupted (its thread had spun on after the tool gave up)."""
+    calls = (("describe_variable", {"name": "spinner"}), ("list_variables", {}))
+    setup_run(
+        kernel,
+        _kernel_turns(*calls),
+        tools=HOSTILE_OBJECTS + f"\nspinner = Spins({str(tmp_path)!r})\n",
+    )
+    _limits(kernel, read_timeout=0.5)
+    try:
+        cell = kernel.submit("%agent --new --kernel --approve auto describe it")
+        record = wait_ended(kernel, cell)
+    finally:
+        _default_toolkit(kernel)
+    assert record["stop_reason"] == "finished"
+    described, listed = _results(kernel)
+    assert "value: <Spins: its repr did not answer: it did not finish within 0.5 s>" in described
+    assert (tmp_path / "interrupted").exists()
+    assert "spinner: Spins" in listed
+
+
+def test_an_in_place_change_shows_before_and_now_in_the_card(kernel: Kernel) -> None:
+    """`xs.append(3)` on a 2-item list: the Namespace table's before column says 2 items (both
+    columns said 3)."""
+    setup_run(
+        kernel, _kernel_turns(("run_python", {"code": "xs.append(3)"})), tools="xs = [1, 2]\n"
+    )
+    cell = kernel.submit("%agent --new --kernel --approve auto append")
+    wait_ended(kernel, cell)
+    shown = re.sub(r"<[^>]+>", " ", kernel.cell_text(cell, "text/html"))  # the table's cells
+    assert re.search(r"xs\s+changed in place\s+list \(2 items\)\s+list \(3 items\)", shown), shown
+
+
+def test_a_snippet_that_moves_the_process_says_so_and_its_recording_stays(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """os.chdir, sys.path, an environment variable and an import in a snippet: its result
+    names each (the variable's value never), and the run's recording is saved in the folder
+    the run started in, not where the snippet went."""
+    start, elsewhere = tmp_path / "start", tmp_path / "elsewhere"
+    start.mkdir()
+    elsewhere.mkdir()
+    (tmp_path / "nbagent_probe_kernel.py").write_text("VALUE = 1\n")
+    code = (
+        "import os, sys\n"
+        f"sys.path.append({str(tmp_path)!r})\n"
+        "import nbagent_probe_kernel\n"
+        f"os.chdir({str(elsewhere)!r})\n"
+        f"os.environ['PROBE_API_KEY'] = {KEY!r}\n"
+    )
+    setup_run(kernel, _kernel_turns(("run_python", {"code": code})))
+    kernel.execute(
+        "import os, sys\n_cwd, _path = os.getcwd(), list(sys.path)\n"
+        "_recordings = os.environ.pop('NBAGENT_RECORDINGS')\n"
+        f"os.chdir({str(start)!r})"
+    )
+    try:
+        cell = kernel.submit("%agent --new --record --kernel --approve auto wander off")
+        record = wait_ended(kernel, cell)
+        assert record["stop_reason"] == "finished"
+        (said,) = _results(kernel)
+    finally:
+        kernel.execute(
+            "os.chdir(_cwd)\nsys.path[:] = _path\nos.environ['NBAGENT_RECORDINGS'] = _recordings\n"
+            "os.environ.pop('PROBE_API_KEY', None)\nsys.modules.pop('nbagent_probe_kernel', None)"
+        )
+    assert f"Process: working directory is now {elsewhere}" in said
+    assert f"sys.path: added '{tmp_path}'" in said
+    assert "environment variables: set PROBE_API_KEY (values not shown)" in said
+    assert "imported nbagent_probe_kernel" in said
+    assert not _leaks(said) and not _leaks(json.dumps(kernel.cell_outputs(cell)))
+    assert list((start / "nbagent-recordings").glob("*.json"))
+    assert not (elsewhere / "nbagent-recordings").exists()
