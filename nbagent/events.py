@@ -470,10 +470,10 @@ class ToolFinished:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallRepeated:
-    """The call that just finished repeats an earlier one: the same tool, the same arguments
-    (canonical JSON) and the same result, ``times`` times in a row now, counting from the call
-    ``first_call_id`` (see :mod:`nbagent._repeats`). Front ends fold it into that call's card
-    ("the same call, 3 times"); its result went to the model with a note saying so."""
+    """The call about to finish (its ToolFinished comes next) repeats an earlier one: the same
+    tool, the same arguments (canonical JSON) and the same result, ``times`` times in a row now,
+    counting from the call ``first_call_id`` (see :mod:`nbagent._repeats`). Front ends fold it
+    into that call's card ("the same call, 3 times"); the model reads a note with its result."""
 
     call_id: str
     name: str

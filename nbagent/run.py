@@ -661,12 +661,12 @@ class Run:
         part = ToolResultPart(call.id, call.name, result.content, result.is_error)
         self._finished[call.id] = part
         elapsed = time.monotonic() - started
+        self._repeats.fold(self.emit, checked)
         self.emit(
             ToolFinished(
                 call, result, outcome.status, elapsed, outcome.trace, outcome.abandoned, original
             )
         )
-        self._repeats.fold(self.emit, checked)
         if outcome.raised is not None:
             raise _aborted(call.name, outcome.raised) from outcome.raised
         return part, result

@@ -5,7 +5,8 @@ Rome`` is a prompt). Each subcommand says which word counts it accepts after its
 it does; :data:`COMMANDS` is the table the magic consults, so a new subcommand is one entry.
 ``%agent allow TOOL [ARG=PATTERN ...]`` and ``%agent deny ...`` read their words as a shell
 would (quotes group), and are rules only when every word after the tool is ``ARG=PATTERN``
-(``%agent allow me to ask`` stays a prompt).
+(``%agent allow me to ask`` stays a prompt); ``%agent allow repeats TOOL [ARG=PATTERN ...]`` lets
+a tool repeat without the run pausing (see :mod:`nbagent._repeats`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,11 @@ def _is_rule(words: list[str]) -> bool:
         and bool(_TOOL_WORD.fullmatch(words[0]))
         and all("=" in w and not w.startswith("=") for w in words[1:])
     )
+
+
+def _is_allow(words: list[str]) -> bool:
+    """A rule, or ``repeats TOOL [ARG=PATTERN ...]`` (``%agent allow repeats list_variables``)."""
+    return _is_rule(words) or (len(words) > 1 and words[0] == "repeats" and _is_rule(words[1:]))
 
 
 def _add_rule(effect: str) -> Callable[[Session, Any, list[str]], None]:
@@ -193,7 +199,7 @@ COMMANDS: dict[str, Command] = {
     "help": Command(_alone, _help, scan=False),
     "stop": Command(_alone, _stop, scan=False),
     "rules": Command(_rules_words, _rules, scan=False),
-    "allow": Command(_is_rule, _add_rule("allow"), split=_rule_words),
+    "allow": Command(_is_allow, _add_rule("allow"), split=_rule_words),
     "deny": Command(_is_rule, _add_rule("deny"), split=_rule_words),
     "approval-timeout": Command(_timeout_words, _timeout, scan=False),
     "recording": Command(_alone, lambda s, _sh, _w: report.recordings(s), scan=False),

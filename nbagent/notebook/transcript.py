@@ -27,12 +27,14 @@ from ..events import (
     RunFinished,
     RunStarted,
     StepFinished,
+    StepPaused,
     StepResumed,
     StepRetried,
     StepStarted,
     ToolArgumentsChanged,
     ToolArgumentsDelta,
     ToolCallReady,
+    ToolCallRepeated,
     ToolCallStarted,
     ToolFinished,
     ToolHookApplied,
@@ -41,6 +43,7 @@ from ..events import (
     ToolStarted,
 )
 from ..generation import Usage
+from ..stepping import StepPause
 from ..timeline import Timeline, TimelineBuilder
 from .render import pretty_arguments
 
@@ -168,6 +171,12 @@ class CallRecord:
     model_result: ToolResult | None = field(default=None, repr=False)
     #: Arguments that hold code, and their language (from the tool's ``code_arguments``).
     code_arguments: dict[str, str] = field(default_factory=dict)
+    #: The same call with the same result, this many times in a row (its repeats are folded
+    #: into this record: ``repeats`` names them); 0 when it was not repeated.
+    times: int = 0
+    repeats: list[str] = field(default_factory=list)
+    #: Set on a repeat folded into another call's record: that call's id.
+    repeat_of: str | None = None
 
     def code(self) -> tuple[str, str, str, Any] | None:
         """``(argument, language, code, other arguments)`` of a call whose tool takes code, once
@@ -304,8 +313,11 @@ _STATUS_WORDS = {
 PAUSE_MARK = "‖"
 
 
-def resumed_words(event: StepResumed) -> str:
-    """How a step-mode pause ended, in one line (the saved run keeps it)."""
+def resumed_words(event: StepResumed, pause: StepPause | None = None) -> str:
+    """How a step-mode pause (or a repeat pause, ``pause`` when known) ended, in one line (the
+    saved run keeps it)."""
+    if event.kind == "repeat":
+        return _repeat_words(event, pause)
     action = {
         "next": "went on to the next step",
         "run": "went on to the end without pausing",
@@ -314,6 +326,19 @@ def resumed_words(event: StepResumed) -> str:
     edits = f"; before it: {'; '.join(event.edits)}" if event.edits else ""
     where = "before running its calls" if event.kind == "calls" else "before the model request"
     return f"{PAUSE_MARK} step {event.step}: paused {where}, then {action}{edits}"
+
+
+def _repeat_words(event: StepResumed, pause: StepPause | None) -> str:
+    what = "the same call again"
+    if pause is not None and pause.calls:
+        what = f"{pause.calls[0].name} again, after the same result {pause.repeats} times"
+    action = {
+        "next": "went on",
+        "run": "let it repeat for the rest of the run",
+        "stop": "stopped the run",
+    }.get(event.action, event.action)
+    said = f" ({'; '.join(event.edits)})" if event.edits else ""
+    return f"{PAUSE_MARK} step {event.step}: the model asked for {what}; {action}{said}"
 
 
 def call_line(record: CallRecord, now: float | None = None) -> str:
@@ -341,6 +366,8 @@ def call_line(record: CallRecord, now: float | None = None) -> str:
         status = f"{status} in {seconds(record.ran)}" if status else seconds(record.ran)
     if status:
         words.append(status)
+    if record.times >= 2:
+        words.append(f"the same call, {record.times} times (the same result each time)")
     if record.abandoned:
         if record.ended_late is None:
             words.append("its function is still running (a thread cannot be stopped)")
@@ -370,6 +397,8 @@ class Transcript:
     timing: TimelineBuilder | None = field(default=None, repr=False)
     #: What the model saw and said at each step (from the run's result, at its end).
     exchanges: tuple[Any, ...] = field(default=(), repr=False)
+    #: Repeat pauses waiting, by id (their words say which call, when they end).
+    pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -499,13 +528,29 @@ class Transcript:
             self.steps = event.step
         elif isinstance(event, StepFinished):
             self.usage = self.usage + event.usage
+        elif isinstance(event, ToolCallRepeated):
+            self._fold(event)
+        elif isinstance(event, StepPaused) and event.pause.kind == "repeat":
+            self.pauses[event.pause.id] = event.pause
         elif isinstance(event, StepResumed):
-            self.blocks.append(NoteRecord(event.step, resumed_words(event)))
+            pause = self.pauses.pop(event.pause_id, None)
+            self.blocks.append(NoteRecord(event.step, resumed_words(event, pause)))
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
             self.exchanges = tuple(event.result.exchanges)
             self.end(event.result.stop_reason, event.result.usage)
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
+
+    def _fold(self, event: ToolCallRepeated) -> None:
+        """A repeat: its record leaves the blocks (it stays in ``calls``, for the record) and
+        the call it repeats counts it."""
+        first, again = self.calls.get(event.first_call_id), self.calls.get(event.call_id)
+        if first is None or again is None or first is again:
+            return
+        first.times = max(first.times, event.times)
+        first.repeats.append(event.call_id)
+        again.repeat_of = first.call_id
+        self.blocks = [b for b in self.blocks if b is not again]
 
     def _drop_step(self, step: int) -> None:
         """A retried step: what it streamed so far is void (nothing of it had run)."""
@@ -605,6 +650,8 @@ class Transcript:
                     },
                     "status": record.status,
                     "is_error": record.is_error,
+                    "repeat_of": record.repeat_of,
+                    "times": record.times,
                     "ran": round(record.ran, 3),
                     "waited": round(record.waited, 3),
                     "approval": None
