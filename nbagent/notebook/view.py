@@ -49,7 +49,8 @@ from .card import Shared, ToolCard
 from .presence import Presence
 from .render import close_widgets
 from .stream import PlainStream, TextStream
-from .transcript import PAUSE_MARK, Transcript, resumed_words
+from .transcript import Transcript
+from .words import PAUSE_MARK, resumed_words
 
 if TYPE_CHECKING:
     from .pause_bar import PauseBar
