@@ -15,9 +15,11 @@ same, until the step limit. The guard sees them and says so, in three ways:
 
 What counts as a repeat (and why): a call is its tool and its arguments as canonical JSON
 (sorted keys), so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` are one call. A call is
-*progress* when the run has not made it before, or its result (what the model reads: text,
-images, whether it is an error) differs from the one it gave last time: a job polled until it
-finishes is progress at the poll whose answer changed. Progress anywhere starts every count
+*progress* when the run has not made it before, or its result (what the model reads: text and
+images) differs from the one it gave last time: a job polled until it finishes is progress at
+the poll whose answer changed. Every error counts as the same result: a call that failed and
+fails again with the same arguments got nowhere, however its error is worded (a traceback
+names the step it ran at). Progress anywhere starts every count
 afresh. A call that is not progress is counted: the *times* of a call is how many times it
 returned that same result since the run last made progress (1 the first time). From 2 on it
 is a repeat. So ``A A A`` counts 1, 2, 3; ``A B A B A`` (both answering the same each time)
@@ -65,8 +67,15 @@ def call_key(name: str, arguments: Any, raw: str = "") -> str:
 
 
 def _result_digest(result: ToolResult) -> str:
-    """What the model reads of a result, as a digest: two results are the same when it is."""
-    digest = hashlib.sha256(b"error" if result.is_error else b"ok")
+    """What the model reads of a result, as a digest: two results are the same when it is.
+
+    Every error is the same result: a call that failed with these arguments and fails again
+    told the model nothing new, whatever the words (a traceback names the step it ran at, a
+    server's error a request id), and that is the loop to catch.
+    """
+    if result.is_error:
+        return "error"
+    digest = hashlib.sha256(b"ok")
     for part in result.content:
         if isinstance(part, TextPart):
             digest.update(b"\0text\0" + part.text.encode("utf-8", "surrogatepass"))
@@ -84,14 +93,21 @@ def ordinal(number: int) -> str:
     return f"{number}{suffix}"
 
 
-def repeat_note(name: str, times: int, limit: int) -> str:
+def repeat_note(name: str, times: int, limit: int, failed: bool = False) -> str:
     """The note a repeated call's result ends with (the same words for the same count, so a
     replayed run sends the same requests)."""
-    text = (
-        f"[nbagent: you have now made this exact call ({name} with the same arguments) "
-        f"{times} times, and it returned this same result each time. Repeating it will not "
-        "change the result: use it, or try something else."
-    )
+    if failed:
+        text = (
+            f"[nbagent: you have now made this exact call ({name} with the same arguments) "
+            f"{times} times, and it failed each time. Repeating it will not make it work: "
+            "change the arguments, or try something else."
+        )
+    else:
+        text = (
+            f"[nbagent: you have now made this exact call ({name} with the same arguments) "
+            f"{times} times, and it returned this same result each time. Repeating it will "
+            "not change the result: use it, or try something else."
+        )
     if times >= limit:
         text += " Making it again stops the run unless the person lets it go on."
     return text + "]"
@@ -143,6 +159,7 @@ class RepeatGuard:
         if streak is None or streak.epoch != self._epoch:
             return None
         times = streak.times if streak.step < step else streak.before
+        ended = "failed" if streak.digest == "error" else "returned the same result"
         if times < streak.threshold:
             return None
         pause = StepPause(run.id, step, "repeat", calls=(call,), repeats=times)
@@ -152,7 +169,7 @@ class RepeatGuard:
             self._held.add(call.id)
             text = (
                 f"This call was not run, and the run was stopped: {call.name} with these "
-                f"arguments returned the same result {times} times in a row ({why})."
+                f"arguments {ended} {times} times in a row ({why})."
             )
             return Outcome(error_result(text), "denied")
         if resume.action == "run":
@@ -222,7 +239,7 @@ class RepeatGuard:
         if streak.step != step:
             streak.step, streak.before = step, streak.times
         streak.times += 1
-        note = TextPart(repeat_note(call.name, streak.times, streak.threshold))
+        note = TextPart(repeat_note(call.name, streak.times, streak.threshold, shown.is_error))
         noted = ToolResult((*shown.content, note), shown.is_error, shown.terminate, shown.value)
         return noted, outcome.original or shown
 

@@ -193,6 +193,41 @@ def test_images_and_errors_are_part_of_the_result() -> None:
     assert agent.run_sync("go").stop_reason == "finished"
 
 
+def test_a_call_that_fails_again_is_a_repeat_whatever_its_error_says() -> None:
+    """SmolLM2 sent run_python the same unrunnable code twenty times: each SyntaxError named
+    the step it ran at, so no two results were alike, and the loop went to the step limit."""
+    steps = itertools.count(1)
+
+    @tool
+    def run_code(code: str) -> str:
+        """Run code."""
+        raise SyntaxError(f"invalid syntax (<run step {next(steps)}>, line 1)")
+
+    agent = Agent(_same_calls(20, "run_code", {"code": "x y"}), [run_code])
+    agent.approver = AutoApprove()
+    result = agent.run_sync("go")
+    assert result.stop_reason == "repeated_call" and result.steps == 4
+    texts = _results(agent.messages)
+    assert "step 1" in texts[0] and "step 2" in texts[1]  # the errors' words differ
+    assert "2 times, and it failed each time" in texts[1]
+    assert "run_code with these arguments failed 3 times in a row" in texts[3]
+    # a success after the failures is progress
+    outcomes = iter([False, False, True, True, False, True])
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch."""
+        if not next(outcomes):
+            raise ConnectionError("refused")
+        return "the page"
+
+    agent = Agent(_same_calls(6, "fetch", {"url": "u"}), [fetch], approver=AutoApprove())
+    result = agent.run_sync("go")
+    texts = _results(agent.messages)
+    assert [NOTE in t for t in texts] == [False, True, False, True, False, False]
+    assert result.stop_reason == "finished"
+
+
 def _png(color: tuple[int, int, int]) -> bytes:
     import io
 

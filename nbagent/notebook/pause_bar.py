@@ -110,7 +110,8 @@ class PauseBar:
             arguments = shorten(redact_secrets(call.arguments), 200)
             what = (
                 f"The model asks for {call.name} {arguments} a {ordinal(pause.repeats + 1)} "
-                f"time: the last {pause.repeats} times it returned the same result."
+                f"time: the last {pause.repeats} times got nowhere (the same result, or an "
+                "error, each time)."
             )
             text = html.escape(what)
             return f"<b>{PAUSE_MARK} The same call again</b> <span>{text}</span>"

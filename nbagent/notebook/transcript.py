@@ -300,7 +300,8 @@ def call_line(record: CallRecord, now: float | None = None) -> str:
     if status:
         words.append(status)
     if record.times >= 2:
-        words.append(f"the same call, {record.times} times (the same result each time)")
+        each = "it failed each time" if record.is_error else "the same result each time"
+        words.append(f"the same call, {record.times} times ({each})")
     if record.abandoned:
         if record.ended_late is None:
             words.append("its function is still running (a thread cannot be stopped)")

@@ -68,7 +68,7 @@ def resumed_words(event: StepResumed, pause: StepPause | None = None) -> str:
 def _repeat_words(event: StepResumed, pause: StepPause | None) -> str:
     what = "the same call again"
     if pause is not None and pause.calls:
-        what = f"{pause.calls[0].name} again, after the same result {pause.repeats} times"
+        what = f"{pause.calls[0].name} again, after {pause.repeats} times that got nowhere"
     action = {
         "next": "went on",
         "run": "let it repeat for the rest of the run",

@@ -355,7 +355,8 @@ class TerminalView:
         times = self._repeats.pop(event.call.id, 0)
         if times:  # its result is on screen already: the fold of a transcript is one line
             about = self._about(event.call.id)
-            said = f"the same call, {times} times: the same result each time"
+            each = "it failed each time" if event.result.is_error else "the same result each time"
+            said = f"the same call, {times} times: {each}"
             c.line(f"  {c.symbol('result')} {about}{said}", "dim")
             return
         original = getattr(event, "original", None)
@@ -417,7 +418,7 @@ class TerminalView:
         name = clean_strict(call.name)
         text = (
             f"  ? The model asks for {self._labels.get(call.id, name)} a "
-            f"{ordinal(pause.repeats + 1)} time (the same result {pause.repeats} times). "
+            f"{ordinal(pause.repeats + 1)} time (the last {pause.repeats} got nowhere). "
             "Go on? "
         )
         choices = f"[y]es, [a]llow repeats of {name} in this run, [n]o: stop the run (default): "

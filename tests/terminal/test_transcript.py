@@ -191,7 +191,7 @@ def test_a_repeating_model_is_one_line_per_repeat_and_the_prompt_asks_to_go_on()
     assert "the same call, 3 times: the same result each time" in out
     assert "the same call, 6 times: the same result each time" in out
     questions = [line for line in out.splitlines() if "? The model asks for look()" in line]
-    assert len(questions) == 2 and "a 4th time (the same result 3 times)" in questions[0]
+    assert len(questions) == 2 and "a 4th time (the last 3 got nowhere)" in questions[0]
     assert "stopped: the model was repeating itself" in out
     assert "stopped: the model made the same call again and again" in out
 
