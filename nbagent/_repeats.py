@@ -4,7 +4,7 @@ Weak and strong models alike fall into loops: ``list_variables {}`` twenty times
 same, until the step limit. The guard sees them and says so, in three ways:
 
 * **to the model**: a repeated call's result ends with a note saying how many times it made
-  this exact call and got this same result;
+  this exact call and got this same result (or failed);
 * **to front ends**: :class:`~nbagent.events.ToolCallRepeated`, so that they show one card with
   a count ("the same call, 4 times") instead of one card per repeat;
 * **to the person**: before the call would be made once more than ``Limits.max_repeats``
@@ -19,12 +19,12 @@ What counts as a repeat (and why): a call is its tool and its arguments as canon
 images) differs from the one it gave last time: a job polled until it finishes is progress at
 the poll whose answer changed. Every error counts as the same result: a call that failed and
 fails again with the same arguments got nowhere, however its error is worded (a traceback
-names the step it ran at). Progress anywhere starts every count
-afresh. A call that is not progress is counted: the *times* of a call is how many times it
-returned that same result since the run last made progress (1 the first time). From 2 on it
-is a repeat. So ``A A A`` counts 1, 2, 3; ``A B A B A`` (both answering the same each time)
-counts A 1, 1, 2 (B's first call was progress); and ``A B1 A B2 A`` (B with new arguments each
-time) never counts past 1: the run is doing something else between the looks.
+names the step it ran at). Progress anywhere starts every count afresh. A call that is not
+progress is counted: the *times* of a call is how many times it returned that same result
+since the run last made progress (1 the first time). From 2 on it is a repeat. So ``A A A``
+counts 1, 2, 3; ``A B A B A`` (both answering the same each time) counts A 1, 1, 2 (B's
+first call was progress); and ``A B1 A B2 A`` (B with new arguments each time) never counts
+past 1: the run is doing something else between the looks.
 
 A rule (``allow repeats TOOL``, see :mod:`nbagent.rules`) lets a tool repeat without asking;
 **Go on** allows ``max_repeats`` more before asking again, and a resume of action ``"run"``
@@ -125,13 +125,6 @@ class _Streak:
     threshold: int
     step: int  # the step it was last counted at
     before: int = 0  # its times when that step began
-
-
-@dataclass(frozen=True)
-class _Held:
-    """Why the guard answered a call instead of letting it run."""
-
-    result: ToolResult
 
 
 class RepeatGuard:

@@ -389,3 +389,11 @@ def test_a_replay_of_a_run_that_stopped_on_repeats_replays_the_same(tmp_path: Pa
     second = agent.run_sync("cols?")
     assert second.stop_reason == "repeated_call" and second.steps == first.steps
     assert second.messages == first.messages and ran == ["list"] * 3
+
+
+def test_a_batch_row_that_stopped_on_repeats_is_failed_saying_why() -> None:
+    agent = Agent(_same_calls(20), [_looper([])])
+    table = agent.map_sync(["What are the columns of df?"], approver="auto", progress=None)
+    row = table.iloc[0]
+    assert row["status"] == "failed" and row["stop_reason"] == "repeated_call"
+    assert "repeated the same call without progress" in row["error"]
