@@ -129,11 +129,13 @@ class _Streak:
 
 class RepeatGuard:
     """The run's repeat counts (see the module). ``Limits.max_repeats`` None turns the guard
-    off: no notes, no fold events, no pause."""
+    off: no notes, no fold events, no pause; so does a model whose ``repeat_guard`` is False
+    (a replay of a recording made before the guard: it replays as it was recorded)."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, generator: Any = None) -> None:
         self.limits = limits
-        self.limit = limits.max_repeats
+        recorded_without = getattr(generator, "repeat_guard", True) is False
+        self.limit = None if recorded_without else limits.max_repeats
         self._streaks: dict[str, _Streak] = {}
         self._held: set[str] = set()  # calls the guard answered itself: not counted
         self._epoch = 0

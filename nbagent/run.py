@@ -129,7 +129,7 @@ class Run:
             getattr(approver, "pause", None) if step else None
         )
         self._continuing = continuing  # no new prompt: the run answers the history as it is
-        self._repeats = RepeatGuard(self.limits)
+        self._repeats = RepeatGuard(self.limits, agent.generator)
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -397,3 +397,21 @@ def test_a_batch_row_that_stopped_on_repeats_is_failed_saying_why() -> None:
     row = table.iloc[0]
     assert row["status"] == "failed" and row["stop_reason"] == "repeated_call"
     assert "repeated the same call without progress" in row["error"]
+
+
+def test_a_recording_made_before_the_guard_replays_as_it_was_recorded(tmp_path: Path) -> None:
+    """A file without ``repeat_guard`` (every lesson recorded before the guard) holds requests
+    without notes: replayed with the notes, it diverged at the first repeat."""
+    recorder = record(_same_calls(5))
+    agent = Agent(recorder, [_looper([])], approver=AutoApprove(), limits=Limits(max_repeats=None))
+    first = agent.run_sync("cols?")  # a loop of five, recorded by a loop without the guard
+    assert first.stop_reason == "finished" and first.steps == 6
+    text = recorder.recording.to_json().replace('  "repeat_guard": true,\n', "")
+    path = tmp_path / "older.json"
+    path.write_text(text, encoding="utf-8")
+    ran: list[str] = []
+    again = Agent(replay(path), [_looper(ran)], approver=AutoApprove()).run_sync("cols?")
+    assert again.stop_reason == "finished" and again.messages == first.messages
+    assert len(ran) == 5
+    # a recording that has the guard replays with it (and a file says so)
+    assert '"repeat_guard": true' in recorder.recording.to_json()
