@@ -138,6 +138,8 @@ class RepeatGuard:
         self.limit = None if recorded_without else limits.max_repeats
         self._streaks: dict[str, _Streak] = {}
         self._held: set[str] = set()  # calls the guard answered itself: not counted
+        self._keys: dict[str, str] = {}  # call id -> its key, from hold to seen
+        self._folds: dict[str, ToolCallRepeated] = {}  # call id -> its fold, from seen to fold
         self._epoch = 0
         self._free_tools: set[str] = set()  # "go on without asking" for the rest of the run
         #: Set once a repeat stopped the run: the loop ends after this batch.
@@ -148,9 +150,12 @@ class RepeatGuard:
         stopped here). Asks the run's approver once the call reached its threshold, as it
         stood when the call's step began (the calls of one answer are judged alike)."""
         call, limit = checked.call, self.limit
-        if limit is None or self._ignored(checked) or self.stopped or call.name in self._free_tools:
+        if limit is None or self._ignored(checked):
             return None
-        streak = self._streaks.get(call_key(call.name, checked.input, call.arguments))
+        key = self._keys[call.id] = call_key(call.name, checked.input, call.arguments)
+        if self.stopped or call.name in self._free_tools:
+            return None
+        streak = self._streaks.get(key)
         if streak is None or streak.epoch != self._epoch:
             return None
         times = streak.times if streak.step < step else streak.before
@@ -221,7 +226,7 @@ class RepeatGuard:
         if self.limit is None or self._ignored(checked):
             return shown, outcome.original
         call = checked.call
-        key = call_key(call.name, checked.input, call.arguments)
+        key = self._keys.pop(call.id, None) or call_key(call.name, checked.input, call.arguments)
         digest = _result_digest(shown)
         streak = self._streaks.get(key)
         if streak is None or streak.digest != digest:  # progress: every count starts afresh
@@ -235,17 +240,16 @@ class RepeatGuard:
             streak.step, streak.before = step, streak.times
         streak.times += 1
         note = TextPart(repeat_note(call.name, streak.times, streak.threshold, shown.is_error))
+        if streak.first != call.id:
+            self._folds[call.id] = ToolCallRepeated(call.id, call.name, streak.first, streak.times)
         noted = ToolResult((*shown.content, note), shown.is_error, shown.terminate, shown.value)
         return noted, outcome.original or shown
 
     def fold(self, emit: Callable[[AgentEvent], None], checked: CheckedCall) -> None:
         """Emit the fold event for a call :meth:`seen` just counted as a repeat."""
-        if self._ignored(checked):
-            return
-        call = checked.call
-        streak = self._streaks.get(call_key(call.name, checked.input, call.arguments))
-        if streak is not None and streak.times >= 2 and streak.first != call.id:
-            emit(ToolCallRepeated(call.id, call.name, streak.first, streak.times))
+        folded = self._folds.pop(checked.call.id, None)
+        if folded is not None:
+            emit(folded)
 
 
 async def _awaited(value: Any) -> Any:
