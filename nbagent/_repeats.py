@@ -167,6 +167,7 @@ class RepeatGuard:
         if resume.action == "stop":
             self.stopped = True
             self._held.add(call.id)
+            self._keys.pop(call.id, None)
             text = (
                 f"This call was not run, and the run was stopped: {call.name} with these "
                 f"arguments {ended} {times} times in a row ({why})."
