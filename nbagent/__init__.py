@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__ as __version__
 from .errors import (
     AgentError,
     AnswerIncompleteError,
@@ -134,7 +135,6 @@ if TYPE_CHECKING:
         validate_tools,
     )
 
-__version__ = "0.1.0"
 
 #: Loaded on first use, so that `import nbagent` stays cheap (whole modules of dataclasses,
 #: hashing and asyncio): `from nbagent import tool` or `nbagent.Agent` loads what it needs.

@@ -28,7 +28,7 @@ from .hooks import Veto
 from .tools import Tool, ToolCall
 
 if TYPE_CHECKING:
-    from .run import Run
+    from ._loopstate import RunState
 
 __all__ = ["run_valid_call"]
 
@@ -42,7 +42,7 @@ _DETAIL = 1_000
 
 
 async def run_valid_call(
-    run: Run,
+    run: RunState,
     found: Tool | None,
     call: ToolCall,
     input_value: Any,
@@ -151,7 +151,7 @@ async def run_valid_call(
 
 
 async def _after(
-    run: Run, hook: Any, call: ToolCall, arguments: Any, result: ToolResult
+    run: RunState, hook: Any, call: ToolCall, arguments: Any, result: ToolResult
 ) -> ToolResult:
     name = describe(hook)
 
@@ -181,7 +181,7 @@ async def _after(
 
 
 async def _execute(
-    run: Run,
+    run: RunState,
     found: Tool,
     call: ToolCall,
     arguments: Any,
@@ -212,7 +212,7 @@ async def _execute(
 
 
 def _previews(
-    run: Run, found: Tool, call: ToolCall, arguments: Any, checker: Callable[[Any], Any]
+    run: RunState, found: Tool, call: ToolCall, arguments: Any, checker: Callable[[Any], Any]
 ) -> Previews | None:
     """The previews of this call (None when its tool has none), reported as ToolPreviewed."""
     if found.preview is None:

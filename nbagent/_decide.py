@@ -71,6 +71,7 @@ async def decide_call(
         if denied is None:
             return None
         return _bound(denied, input_value, call, run_id, emit)
+    shown = previews if found.preview is not None else None
     request = ApprovalRequest.for_call(
         call,
         copy_json(input_value),
@@ -80,7 +81,7 @@ async def decide_call(
         preview=found.preview is not None and previews is not None,
         checker=checker,
         schema=schema,
-        previews=previews if found.preview is not None else None,
+        previews=shown,
     )
     known = getattr(approver, "known_decision", None)
     if known is not None:
@@ -103,10 +104,10 @@ async def decide_call(
                 rule_timeout,
             )
     try:
-        decision = await _ask(approver, request, timeout, emit, request.previews)
+        decision = await _ask(approver, request, timeout, emit, shown)
     finally:
-        if request.previews is not None:
-            request.previews.close()
+        if shown is not None:
+            shown.close()
     return await _settle(decision, input_value, call, run_id, checker, emit, approver, rule_timeout)
 
 

@@ -373,15 +373,15 @@ async def execute_tool(
 
 
 def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
-    from .content import to_tool_result, validate_result
+    from .content import checked_result, to_tool_result, validate_result
 
     try:
         if found.to_model_output is not None:
             converted = to_tool_result(found.to_model_output(value))
             result = ToolResult(converted.content, converted.is_error, converted.terminate, value)
+            result = validate_result(result)
         else:
-            result = to_tool_result(value)
-        result = validate_result(result)
+            result = checked_result(value)
     except Exception as exc:
         message = f"{call.name} returned an unusable result: {stable_text(str(exc))}"
         return Outcome(error_result(message), "error", _trace(exc))

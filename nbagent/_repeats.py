@@ -49,7 +49,7 @@ from .limits import Limits
 from .stepping import Resume, StepEditError, StepPause
 
 if TYPE_CHECKING:
-    from .run import Run
+    from ._loopstate import RunState
 
 __all__ = ["RepeatGuard", "call_key", "ordinal", "repeat_note"]
 
@@ -145,7 +145,7 @@ class RepeatGuard:
         #: Set once a repeat stopped the run: the loop ends after this batch.
         self.stopped = False
 
-    async def hold(self, run: Run, step: int, checked: CheckedCall) -> Outcome | None:
+    async def hold(self, run: RunState, step: int, checked: CheckedCall) -> Outcome | None:
         """Before a call: None to let it go on, or how it was answered unrun (the run was
         stopped here). Asks the run's approver once the call reached its threshold, as it
         stood when the call's step began (the calls of one answer are judged alike)."""
@@ -178,7 +178,7 @@ class RepeatGuard:
         streak.threshold = times + limit
         return None
 
-    async def _ask(self, run: Run, pause: StepPause) -> tuple[Resume, str]:
+    async def _ask(self, run: RunState, pause: StepPause) -> tuple[Resume, str]:
         """The resume for a repeat pause, and words for a stop: a rule's, the person's through
         the approver's ``pause``, or a stop where nobody can answer (or the answer failed)."""
         approver = run.approver

@@ -10,10 +10,11 @@ when someone asks for it.
 from __future__ import annotations
 
 import bisect
+import json
 from dataclasses import FrozenInstanceError
 from typing import Any
 
-__all__ = ["StreamedArguments", "TextBuffer"]
+__all__ = ["StreamedArguments", "TextBuffer", "parse_partial_json"]
 
 _FOLD_AFTER = 64  # pending fragments folded into one chunk
 _CHUNK = 4096  # a chunk shorter than this absorbs the next fold
@@ -118,8 +119,6 @@ class StreamedArguments:
         before anything usable arrived. For display only: never validated."""
         value = self._partial
         if value is _UNSET:
-            from .generation import parse_partial_json
-
             value = parse_partial_json(self.text)
             object.__setattr__(self, "_partial", value)
         return value
@@ -129,3 +128,22 @@ class StreamedArguments:
 
     def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def parse_partial_json(text: str) -> Any:
+    """Best-effort parse of a JSON prefix (``'{"city": "Par'`` → ``{"city": "Par"}``).
+
+    Returns ``None`` when nothing usable has arrived yet, or when the text is not usable (nested
+    too deeply, not JSON). For display only: never validated, never raises.
+    """
+    if not text:
+        return None
+    try:
+        import jiter
+
+        return jiter.from_json(text.encode(), partial_mode="trailing-strings")
+    except (ValueError, ImportError):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            return None

@@ -188,9 +188,9 @@ class Agent:
         if instructions is not None:
             twin.instructions = instructions
         if source is not None and tools is None:
-            from .fork import tools_used
+            from .fork import tools_missing
 
-            gone = [name for name in tools_used(source, step) if name not in twin.tools]
+            gone = tools_missing(twin.messages, twin.tools)
             if gone:
                 raise AgentError(
                     f"the run used tools this agent no longer has ({', '.join(gone)}): give "

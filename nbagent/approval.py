@@ -3,9 +3,9 @@
 The loop asks ``await approver.decide(request)`` once per call that needs approval and runs the
 call only on an explicit approve decision for that exact call. Policies: :class:`AutoApprove`,
 :class:`DenyAll`, :class:`CallbackApprover` (ask a function, e.g. a terminal prompt),
-:class:`RuleApprover` (allow or deny by tool and by the arguments, see :mod:`nbagent.rules`),
-:class:`ScriptedApprover` (tests, headless notebooks) and :class:`InteractiveApprover` (futures
-resolved by buttons).
+:class:`~nbagent.rules.RuleApprover` (allow or deny by tool and by the arguments; it lives with
+its rules, above this module), :class:`ScriptedApprover` (tests, headless notebooks) and
+:class:`InteractiveApprover` (futures resolved by buttons).
 
 An approval may carry edited arguments (``approve(arguments={...})``): the loop checks them
 against the tool's schema, runs the call with exactly those, and tells the model so. Every
@@ -28,8 +28,6 @@ from .tools import ToolCall
 if TYPE_CHECKING:
     import asyncio
 
-    from ._previews import Previews
-    from .rules import RuleApprover as RuleApprover
     from .stepping import Resume, StepPause
 
 __all__ = [
@@ -37,6 +35,7 @@ __all__ = [
     "ApprovalRequest",
     "Approver",
     "AutoApprove",
+    "CallPreviews",
     "CallbackApprover",
     "Decision",
     "DenyAll",
@@ -65,6 +64,35 @@ def _fingerprint(call: ToolCall, input: Any, run_id: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+class CallPreviews(Protocol):
+    """The previews of one call waiting for approval, as a front end uses them (the loop's
+    :class:`~nbagent._previews.Previews`); each arrives as a
+    :class:`~nbagent.events.ToolPreviewed`, which :meth:`wait` returns."""
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one preview may take (None: no limit)."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the call was answered (no preview runs any more)."""
+
+    def ask(self, arguments: Any) -> int | None:
+        """Preview edited ``arguments`` (thread-safe): the revision its ToolPreviewed will carry,
+        None once the call is answered; raises ArgumentsError for arguments an approval would
+        refuse."""
+
+    async def wait(self, revision: int = 0) -> Any:
+        """The ToolPreviewed of ``revision`` once it is there, None if the call was answered
+        first or a newer edit replaced it (on the run's loop)."""
+
+    def wait_blocking(self, revision: int = 0, timeout: float | None = None) -> Any:
+        """:meth:`wait` from another thread, for at most ``timeout`` seconds."""
+
+    def close(self) -> None:
+        """The call was answered: stop what still runs and release every waiter."""
+
+
 @dataclass(frozen=True)
 class ApprovalRequest:
     """One call waiting for a decision.
@@ -77,7 +105,7 @@ class ApprovalRequest:
     ``schema``: the tool's input schema (read-only), for front ends that offer an edit form;
     :meth:`check_arguments` says whether edited arguments would be accepted. ``previews``
     (when ``preview``): the call's previews, to wait for the first one (``wait``) or to preview
-    an edit before approving it (``ask``); see :class:`~nbagent._previews.Previews`.
+    an edit before approving it (``ask``); see :class:`CallPreviews`.
     """
 
     call: ToolCall
@@ -89,7 +117,7 @@ class ApprovalRequest:
     preview: bool = False
     checker: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
     schema: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
-    previews: Previews | None = field(default=None, compare=False, repr=False)
+    previews: CallPreviews | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def for_call(
@@ -103,7 +131,7 @@ class ApprovalRequest:
         preview: bool = False,
         checker: Callable[[Any], Any] | None = None,
         schema: Mapping[str, Any] | None = None,
-        previews: Previews | None = None,
+        previews: CallPreviews | None = None,
     ) -> ApprovalRequest:
         fingerprint = _fingerprint(call, input, run_id)
         return cls(
@@ -444,14 +472,6 @@ class InteractiveApprover:
         except RuntimeError:  # the loop is closed: the run is over
             return False
         return True
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RuleApprover":  # lives with the rules it applies (and imports this module)
-        from .rules import RuleApprover
-
-        return RuleApprover
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def approval_policy(name: str) -> Approver:

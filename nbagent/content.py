@@ -304,6 +304,13 @@ def _close_pyplot_figure(figure: Any) -> None:
         return
 
 
+def checked_result(value: Any) -> ToolResult:
+    """What a tool returned (or a person wrote in its place at a step-mode pause) as a checked
+    ToolResult: :func:`to_tool_result`, then :func:`validate_result` (images decode-checked).
+    The loop then bounds it for the model (``result_for_model``)."""
+    return validate_result(to_tool_result(value))
+
+
 def to_tool_result(value: Any) -> ToolResult:
     """Turn whatever a tool returned into a ToolResult, keeping the original as ``value``.
 

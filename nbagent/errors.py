@@ -37,12 +37,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from .redact import redact_secrets
-
-if TYPE_CHECKING:
-    from .events import RunResult
 
 __all__ = [
     "AgentError",
@@ -53,6 +50,7 @@ __all__ = [
     "BadRequestError",
     "BatchInputError",
     "ConfigurationError",
+    "FailedRun",
     "GenerationError",
     "ImageError",
     "MCPServerError",
@@ -227,7 +225,22 @@ class ApprovalError(AgentError):
     """A call needs approval and the approver could not give a decision."""
 
 
-class RunFailedError(AgentError):
+class FailedRun(Protocol):
+    """What :class:`RunFailedError` reads from the result it carries (the loop's
+    :class:`~nbagent.events.RunResult`): the error tree sits below the loop and names no type
+    of it."""
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    @property
+    def steps(self) -> int: ...
+
+
+_Result = TypeVar("_Result", bound=FailedRun)
+
+
+class RunFailedError(AgentError, Generic[_Result]):
     """A run failed, raised by :meth:`Agent.run` / :meth:`Agent.run_sync` (unless
     ``raise_on_error=False``), so that a failure never looks like an empty answer.
 
@@ -236,7 +249,7 @@ class RunFailedError(AgentError):
     The conversation stays valid: the agent can run again.
     """
 
-    def __init__(self, result: RunResult) -> None:
+    def __init__(self, result: _Result) -> None:
         self.result = result
         self.error: BaseException | None = result.error
         cause = result.error
@@ -244,7 +257,7 @@ class RunFailedError(AgentError):
         reason = redact_secrets(reason)  # the message is printed, logged, saved in a cell
         super().__init__(f"the run failed after {result.steps} step(s): {reason}")
 
-    def __reduce__(self) -> tuple[type[RunFailedError], tuple[RunResult]]:
+    def __reduce__(self) -> tuple[type[RunFailedError[_Result]], tuple[_Result]]:
         return (type(self), (self.result,))
 
 

@@ -24,7 +24,7 @@ from .tools import ToolCall
 if TYPE_CHECKING:
     from .exchange import Exchange
     from .stepping import StepPause
-    from .timeline import Timeline
+    from .timeline import Timeline, Timing
 
 __all__ = [
     "STOP_WORDS",
@@ -112,7 +112,7 @@ class RunResult:
     usage: Usage
     stop_reason: StopReason
     error: BaseException | None = field(default=None, compare=False)
-    timing: Any = field(default=None, compare=False, repr=False)
+    timing: Timing | None = field(default=None, compare=False, repr=False)
     exchanges: tuple[Exchange, ...] = field(default=(), compare=False, repr=False)
     run_id: str = field(default="", compare=False)
     #: The agent that ran it, for :meth:`fork` (not pickled: a result travels without it).
@@ -151,9 +151,9 @@ class RunResult:
     def timeline(self) -> Timeline:
         """The run over time (:class:`~nbagent.timeline.Timeline`): steps, calls, waits; its
         ``svg()`` is a picture, and in a notebook it shows itself."""
-        from .timeline import Timeline, TimelineBuilder
+        from .timeline import Timeline
 
-        if isinstance(self.timing, TimelineBuilder):
+        if self.timing is not None:
             return self.timing.build(self.stop_reason)
         return Timeline((), 0.0, self.stop_reason, self.steps)
 

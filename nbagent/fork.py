@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,23 +25,60 @@ from .exchange import Exchange, exchange_of
 from .messages import AssistantMessage, Message, ToolMessage, UserMessage, message_to_dict
 from .redact import redact_secrets
 
-__all__ = ["Comparison", "compare", "fork_history", "tools_used"]
+__all__ = [
+    "Comparison",
+    "compare",
+    "fork_history",
+    "set_run_lookup",
+    "tools_missing",
+    "tools_used",
+]
+
+
+#: How a front end finds a run by its id (see :func:`set_run_lookup`); None outside one.
+_lookup: Callable[[str], Any] | None = None
+
+
+def set_run_lookup(lookup: Callable[[str], Any] | None) -> None:
+    """Let a front end that keeps runs by id (the notebook's session) resolve ``"run-3"``
+    given to :func:`compare` or a fork: ``lookup(run_id)`` returns the run's result, or raises
+    ValueError saying which runs there are."""
+    global _lookup
+    _lookup = lookup
+
+
+def _run(source: Any, role: str) -> Any:
+    """``source`` as a run (a RunResult or Run), a run id resolved; else an AgentError saying
+    what ``role`` (e.g. "the second run") was instead."""
+    if isinstance(source, str):
+        if _lookup is None:
+            raise AgentError(
+                f"{role} is {source!r}, a name: outside a notebook nbagent keeps no runs by "
+                "name; pass the RunResult (or Run) itself"
+            )
+        try:
+            return _lookup(source)
+        except (ValueError, KeyError) as exc:
+            raise AgentError(f"{role}: {exc}") from None
+    if getattr(source, "exchanges", None) is None:
+        raise AgentError(
+            f"{role} is a {type(source).__name__}, not a run: give a RunResult or a Run (their "
+            "exchanges hold what the model saw at each step), or in a notebook a run's id "
+            "such as 'run-3'"
+        )
+    return source
 
 
 def _exchanges(source: Any) -> tuple[Exchange, ...]:
-    found = getattr(source, "exchanges", None)
-    if found is None:
-        raise AgentError(
-            f"cannot fork a {type(source).__name__}: fork a RunResult or a Run (their exchanges "
-            "hold what the model saw at each step)"
-        )
-    return tuple(found)
+    return tuple(source.exchanges)
 
 
 def fork_history(source: Any, step: int | None) -> list[Message]:
-    """The messages of ``source``'s request at ``step`` (1-based), checked, as a new list."""
+    """The messages of ``source``'s request at ``step`` (1-based), checked, as a new list
+    (``source``: a RunResult, a Run, or in a notebook a run's id)."""
     from ._history import checked_history
 
+    source = _run(source, "the run to fork")
     exchanges = _exchanges(source)
     name = getattr(source, "run_id", "") or getattr(source, "id", "") or "the run"
     if step is None:
@@ -54,13 +91,27 @@ def fork_history(source: Any, step: int | None) -> list[Message]:
     return checked_history(list(exchange.request.messages))
 
 
+def tools_missing(history: Sequence[Message], offered: Collection[str]) -> list[str]:
+    """The tools ``history`` calls that ``offered`` lacks, in the order first called: what
+    every fork is checked for (``Agent.fork``, ``%agent fork``), since a request whose
+    history holds calls to a tool it does not offer shows the model calls it cannot make, and
+    some providers refuse it. Calls a provider ran itself need no tool here."""
+    missing: dict[str, None] = {}
+    for message in history:
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                if not call.provider_executed and call.name not in offered:
+                    missing[call.name] = None
+    return list(missing)
+
+
 def tools_used(source: Any, step: int | None) -> list[str]:
     """The tools offered to the model at ``step`` of ``source`` (its request's definitions)."""
     if step is None:
         return []
     try:
-        exchange = exchange_of(_exchanges(source), step, "the run")
-    except (TypeError, ValueError):
+        exchange = exchange_of(_exchanges(_run(source, "the run")), step, "the run")
+    except (TypeError, ValueError, AgentError):
         return []
     return [d.name for d in exchange.request.tools if not d.provider_executed]
 
@@ -247,8 +298,10 @@ def _forked_from(history: Sequence[Message], start: Sequence[Message]) -> bool:
 
 
 def compare(first: Any, second: Any) -> Comparison:
-    """``first`` and ``second`` (RunResults or Runs) side by side, step by step: a fork faces its
-    original from the step it was forked at."""
+    """``first`` and ``second`` (RunResults or Runs; in a notebook also run ids such as
+    ``"run-3"``) side by side, step by step: a fork faces its original from the step it was
+    forked at. Anything else is refused, saying which argument was what."""
+    first, second = _run(first, "the first run"), _run(second, "the second run")
     a, b = _exchanges(first), _exchanges(second)
     names = (
         getattr(first, "run_id", "") or "first run",

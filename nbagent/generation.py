@@ -7,7 +7,6 @@ calls only when the response finished normally (rule 8).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, Union, runtime_checkable
@@ -40,7 +39,6 @@ __all__ = [
     "Usage",
     "MAX_CALL_ID",
     "generate",
-    "parse_partial_json",
 ]
 
 
@@ -517,22 +515,3 @@ async def generate(generator: Generator, request: Request) -> Answer:
             await aclose()
     answer.end()
     return answer
-
-
-def parse_partial_json(text: str) -> Any:
-    """Best-effort parse of a JSON prefix (``'{"city": "Par'`` → ``{"city": "Par"}``).
-
-    Returns ``None`` when nothing usable has arrived yet, or when the text is not usable (nested
-    too deeply, not JSON). For display only: never validated, never raises.
-    """
-    if not text:
-        return None
-    try:
-        import jiter
-
-        return jiter.from_json(text.encode(), partial_mode="trailing-strings")
-    except (ValueError, ImportError):
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            return None

@@ -24,6 +24,7 @@ from ._execution import CANCEL_GRACE, Outcome, copy_json
 from ._history import CheckedCall, check_calls, clean_text, history_message
 from ._repeats import RepeatGuard
 from ._textbuf import TextBuffer
+from ._timing import TimelineBuilder
 from .approval import Approver
 from .content import Part, TextPart, ToolResult, error_result
 from .errors import AgentError, ArgumentsError, RunAbortedError
@@ -66,11 +67,10 @@ from .generation import (
 from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
 from .redact import redact_secrets
 from .stepping import Resume, StepEditError, StepPause, edited_results
-from .timeline import TimelineBuilder
 from .tools import Tool, ToolCall, ToolInput, _json_type
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ._loopstate import AgentState as Agent  # what a run reads from its agent
     from .limits import Budget
 
 __all__ = ["CANCEL_GRACE", "Run"]
@@ -454,7 +454,7 @@ class Run:
             raise asyncio.CancelledError
         edited = None
         if (resume.results or resume.remove) and isinstance(last, ToolMessage):
-            edited, edits = edited_results(last, resume)
+            edited, edits = edited_results(last, resume, self.limits)
             request = replace(request, messages=(*request.messages[:-1], edited))
         if resume.instructions is not None:
             request = replace(request, instructions=resume.instructions)

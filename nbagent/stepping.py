@@ -23,6 +23,12 @@ Every edit keeps the history's invariants: a rewritten or removed result still a
 call, exactly once (a removed one says it was removed), and is marked ``edited`` in the history
 (and so in a recording); an edit naming a call the model is not about to read the result of, or
 leaving one unanswered, is refused, saying why (:meth:`StepPause.check`).
+
+A rewritten result is untrusted as a tool's is (a person types it, or pastes 50 MB into the
+bar): it goes through the same pipeline, :func:`~nbagent.content.checked_result` (images
+decode-checked) and then the run's result limits (lone surrogates replaced, text beyond
+``Limits.max_result_chars`` cut with a marker, extra images left out); instructions typed at a
+pause have their lone surrogates replaced too.
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .content import Part, TextPart, ToolResult, to_tool_result
+from ._history import clean_text, result_for_model
+from .content import TextPart, ToolResult, checked_result
 from .generation import Request
+from .limits import Limits
 from .messages import ToolMessage, ToolResultPart
 from .tools import ToolCall
 
@@ -146,33 +154,40 @@ class StepPause:
             raise StepEditError(
                 f"{', '.join(sorted(both))}: rewrite a result or remove it, not both"
             )
+        results: dict[str, ToolResult] = {}
         for call_id, value in resume.results.items():
             if value is None:
                 raise StepEditError(
                     f"the result of {call_id!r} cannot be None: every call keeps its one result "
                     "(remove it instead, and it says it was removed)"
                 )
-            _content(value)
-        if resume.instructions is not None and not isinstance(resume.instructions, str):
-            raise StepEditError("instructions must be text")
-        return resume
+            results[call_id] = _checked(call_id, value)
+        instructions = resume.instructions
+        if instructions is not None:
+            if not isinstance(instructions, str):
+                raise StepEditError("instructions must be text")
+            instructions = clean_text(instructions)
+        return replace(resume, results=results, instructions=instructions)
 
 
-def _content(value: Any) -> tuple[tuple[Part, ...], bool]:
-    """New content for a result, as the model will read it: text, a ToolResult, or whatever a
-    tool may return (an image, a table …)."""
-    if isinstance(value, str):
-        return (TextPart(value),), False
+def _checked(call_id: str, value: Any) -> ToolResult:
+    """A rewritten result as a tool's would be: text, a ToolResult, or whatever a tool may
+    return (an image, a table …), converted and checked as a tool's return value is."""
     try:
-        result = value if isinstance(value, ToolResult) else to_tool_result(value)
-    except Exception as exc:
-        raise StepEditError(f"cannot make a result of {type(value).__name__}: {exc}") from None
-    return result.content, result.is_error
+        return checked_result(value)
+    except Exception as exc:  # ResultError, ImageError, a to_markdown that raised …
+        raise StepEditError(
+            f"the result of {call_id!r} cannot be a {type(value).__name__}: {exc}"
+        ) from None
 
 
-def edited_results(message: ToolMessage, resume: Resume) -> tuple[ToolMessage, list[str]]:
+def edited_results(
+    message: ToolMessage, resume: Resume, limits: Limits | None = None
+) -> tuple[ToolMessage, list[str]]:
     """``message`` with the results ``resume`` rewrites or removes, each marked edited; and a
-    line per edit (for the exchange and the person)."""
+    line per edit (for the exchange and the person). A rewritten result is bounded by
+    ``limits`` (the run's) exactly as a tool's result is."""
+    bounds = limits if limits is not None else Limits()
     parts: list[ToolResultPart] = []
     said: list[str] = []
     for part in message.results:
@@ -180,8 +195,10 @@ def edited_results(message: ToolMessage, resume: Resume) -> tuple[ToolMessage, l
             parts.append(replace(part, content=(TextPart(REMOVED),), is_error=False, edited=True))
             said.append(f"removed the result of {part.name} ({part.call_id})")
         elif part.call_id in resume.results:
-            content, is_error = _content(resume.results[part.call_id])
-            parts.append(replace(part, content=content, is_error=is_error, edited=True))
+            result = result_for_model(_checked(part.call_id, resume.results[part.call_id]), bounds)
+            parts.append(
+                replace(part, content=result.content, is_error=result.is_error, edited=True)
+            )
             said.append(f"rewrote the result of {part.name} ({part.call_id})")
         else:
             parts.append(part)

@@ -364,3 +364,41 @@ def test_a_tool_result_stays_the_tools_own_when_nobody_edits() -> None:
     agent.run_sync("Weather?", step=True)  # the scripted approver runs it to the end at once
     assert all(not r.edited for m in agent.messages for r in getattr(m, "results", ()))
     assert [f.result.text for f in finished] == ["Paris: sunny", "Oslo: sunny"]
+
+
+def test_compare_and_fork_say_which_argument_was_not_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbagent.fork
+
+    monkeypatch.setattr(nbagent.fork, "_lookup", None)  # no notebook session here
+    agent = Agent(ScriptedModel(_turns()), [lookup])
+    result = agent.run_sync("Weather?")
+    with pytest.raises(AgentError, match="the second run is 'run-99', a name: outside a notebook"):
+        compare(result, "run-99")
+    with pytest.raises(AgentError, match=r"the first run is a int, not a run: give a RunResult"):
+        compare(42, result)
+    with pytest.raises(AgentError, match="the run to fork is a dict, not a run"):
+        agent.fork({}, 1)
+    runs = {"run-7": result}
+
+    def find(name: str) -> Any:
+        if name not in runs:
+            raise ValueError(f"no run named {name!r} in this session; its runs are: run-7")
+        return runs[name]
+
+    monkeypatch.setattr(nbagent.fork, "_lookup", find)  # as the notebook sets it
+    with pytest.raises(AgentError, match="the second run: no run named 'run-99' in this session"):
+        compare(result, "run-99")
+    assert compare("run-7", result).first_difference is None
+    assert agent.fork("run-7", 1).messages[-1].text == "Weather?"
+
+
+def test_a_fork_refuses_only_tools_its_history_calls() -> None:
+    """A tool offered at the step but never called there is no reason to refuse a fork."""
+    agent = Agent(ScriptedModel(_turns()), [lookup, secret_lookup])
+    result = agent.run_sync("Weather?")
+    agent.remove_tool("secret_lookup")  # offered, never called
+    assert agent.fork(result, 2).messages
+    agent.remove_tool("lookup")  # called at step 1: the history of step 2 holds its call
+    with pytest.raises(AgentError, match=r"tools this agent no longer has \(lookup\)"):
+        agent.fork(result, 2)
+    assert agent.fork(result, 1).messages[-1].text == "Weather?"  # before any call

@@ -22,18 +22,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..approval import Approver, InteractiveApprover, RuleApprover, approval_policy
+from ..approval import Approver, InteractiveApprover, approval_policy
 from ..errors import BatchInputError
+from ..rules import RuleApprover
 from ._checkpoint import CheckpointWriter, UnwritableRowError, load_checkpoint
 from ._fingerprint import Fingerprint, differences, fingerprint
 from ._inputs import MAX_INPUTS, Item, prepare
 from ._output import ANSWER_TOOL, OutputSpec, output_spec
 from ._progress import BatchProgress, Reporter, default_reporter
 from ._rows import BatchRow, describe_error, done_rows_of_table, make_table, not_run, ordered
-from ._run import Gate, RunPlan, run_item
+from ._run import Gate, MappedAgent, RunPlan, run_item
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..generation import Options
 
 __all__ = ["DEFAULT_CONCURRENCY", "Batch", "check_approver"]
@@ -54,7 +54,7 @@ _HOW = (
 )
 
 
-def check_approver(approver: Approver | str | None, agent: Agent) -> Approver:
+def check_approver(approver: Approver | str | None, agent: MappedAgent) -> Approver:
     """The batch's approver; refuses one that would wait for a person."""
     if isinstance(approver, str):
         if approver.strip().lower() == "ask":
@@ -88,7 +88,7 @@ class Batch:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: MappedAgent,
         inputs: Any,
         template: str | None = None,
         *,
@@ -178,8 +178,8 @@ class Batch:
 
     @staticmethod
     def _prepared_agent(
-        agent: Agent, spec: OutputSpec | None, model: str | None, tools: list[str] | None
-    ) -> Agent:
+        agent: MappedAgent, spec: OutputSpec | None, model: str | None, tools: list[str] | None
+    ) -> MappedAgent:
         """A fork of the caller's agent with the batch's model and answer tool (never the
         caller's own object: its conversation and tools stay as they were). On Dask the model
         string is resolved by each worker, in its own environment, not here."""

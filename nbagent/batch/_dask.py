@@ -31,13 +31,14 @@ import hashlib
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BatchInputError
 from ._inputs import Item
 from ._rows import BatchRow, describe_error
-from ._run import Gate, RunPlan, run_item
+from ._run import Gate, MappedAgent, RunPlan, run_item
 
 if TYPE_CHECKING:
     from ..approval import Approver
@@ -45,10 +46,30 @@ if TYPE_CHECKING:
     from ..limits import Limits
     from ..messages import Message
     from ..tools import Tool
-    from ._batch import Batch
     from ._output import OutputSpec
 
-__all__ = ["WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
+__all__ = ["DrivenBatch", "WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
+
+
+class DrivenBatch(Protocol):
+    """The batch as the cluster drives it (:class:`~._batch.Batch`, which imports this module
+    for ``engine=``): its plan and settings, and where rows and the count of runs in flight go."""
+
+    plan: RunPlan
+    model: str | None
+    engine: Any
+    concurrency: int
+    concurrency_default: bool
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def on_stop(self, callback: Callable[[], Any]) -> None: ...
+
+    def running(self, delta: int) -> None: ...
+
+    def record(self, row: BatchRow) -> None: ...
+
 
 #: Prepared agents a worker keeps (one per batch spec): a few batches may share a cluster.
 _KEEP_PLANS = 4
@@ -78,12 +99,12 @@ class WorkerSpec:
     retry_delay: float
     output: OutputSpec | None
     keep_history: bool
+    #: The prepared agent's class (nbagent's Agent: a fork always is one), by reference.
+    agent_class: Callable[..., MappedAgent]
     extra: dict[str, Any] = field(default_factory=dict)
 
     def plan(self) -> RunPlan:
-        from ..agent import Agent
-
-        agent = Agent(
+        agent = self.agent_class(
             self.model if self.model is not None else self.generator,
             self.tools,
             instructions=self.instructions,
@@ -110,7 +131,7 @@ class WorkerSpec:
         )
 
 
-def worker_spec(batch: Batch) -> WorkerSpec:
+def worker_spec(batch: DrivenBatch) -> WorkerSpec:
     """The spec of ``batch``'s runs; refuses a model that would carry a key."""
     plan = batch.plan
     agent = plan.agent
@@ -138,6 +159,7 @@ def worker_spec(batch: Batch) -> WorkerSpec:
         retry_delay=plan.retry_delay,
         output=plan.output,
         keep_history=plan.keep_history,
+        agent_class=type(agent),
     )
 
 
@@ -169,7 +191,7 @@ def _travelling(generator: Generator) -> Generator:
     return made
 
 
-def worker_spec_bytes(batch: Batch) -> bytes:
+def worker_spec_bytes(batch: DrivenBatch) -> bytes:
     """The spec as the bytes sent to the workers (cloudpickle: notebook functions by value)."""
     import cloudpickle
 
@@ -217,7 +239,7 @@ async def run_remote(spec: bytes, item: Item) -> BatchRow:
 # --- on the client ----------------------------------------------------------------------------
 
 
-async def run_on_dask(batch: Batch, todo: list[Item]) -> None:
+async def run_on_dask(batch: DrivenBatch, todo: list[Item]) -> None:
     """Submit ``todo`` to the cluster, at most ``batch.concurrency`` in flight, and record each
     row as its task ends. Returns when every input has a row or the batch was stopped."""
     client = batch.engine
@@ -253,7 +275,7 @@ def _cancel(client: Any, futures: list[Any]) -> None:
 
 
 def _drive(
-    batch: Batch,
+    batch: DrivenBatch,
     client: Any,
     spec: bytes,
     todo: list[Item],

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import RateLimitError
 from ._inputs import Item
@@ -23,12 +24,49 @@ from ._output import OutputSpec
 from ._rows import BatchRow, describe_error
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..approval import Approver
     from ..events import RunResult
-    from ..generation import Options
+    from ..generation import Generator, Options
+    from ..limits import Limits
+    from ..messages import Message
+    from ..run import Run
+    from ..tools import Tool
 
-__all__ = ["Gate", "RunPlan", "run_item"]
+__all__ = ["Gate", "MappedAgent", "RunPlan", "run_item"]
+
+
+class MappedAgent(Protocol):
+    """The agent a batch runs once per input, as the batch uses it (:class:`~nbagent.Agent` is
+    the one; ``Agent.map`` hands itself over): forked for each run and started, and read for
+    the checkpoint's fingerprint and the spec Dask workers rebuild it from. The batch names this
+    Protocol, not the class, so the agent may import the batch and not the other way round."""
+
+    generator: Generator
+    tools: dict[str, Tool]
+    instructions: str | None
+    messages: list[Message]
+    approver: Approver
+    options: Options
+    limits: Limits
+    max_steps: int
+    max_concurrency: int | None
+    tool_timeout: float | None
+    approval_timeout: float | None
+
+    def fork(self) -> MappedAgent: ...
+
+    def add_tool(self, new: Tool) -> None: ...
+
+    def start(
+        self,
+        prompt: str,
+        *,
+        approver: Approver | None = None,
+        max_steps: int | None = None,
+        tools: Iterable[str] | None = None,
+        options: Options | None = None,
+    ) -> Run: ...
+
 
 #: Longest pause between two attempts of one row, whatever the backoff says.
 MAX_RETRY_DELAY = 60.0
@@ -57,7 +95,7 @@ class Gate:
 class RunPlan:
     """How each input runs: the prepared agent and the per-run settings."""
 
-    agent: Agent
+    agent: MappedAgent
     approver: Approver
     max_steps: int | None = None
     tools: list[str] | None = None
@@ -68,7 +106,7 @@ class RunPlan:
     output: OutputSpec | None = None
     keep_history: bool = False
 
-    def fresh_agent(self) -> Agent:
+    def fresh_agent(self) -> MappedAgent:
         agent = self.agent.fork()
         if not self.keep_history:
             agent.messages = []

@@ -246,7 +246,7 @@ class Connection(SignInControl):
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Client:
         from mcp import Client, Implementation
 
-        from .. import __version__
+        from .._version import __version__
 
         target = self.target
         transport: Any

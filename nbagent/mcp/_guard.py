@@ -12,7 +12,7 @@ becomes the answer to the request that needed the sign-in (see ``SIGN_IN_FAILED`
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
@@ -20,10 +20,14 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 
 from ._http import SIGN_IN_FAILED
 
-if TYPE_CHECKING:
-    from ._signer import Signer
-
-__all__ = ["AuthorizationCode", "ClientCredentials", "Guard", "SignInRefused", "Unsigned"]
+__all__ = [
+    "AuthorizationCode",
+    "ClientCredentials",
+    "Guard",
+    "Judge",
+    "SignInRefused",
+    "Unsigned",
+]
 
 
 class SignInRefused(Exception):
@@ -35,10 +39,38 @@ class Unsigned(str):
     credentials but publishes no OAuth metadata, so it wants them some other way."""
 
 
+class Judge(Protocol):
+    """What the guard asks at each step of the flow (the :class:`~._signer.Signer`, which
+    builds the guarded providers, is the one): whether a request may go, whether an answer
+    wants a person, and how a sign-in ended."""
+
+    sign_ins: int
+
+    def needs_person(self, response: httpx2.Response) -> bool: ...
+
+    def admit(self, request: httpx2.Request) -> str | None: ...
+
+    async def challenged(
+        self, request: httpx2.Request, response: httpx2.Response
+    ) -> str | None: ...
+
+    def answered(self, request: httpx2.Request, response: httpx2.Response) -> str | None: ...
+
+    def still_refused(self, response: httpx2.Response) -> str: ...
+
+    def explain(self, exc: Exception) -> str: ...
+
+    def failed(self, problem: str) -> None: ...
+
+    def said(self, problem: str) -> str: ...
+
+    async def release(self) -> None: ...
+
+
 class Guard:
     """nbagent's rules around the SDK's flow (mixed into its providers; see the module)."""
 
-    signer: Signer
+    signer: Judge
     context: Any  # the SDK's OAuthContext
 
     async def async_auth_flow(

@@ -13,10 +13,11 @@ Presenters:
 * :class:`HookPresenter`: the ``open_link`` a script gave :class:`~nbagent.mcp.OAuth` (a test
   that follows the link with an HTTP client, a helper that opens a browser, a prompt for the
   address the browser landed on);
-* the notebook's (:mod:`nbagent.notebook.signin`): a plain link in the cell; a headless run
-  refuses at once;
+* a front end's own: a front end that owns the person hands its presenter over with
+  :func:`present_with` (the notebook's extension does, in a kernel: a plain link in the cell;
+  a headless run refuses at once). This package never imports a front end;
 * :class:`TerminalPresenter`: the link on stderr, when someone is at a terminal; refused
-  otherwise.
+  otherwise. It is the presenter when no front end offers one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "SignInLink",
     "TerminalPresenter",
     "default_presenter",
+    "present_with",
     "where_loopback_fails",
 ]
 
@@ -90,6 +92,12 @@ class TerminalPresenter:
         except (AttributeError, ValueError):
             attended = False
         if not attended:
+            if "ipykernel" in sys.modules:  # a kernel where nbagent's extension is not loaded
+                return (
+                    "nobody can follow a sign-in link here: in a notebook, run "
+                    "%load_ext nbagent first (the link then shows in the cell), or pass a "
+                    "token with headers=, or OAuth(open_link=...)"
+                )
             return (
                 "nobody can follow a sign-in link here (not a notebook, and no terminal): pass "
                 "a token with headers=, or OAuth(open_link=...)"
@@ -111,18 +119,34 @@ class TerminalPresenter:
             print("Signed in.", file=sys.stderr, flush=True)
 
 
-def default_presenter() -> Presenter:
-    """The notebook's presenter in a Jupyter kernel, else the terminal's."""
-    if "ipykernel" in sys.modules:
-        try:
-            from IPython import get_ipython
-        except ImportError:  # pragma: no cover - ipykernel needs IPython
-            get_ipython = None
-        shell = get_ipython() if get_ipython is not None else None
-        if shell is not None and getattr(shell, "kernel", None) is not None:
-            from ..notebook.signin import NotebookPresenter
+#: What front ends offered, newest last: each gives its presenter, or None when the person
+#: is not theirs (the notebook's, outside a kernel's cell).
+_offered: tuple[Callable[[], Presenter | None], ...] = ()
+_offered_lock = threading.Lock()
 
-            return NotebookPresenter(shell)
+
+def present_with(offer: Callable[[], Presenter | None]) -> Callable[[], None]:
+    """Show sign-in links through the presenter ``offer()`` gives, whenever it gives one: how a
+    front end that owns the person (the notebook's extension) hands its presenter to the MCP
+    client. The newest offer is asked first. Returns a function that withdraws it."""
+    global _offered
+    with _offered_lock:
+        _offered = (*_offered, offer)
+
+    def withdraw() -> None:
+        global _offered
+        with _offered_lock:
+            _offered = tuple(o for o in _offered if o is not offer)
+
+    return withdraw
+
+
+def default_presenter() -> Presenter:
+    """The presenter of the newest front end that offers one here, else the terminal's."""
+    for offer in reversed(_offered):
+        found = offer()
+        if found is not None:
+            return found
     return TerminalPresenter()
 
 

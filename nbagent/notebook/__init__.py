@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
+from . import _current
+from ._current import current_session
+
 if TYPE_CHECKING:
     from ..tools import Definition, Tool
-    from .session import Session
 
 __all__ = [
     "current_session",
@@ -22,19 +24,6 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
-_session: Session | None = None
-
-
-def current_session() -> Session:
-    """The session of this kernel (created on first use): tools, conversation, runs."""
-    global _session
-    from .session import Session
-
-    shell = _shell()
-    if _session is None or (shell is not None and _session.shell is not shell):
-        _session = Session(shell)
-    return _session
-
 
 def unattended() -> bool:
     """True when nobody can click in this cell: nbclient, ``jupyter execute``, papermill, CI
@@ -42,15 +31,7 @@ def unattended() -> bool:
     denied). A lesson can pick its policy for such runs with it."""
     from .frontend import detect
 
-    return not detect(_shell()).interactive
-
-
-def _shell() -> Any:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    return get_ipython()
+    return not detect(_current.shell()).interactive
 
 
 def _after_cell(*_args: Any) -> None:
@@ -60,6 +41,26 @@ def _after_cell(*_args: Any) -> None:
         show_problems(current_session().scan())
     except Exception as exc:  # a hook must never break the notebook
         show_problems([f"could not scan the namespace for tools: {exc}"])
+
+
+#: The shell whose cells show MCP sign-in links, and how to withdraw that offer.
+_presenting: tuple[Any, Callable[[], None]] | None = None
+
+
+def _present_sign_ins(ipython: Any) -> None:
+    """Hand the MCP client this notebook's sign-in presenter (None: withdraw it): the client
+    never imports a front end; the front end that owns the person offers it."""
+    global _presenting
+    if _presenting is not None:
+        if _presenting[0] is ipython:
+            return
+        _presenting[1]()
+        _presenting = None
+    if ipython is not None:
+        from ..mcp._signin import present_with
+        from .signin import offered_by
+
+        _presenting = (ipython, present_with(offered_by(ipython)))
 
 
 _exit_hook = False
@@ -73,9 +74,10 @@ def _at_exit() -> None:
     import atexit
 
     def close_runs() -> None:
-        if _session is not None:
+        session = _current.existing()
+        if session is not None:
             try:
-                _session.shutdown()
+                session.shutdown()
             except Exception:  # exiting: nothing left to tell
                 pass
 
@@ -91,9 +93,10 @@ def _on_shutdown(ipython: Any) -> None:
         return
 
     def exiting(change: Any) -> None:
-        if change.get("new") and _session is not None and _session.shell is ipython:
+        session = _current.existing()
+        if change.get("new") and session is not None and session.shell is ipython:
             try:
-                _session.shutdown()
+                session.shutdown()
             except Exception:  # the kernel is going away: nothing left to tell
                 pass
 
@@ -101,27 +104,31 @@ def _on_shutdown(ipython: Any) -> None:
     ipython._nbagent_watches_exit = True
 
 
+def _result_of(run_id: str) -> Any:
+    """A run of this kernel's session by its id, for ``compare("run-3", …)`` in a cell."""
+    return current_session().result_of(run_id)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
+    from ..fork import set_run_lookup
     from . import cells
     from .magics import AgentMagics
     from .mapmagic import install_default_view
     from .session import show_problems
 
-    global _session
-    if _session is None or _session.shell is not ipython:
-        from .session import Session
-
-        _session = Session(ipython)
-    ipython.register_magics(AgentMagics(ipython, _session))
+    session = _current.for_shell(ipython)
+    ipython.register_magics(AgentMagics(ipython, session))
     cells.install(ipython)
+    _present_sign_ins(ipython)
     install_default_view()
+    set_run_lookup(_result_of)
     _at_exit()
     _on_shutdown(ipython)
     if _after_cell not in ipython.events.callbacks["post_run_cell"]:
         ipython.events.register("post_run_cell", _after_cell)
-    show_problems(_session.scan())
+    show_problems(session.scan())
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -130,10 +137,12 @@ def unload_ipython_extension(ipython: Any) -> None:
     from . import cells
 
     cells.uninstall(ipython)
+    _present_sign_ins(None)
     if _after_cell in ipython.events.callbacks["post_run_cell"]:
         ipython.events.unregister("post_run_cell", _after_cell)
-    if _session is not None and _session.shell is ipython:
-        _session.close_mcp_servers()
+    session = _current.existing()
+    if session is not None and session.shell is ipython:
+        session.close_mcp_servers()
 
 
 @overload

@@ -20,10 +20,11 @@ from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
 from .codefeed import CodeFeed
+from .records import CallRecord
 from .render import STATUS_COLORS, no_math_outputs, pretty_arguments, result_outputs, shorten
 from .static import after_notes, change_notes, preview_label
 from .stream import PlainStream
-from .transcript import CallRecord, call_line
+from .wording import call_line
 
 __all__ = ["Shared", "ToolCard"]
 

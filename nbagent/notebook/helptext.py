@@ -3,16 +3,21 @@ read by the magics and by the ``help`` subcommand alike."""
 
 from __future__ import annotations
 
+from .grammar import SUBCOMMANDS_HELP
+
 __all__ = ["HELP", "MAP_HELP"]
 
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
 MAP_HELP = """\
-  %agent map --over TABLE [-o NAME] [options] TEMPLATE
-                       run once per row of TABLE (a DataFrame, or a list of prompts); the
-                       template's {fields} name its columns. Options: --approve auto|deny
-                       (default deny), --concurrency N, --timeout SECONDS, --max-steps N,
-                       --schema NAME (a JSON Schema or type: the output column), --checkpoint
-                       PATH (resumes when it exists), --resume NAME (an earlier results
-                       table), --engine NAME (a dask.distributed.Client), -m MODEL, --tools A,B
+  map: TABLE is a DataFrame (or a list of prompts), and the template's {fields} name its
+  columns. Its options: --approve auto|deny (default deny), --concurrency N, --timeout
+  SECONDS, --max-steps N, --schema NAME (a JSON Schema or type: the output column),
+  --checkpoint PATH (resumes when it exists), --resume NAME (an earlier results table),
+  --engine NAME (a dask.distributed.Client), -m MODEL, --tools A,B
 """
 
 HELP = """\
@@ -21,13 +26,13 @@ Ask the agent; the answer streams into the cell.
   %agent [options] PROMPT        one line; {name} is replaced by the variable's value
   x = %agent [options] PROMPT    the same, and x gets the run's result (a RunResult)
   %%agent [options]              the cell body is the prompt
-  %agent tools | history | config | rules | recording | usage | stop | help
-  %agent allow TOOL [ARG=PATTERN ...] | deny TOOL [ARG=PATTERN ...] | approval-timeout S|off
-  %agent mcp add NAME -- COMMAND ARGS | mcp add NAME --url URL | mcp list | mcp remove NAME
-  %agent mcp login NAME | mcp logout NAME    sign in to an HTTP server again; forget its tokens
-  %agent undo [RUN] [step N] | cells [RUN]    undo what --kernel runs changed; code as cells
-  %agent fork RUN STEP [options] [PROMPT]    a new conversation from RUN as its step STEP saw it
-  %agent compare RUN RUN           two runs side by side: where they first differ
+  %agent [options] -- PROMPT     a prompt that starts with a dash or a subcommand's name
+
+Subcommands: a line whose first word is one of these is that subcommand, never a prompt; one
+written in none of its forms is answered with its usage, and nothing is sent to the model. To
+ask the model something that starts with such a word, put -- first (%agent -- compare these two
+files), or write it in the body of a %%agent cell.
+{subcommands}
 {map_help}
 Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
@@ -52,7 +57,8 @@ Options
                        departs from it, and record again)
   --live               run live, neither replaying nor recording
   --pace PACE          how a replay streams: instant, readable (default with widgets), recorded
-  --                   end of the options (for a prompt that starts with a dash)
+  --                   end of the options: what follows is the prompt, even when it starts
+                       with a dash or a subcommand's name
 
 Tools are the @nbagent.tool functions defined in the notebook, and nbagent.register(...).
 
@@ -82,4 +88,4 @@ about (Go on / Stop; stopped when nobody can click): %agent allow repeats TOOL l
 """
 
 
-HELP = HELP.replace("{map_help}", MAP_HELP)
+HELP = HELP.replace("{subcommands}", _indent(SUBCOMMANDS_HELP)).replace("{map_help}", MAP_HELP)

@@ -7,9 +7,7 @@ thread while the cell blocks (see :mod:`.runner` for when each applies).
 
 from __future__ import annotations
 
-import argparse
 import keyword
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +26,7 @@ from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..limits import Budget
 from ..rules import RuleApprover
-from . import commands, kernelview, mapmagic, outputs
+from . import commands, kernelview, outputs
 from .frontend import (
     approver_for,
     awaiting_cells_take_clicks,
@@ -37,9 +35,12 @@ from .frontend import (
     widgets_available,
 )
 from .helptext import HELP
+from .options import interpolate as interpolate
+from .options import parser, run_options, split_at_options
+from .options import split_options as split_options
 from .recordings import RecordMode, choose, first_request, model_configured
 from .runner import Job, Mode, PendingRun, View
-from .session import show_problems
+from .session import KERNEL_TOOLS, show_problems
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -48,130 +49,7 @@ if TYPE_CHECKING:
     from .recordings import Choice
     from .session import Session
 
-__all__ = ["HELP", "AgentMagics", "interpolate", "split_options"]
-
-_VALUE_OPTIONS = {
-    "-m",
-    "--model",
-    "-o",
-    "--output",
-    "--approve",
-    "--max-steps",
-    "--tools",
-    "--pace",
-    "--budget",
-}
-_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live", "--kernel", "--step"}
-#: ``%agent fork run-3 2 [options] [PROMPT]``: a new conversation from run-3 as of its step 2.
-_FORK = re.compile(r"fork\s+(run-\d{1,9})\s+(\d{1,6})(?:\s+|$)(.*)", re.DOTALL)
-#: The kernel tools' names (``--kernel``), known before the toolkit is made.
-KERNEL_TOOLS = ("run_python", "list_variables", "describe_variable")
-_FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
-
-
-def split_options(line: str) -> tuple[list[str], str]:
-    """Leading options as tokens, and the rest of the line verbatim (the prompt).
-
-    The prompt is never shell-split, so quotes and apostrophes in it stay as typed. ``--``
-    ends the options; a word that merely starts with a dash (``-5°C?``) starts the prompt.
-    """
-    tokens: list[str] = []
-    rest = line.lstrip()
-    while rest.startswith("-"):
-        match = re.match(r"(\S+)\s*", rest)
-        assert match is not None
-        token = match.group(1)
-        name = token.split("=", 1)[0]
-        if token == "--":
-            rest = rest[match.end() :]
-            break
-        if name in _FLAG_OPTIONS:
-            tokens.append(token)
-            rest = rest[match.end() :]
-        elif name in _VALUE_OPTIONS:
-            tokens.append(token)
-            rest = rest[match.end() :]
-            if "=" not in token:
-                value = re.match(r"(\S+)\s*", rest)
-                if value is None:
-                    raise UsageError(f"{name} needs a value")
-                tokens.append(value.group(1))
-                rest = rest[value.end() :]
-        elif token.startswith("--"):
-            raise UsageError(
-                f"unknown option {name}; see `%agent help` (put `--` before a prompt that "
-                "starts with dashes)"
-            )
-        else:
-            break
-    return tokens, rest
-
-
-def interpolate(text: str, namespace: dict[str, Any]) -> str:
-    """Replace ``{name}`` and ``{name.attr}`` with values from the namespace.
-
-    Unknown names stay as written; ``{{`` and ``}}`` give literal braces. No expression is
-    evaluated: only names and attribute lookups, which run the object's own code as Python does
-    (a property, ``__getattr__``, then ``__str__``), like an f-string with a bare name.
-    """
-
-    def replace(match: re.Match[str]) -> str:
-        whole = match.group(0)
-        if whole in ("{{", "}}"):
-            return whole[0]
-        path = match.group(1).split(".")
-        if path[0] not in namespace:
-            return whole
-        value = namespace[path[0]]
-        for attr in path[1:]:
-            try:
-                value = getattr(value, attr)
-            except AttributeError:
-                return whole
-        return str(value)
-
-    return _FIELD.sub(replace, text)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse would exit the process
-        raise UsageError(f"{message}; see `%agent help`")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="%agent", add_help=False)
-    parser.add_argument("-m", "--model")
-    parser.add_argument("--new", "--reset", dest="new", action="store_true")
-    parser.add_argument("-o", "--output")
-    parser.add_argument("--approve", choices=["ask", "auto", "deny"])
-    parser.add_argument("--max-steps", type=int)
-    parser.add_argument("--tools")
-    parser.add_argument("--record", action="store_true")
-    parser.add_argument("--replay", action="store_true")
-    parser.add_argument("--live", action="store_true")
-    parser.add_argument("--pace", choices=["instant", "readable", "recorded"])
-    parser.add_argument("--budget", type=int)
-    parser.add_argument("--kernel", action="store_true")
-    parser.add_argument("--step", action="store_true")
-    return parser
-
-
-def _run_options(args: argparse.Namespace) -> list[str]:
-    """Options that only mean something for a run (so they need a prompt)."""
-    names = (
-        "output",
-        "approve",
-        "max_steps",
-        "tools",
-        "record",
-        "replay",
-        "live",
-        "pace",
-        "budget",
-        "kernel",
-        "step",
-    )
-    return [n for n in names if getattr(args, n) not in (None, False)]
+__all__ = ["HELP", "KERNEL_TOOLS", "AgentMagics", "interpolate", "split_options"]
 
 
 def _fork_label(plan: _Plan) -> str:
@@ -238,8 +116,9 @@ class AgentMagics(Magics):
         self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
     ) -> Any:
         # IPython shows this docstring for `%agent?`: it is set from HELP below.
-        if mapmagic.matches(line):  # not awaited (inside a function …): blocks until done
-            return mapmagic.run_map_blocking(self, line, cell)
+        found = self._subcommand(line, cell)
+        if found is not None and found[0].run is not None:
+            return self._run_command(*found)  # a map's table (None for the others)
         self.run_line(line, cell, local_ns)
         return None  # a bare `%agent` echoes nothing; `x = %agent` gets run_line's value
 
@@ -249,11 +128,13 @@ class AgentMagics(Magics):
         self, line: str, cell: str | None = None, local_ns: dict[str, Any] | None = None
     ) -> RunResult | PendingRun | Any:
         """The form that is not awaited: run (or start, in the background) and return the
-        result, a :class:`PendingRun` for a background run, or None for a subcommand.
-        ``local_ns``: the caller's variables, for ``{name}`` in a prompt inside a function."""
-        if mapmagic.matches(line):
-            return mapmagic.run_map_blocking(self, line, cell)
-        plan = self._parse(line, cell, local_ns)
+        result, a :class:`PendingRun` for a background run, a subcommand's value (a map's
+        table; None for the others). ``local_ns``: the caller's variables, for ``{name}`` in a
+        prompt inside a function."""
+        found = self._subcommand(line, cell)
+        if found is not None and found[0].run is not None:
+            return self._run_command(*found)
+        plan = self._parse(line, cell, local_ns, found)
         if plan is None:
             return None
         job, pending = self._job(plan, awaited=False)
@@ -263,14 +144,15 @@ class AgentMagics(Magics):
     async def run_awaited(self, line: str, cell: str | None) -> RunResult | PendingRun | Any:
         """The awaited form (see :mod:`.cells`): returns when the run ended, with its result."""
         __tracebackhide__ = True  # see agent_cell
-        if mapmagic.matches(line):
-            return await mapmagic.run_map(self, line, cell)
-        found = commands.find(line) if cell is None else None
-        awaited = found[0].awaited if found is not None else None
-        if found is not None and awaited is not None:
-            await awaited(self.session, self.shell, found[1])
-            return None
-        plan = self._parse(line, cell)
+        found = self._subcommand(line, cell)
+        if found is not None and found[0].run is not None:
+            command, words = found
+            if command.awaited is None:
+                return self._run_command(command, words)
+            if command.scan:
+                show_problems(self.session.scan())
+            return await command.awaited(self.session, self.shell, words)
+        plan = self._parse(line, cell, None, found)
         if plan is None:
             return None
         job, output = self._job(plan, awaited=True)
@@ -281,26 +163,61 @@ class AgentMagics(Magics):
 
     # --- parsing ------------------------------------------------------------------------------
 
-    def _parse(
-        self, line: str, cell: str | None, local_ns: dict[str, Any] | None = None
-    ) -> _Plan | None:
-        found = commands.find(line) if cell is None else None
-        if found is not None:
-            command, words = found
-            if command.scan:
-                show_problems(self.session.scan())
-            command.run(self.session, self.shell, words)
+    def _subcommand(self, line: str, cell: str | None) -> tuple[commands.Command, list[str]] | None:
+        """The subcommand the line is (see :mod:`.grammar`), a cell's body added for one that
+        takes it; None for a prompt. A subcommand in none of its forms, or given a body it does
+        not take, raises UsageError: it is never sent as a prompt."""
+        found = commands.find(line)
+        if found is None:
             return None
-        forking = _FORK.fullmatch(line.strip()) if cell is None else None
-        if forking is not None:
-            line = forking.group(3)
-        tokens, rest = split_options(line)
-        args = _parser().parse_args(tokens)
+        command, words = found
+        body = cell.strip() if cell is not None else ""
+        if body:
+            name = line.split(None, 1)[0]
+            if not command.body:
+                raise UsageError(
+                    f"%agent {name} takes no cell body; nothing was sent to the model. To ask "
+                    f"the model, put -- first: %%agent -- {' '.join(line.split())}"
+                )
+            words = [*words, body]
+        return command, words
+
+    def _run_command(self, command: commands.Command, words: list[str]) -> Any:
+        assert command.run is not None
+        if command.scan:
+            show_problems(self.session.scan())
+        return command.run(self.session, self.shell, words)
+
+    def _parse(
+        self,
+        line: str,
+        cell: str | None,
+        local_ns: dict[str, Any] | None = None,
+        found: tuple[commands.Command, list[str]] | None = None,
+    ) -> _Plan | None:
+        """The run a line asks for: a prompt with its options, or a fork (``found``: the
+        subcommand the line is, when it is ``fork``); None when it only changes a setting."""
+        fork: tuple[str, int] | None = None
+        if found is not None:  # fork RUN STEP [options] [PROMPT] (a cell's body: the prompt)
+            words = found[1]
+            fork = (words[0], int(words[1]))
+            line, cell = words[2], (words[3] if len(words) > 3 else None)
+        tokens, rest, ended = split_at_options(line)
+        args = parser().parse_args(tokens)
+        if fork is None and not ended:
+            first = rest.split(None, 1)[0] if rest.strip() else ""
+            if commands.is_subcommand(first):
+                options = " ".join([*tokens, "--", rest.strip()])
+                raise UsageError(
+                    f"{first!r} is a subcommand, and comes first (see `%agent help {first}`); "
+                    "nothing was sent to the model. To ask the model a prompt that starts with "
+                    f"it, put -- before the prompt: %agent {options}"
+                )
         prompt = rest.strip()
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
-        if not prompt and forking is None:
-            if (args.new or args.model) and not _run_options(args):
+        if not prompt and fork is None:
+            if (args.new or args.model) and not run_options(args):
                 self._settings_only(args.model, new=args.new)
                 return None
             raise UsageError("what should the agent do? `%agent PROMPT`, or see `%agent help`")
@@ -331,7 +248,7 @@ class AgentMagics(Magics):
             args.budget,
             args.kernel,
             args.step,
-            (forking.group(1), int(forking.group(2))) if forking is not None else None,
+            fork,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -392,7 +309,7 @@ class AgentMagics(Magics):
         run_tools = kernelview.use_kernel(session, plan.tools, wanted=plan.kernel)
         if plan.fork is not None:
             try:
-                session.fork(*plan.fork)
+                session.fork(*plan.fork, tools=run_tools)
             except (ValueError, NbagentError) as exc:
                 raise UsageError(str(exc)) from None
         frontend = detect(self.shell)
@@ -563,7 +480,7 @@ async def agent_cell(line: str, cell: str | None = None, *, value: bool = False)
     # IPython leaves frames that set this out of a traceback: an interrupted run's shows the
     # person's cell and the frame that raised, not nbagent's awaiting between them
     __tracebackhide__ = True
-    from . import current_session
+    from ._current import current_session
 
     magics = AgentMagics.for_session(current_session())
     result = await magics.run_awaited(line, cell)
@@ -574,6 +491,6 @@ def agent_value(line: str, local_ns: dict[str, Any] | None = None) -> Any:
     """What a rewritten ``x = %agent …`` that cannot be awaited calls: the magic, returning the
     run's result (a :class:`~.runner.PendingRun` while a background run goes on); ``local_ns``
     are the variables where it stands, for ``{name}`` in the prompt."""
-    from . import current_session
+    from ._current import current_session
 
     return AgentMagics.for_session(current_session()).run_line(line, local_ns=local_ns)

@@ -1,7 +1,7 @@
 """``%agent map --over df -o results "Grade {answer} against {key}"``: a batch from a cell.
 
-A line is a map only when ``map`` is followed by ``--over`` (``%agent map the coast`` stays a
-prompt). The template's fields name columns of the table, filled per row (they are not taken
+A line whose first word is ``map`` is a map (see :mod:`.grammar`; ``%agent -- map the coast`` is
+a prompt). The template's fields name columns of the table, filled per row (they are not taken
 from the notebook's variables, as an ordinary ``%agent`` prompt's are). The batch uses the
 notebook's model and tools, each run with a conversation of its own (the notebook's conversation
 is neither read nor changed). Nobody clicks for hundreds of runs: calls that need approval are
@@ -19,45 +19,29 @@ import asyncio
 import keyword
 import os
 import re
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from ..errors import NbagentError
+from .grammar import usage_error
 
 if TYPE_CHECKING:
     from ..batch import Batch
     from .session import Session
 
 
-class MapMagics(Protocol):
-    """What a map needs of the ``%agent`` magics (:class:`.magics.AgentMagics`): the session,
-    the shell, and the notebook's variables (a Protocol, so this module need not import the
-    magics that dispatch to it)."""
-
-    session: Session
-    shell: Any
-
-    def _namespace(self) -> dict[str, Any]: ...
-
-
-__all__ = ["install_default_view", "matches", "run_map", "run_map_blocking"]
-
-
-_START = re.compile(r"^\s*map\s+--over(?:\s|=)")
-
-
-def matches(line: str) -> bool:
-    """Is this magic line a map (``map --over …``)?"""
-    return bool(_START.match(line))
+__all__ = ["install_default_view", "run_map", "run_map_blocking"]
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:
-        raise UsageError(f"%agent map: {message}; see `%agent help`")
+    line = ""
+
+    def error(self, message: str) -> Any:  # argparse would exit the process
+        raise UsageError(str(usage_error("map", self.line, message))) from None
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> _Parser:
     parser = _Parser(prog="%agent map", add_help=False)
     parser.add_argument("--over", required=True)
     parser.add_argument("-o", "--output")
@@ -74,9 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split(line: str) -> tuple[list[str], str]:
-    """The option tokens after ``map`` and the template (the rest, quotes removed)."""
-    rest = line.strip()[len("map") :].lstrip()
+def _split(text: str) -> tuple[list[str], str]:
+    """The option tokens of the text after ``map`` and the template (the rest, quotes
+    removed)."""
+    rest = text.strip()
     tokens: list[str] = []
     while rest.startswith("-"):
         match = re.match(r"(\S+)\s*", rest)
@@ -115,17 +100,24 @@ def _approver(flag: str | None) -> str:
     return key
 
 
-def _prepare(magics: MapMagics, line: str, cell: str | None) -> tuple[Batch, str | None]:
-    """Parse one ``%agent map``, build its batch and show its view; nothing runs yet."""
+def _namespace(shell: Any) -> dict[str, Any]:
+    namespace: dict[str, Any] = shell.user_ns
+    return namespace
+
+
+def _prepare(session: Session, shell: Any, text: str, cell: str | None) -> tuple[Batch, str | None]:
+    """Parse one ``%agent map`` (``text``: what follows ``map``), build its batch and show its
+    view; nothing runs yet."""
     from ..agent import Agent
     from ..batch import Batch
     from .frontend import awaiting_cells_take_clicks, detect, widgets_available
     from .mapview import MapView
 
-    session = magics.session
-    namespace: dict[str, Any] = magics._namespace()
-    tokens, template = _split(line)
-    args = _parser().parse_args(tokens)
+    namespace = _namespace(shell)
+    tokens, template = _split(text)
+    parser = _parser()
+    parser.line = f"map {text}"
+    args = parser.parse_args(tokens)
     if cell is not None and cell.strip():
         template = f"{template}\n{cell.strip()}" if template else cell.strip()
     if args.output is not None and (
@@ -150,7 +142,7 @@ def _prepare(magics: MapMagics, line: str, cell: str | None) -> tuple[Batch, str
         model = os.environ.get("NBAGENT_MODEL") or None
     if model is not None:
         options["model"] = model
-    frontend = detect(magics.shell)
+    frontend = detect(shell)
     view = MapView(
         f"{args.over}: {template}" if template else args.over,
         widgets=frontend.interactive and widgets_available(),
@@ -177,10 +169,10 @@ def _prepare(magics: MapMagics, line: str, cell: str | None) -> tuple[Batch, str
     return batch, args.output
 
 
-async def run_map(magics: MapMagics, line: str, cell: str | None) -> Any:
+async def run_map(session: Session, shell: Any, text: str, cell: str | None = None) -> Any:
     """``%agent map`` awaited by its cell: returns the results table."""
-    batch, output = _prepare(magics, line, cell)
-    namespace: dict[str, Any] = magics._namespace()
+    batch, output = _prepare(session, shell, text, cell)
+    namespace = _namespace(shell)
     try:
         result = await batch.result()
     except asyncio.CancelledError:
@@ -191,11 +183,11 @@ async def run_map(magics: MapMagics, line: str, cell: str | None) -> Any:
     return _ended(namespace, output, batch, result)
 
 
-def run_map_blocking(magics: MapMagics, line: str, cell: str | None) -> Any:
+def run_map_blocking(session: Session, shell: Any, text: str, cell: str | None = None) -> Any:
     """``%agent map`` where the cell cannot await (inside a function, an older IPython): the
     batch runs on a worker thread while the cell waits; an interrupt stops it."""
-    batch, output = _prepare(magics, line, cell)
-    namespace: dict[str, Any] = magics._namespace()
+    batch, output = _prepare(session, shell, text, cell)
+    namespace = _namespace(shell)
     return _ended(namespace, output, batch, _run_blocking(batch, namespace, output))
 
 

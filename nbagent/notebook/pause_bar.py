@@ -22,7 +22,7 @@ from ..redact import redact_secrets
 from ..stepping import Resume, StepEditError, StepPause
 from .exchanges import message_html, request_summary
 from .render import shorten
-from .words import PAUSE_MARK
+from .wording import PAUSE_MARK
 
 __all__ = ["PauseBar"]
 

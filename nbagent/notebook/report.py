@@ -16,7 +16,7 @@ from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..redact import redact_secrets
 from ..tools import Tool
 from .render import code_span, no_math, safe_markdown, shorten
-from .transcript import decision_words
+from .wording import decision_words
 
 if TYPE_CHECKING:
     from ..approval import Decision

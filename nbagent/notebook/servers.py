@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from .grammar import GRAMMARS
 from .render import code_span, fenced, safe_markdown
 from .report import _show, _table
 
@@ -42,50 +42,21 @@ if TYPE_CHECKING:
     from ..mcp import MCPServer
     from .session import Session
 
-__all__ = ["USAGE", "accepts", "run", "run_awaited", "split"]
+__all__ = ["USAGE", "run", "run_awaited"]
 
 _SHADOWED = "tool {0!r}: a tool of the notebook has that name and is kept (rename one of them)"
 
-USAGE = """\
-%agent mcp add NAME [--env VAR[=VALUE]] [--timeout SECONDS] -- COMMAND ARGS...
-%agent mcp add NAME [--timeout SECONDS] [--header 'NAME: VALUE']... [--client-id ID]
-                    [--client-secret '$VAR'] [--scope SCOPES] --url URL
-%agent mcp list
-%agent mcp remove NAME
-%agent mcp login NAME
-%agent mcp logout NAME"""
+#: The forms of ``%agent mcp`` (its grammar's, so the usage and the parser agree).
+USAGE = GRAMMARS["mcp"].usage()
 
 _OPTIONS = {"--env", "--timeout", "--url", "--header", "--client-id", "--client-secret", "--scope"}
-_ONE_NAME = ("remove", "login", "logout")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _CREDENTIAL_HEADER = re.compile(r"authorization|cookie|key|token|secret", re.IGNORECASE)
 
 
-def split(line: str) -> list[str]:
-    """The words of an ``%agent mcp …`` line, quoted as a shell would (no shell runs them)."""
-    try:
-        return shlex.split(line)
-    except ValueError as exc:
-        words = line.split()
-        if words[1:2] in (["add"], ["list"], *([w] for w in _ONE_NAME)):
-            raise UsageError(f"%agent mcp: {exc} (check the quotes)\n{USAGE}") from None
-        return words  # not a subcommand: a prompt that starts with "mcp"
-
-
-def accepts(words: list[str]) -> bool:
-    """Whether the words after ``mcp`` are a subcommand (else the line is a prompt)."""
-    if words == ["list"]:
-        return True
-    if len(words) == 2 and words[0] in _ONE_NAME:
-        return True
-    if len(words) < 3 or words[0] != "add":
-        return False
-    return words[2] in _OPTIONS or words[2] == "--"
-
-
 def run(session: Session, _shell: Any, words: list[str]) -> None:
-    """Do what the words say (see :data:`USAGE`)."""
+    """Do what the words say, as the grammar matched them (see :data:`USAGE`)."""
     if words == ["list"]:
         show(session)
     elif words[0] == "remove":

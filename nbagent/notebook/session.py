@@ -106,6 +106,10 @@ def _defined_in_notebook(value: Tool) -> bool:
     return False
 
 
+#: The kernel tools' names (``%agent --kernel``), known before the toolkit is made.
+KERNEL_TOOLS = ("run_python", "list_variables", "describe_variable")
+
+
 class Session:
     """Everything ``%agent`` keeps between cells in one kernel."""
 
@@ -188,16 +192,42 @@ class Session:
                 return result
         known = [j.run.id for j in jobs if j.run is not None and j.result is not None]
         there = ", ".join(known[-8:]) or "none yet"
-        raise ValueError(f"no run {run_id!r} in this kernel (the last runs: {there})")
+        last = " (the last 8)" if len(known) > 8 else ""
+        raise ValueError(f"no run named {run_id!r} in this session; its runs are: {there}{last}")
 
-    def fork(self, run_id: str, step: int) -> None:
+    def fork(self, run_id: str, step: int, tools: Iterable[str] | None = None) -> None:
         """The conversation from now on is ``run_id``'s as the model saw it at ``step`` (a new
-        conversation; the one before stays in its runs' results)."""
+        conversation; the one before stays in its runs' results).
+
+        ``tools``: the names the fork's run will offer (None: every registered tool). A fork
+        whose history calls a tool that run would not offer (deleted from the notebook,
+        unregistered, left out by ``--tools``, a kernel tool without ``--kernel``) is refused,
+        naming it, by the check every fork goes through (:func:`nbagent.fork.tools_missing`).
+        """
+        from ..fork import fork_history, tools_missing
+
         if self.busy:
             active = self.active.label if self.active is not None else "a run"
             raise ValueError(f"{active} is still going on: wait for it to end before forking")
         result = self.result_of(run_id)
-        self._agent = self.agent.fork(result, step)
+        agent = self.sync_agent()  # its tools are the registered ones, as the run's will be
+        offered = set(agent.tools) if tools is None else set(tools)
+        history = fork_history(result, step)
+        gone = tools_missing(history, offered)
+        if gone:
+            why = "; ".join(f"{name}: {self._why_not_offered(name)}" for name in gone)
+            raise ValueError(
+                f"cannot fork {run_id} at step {step}: its history calls "
+                f"{', '.join(repr(n) for n in gone)}, which this run would not offer ({why})"
+            )
+        self._agent = agent.fork(result, step)
+
+    def _why_not_offered(self, name: str) -> str:
+        if name not in self.tools and name not in KERNEL_TOOLS:
+            return "no tool of that name is registered now; define it again, or nbagent.register it"
+        if name in KERNEL_TOOLS:
+            return "a kernel tool: add --kernel"
+        return "--tools leaves it out"
 
     @property
     def generator(self) -> Generator:

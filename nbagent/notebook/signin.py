@@ -15,12 +15,13 @@ a link: the sign-in is refused at once, before any request, saying why and what 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from ..mcp._link import SignInLink, where_loopback_fails
 from .frontend import detect
 
-__all__ = ["NotebookPresenter"]
+__all__ = ["NotebookPresenter", "offered_by"]
 
 
 class NotebookPresenter:
@@ -82,3 +83,14 @@ class NotebookPresenter:
         self._handle.update(
             {"text/html": f"<p>{html.escape(text)}</p>", "text/plain": text}, raw=True
         )
+
+
+def offered_by(shell: Any) -> Callable[[], NotebookPresenter | None]:
+    """What the extension hands the MCP client (:func:`nbagent.mcp._signin.present_with`): a
+    presenter for ``shell``'s cells while it runs in a kernel, else None (a plain IPython has
+    no cell output to put a link in)."""
+
+    def offer() -> NotebookPresenter | None:
+        return NotebookPresenter(shell) if getattr(shell, "kernel", None) is not None else None
+
+    return offer

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
 from .exchanges import exchanges_html
+from .records import Block, CallRecord, NoteRecord, ReasoningRecord, TextRecord
 from .render import (
     STATUS_COLORS,
     code_html,
@@ -39,15 +40,8 @@ from .render import (
     safe_markdown,
     shorten,
 )
-from .transcript import (
-    Block,
-    CallRecord,
-    NoteRecord,
-    ReasoningRecord,
-    TextRecord,
-    Transcript,
-    change_lines,
-)
+from .transcript import Transcript
+from .wording import change_lines
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt

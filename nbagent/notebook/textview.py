@@ -23,8 +23,9 @@ from ..events import (
     ToolFinished,
 )
 from ..redact import redact_secrets
+from .records import Block, CallRecord
 from .static import block_outputs, head_outputs, tail_outputs
-from .transcript import Block, CallRecord, Transcript
+from .transcript import Transcript
 
 __all__ = ["Display", "TextView", "ipython_display"]
 

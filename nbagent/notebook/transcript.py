@@ -1,9 +1,10 @@
 """Transcript: what happened in one run, kept from its events, in forms a saved notebook can hold.
 
 Every front end feeds every event here. The transcript is the one record of what a person saw:
-the live view reads its call records, and when the run ends :mod:`.static` renders it as ordinary
-outputs (sanitized HTML, Markdown, plain text, real images) plus JSON metadata (the approval
-decisions, machine-readable). It holds no settings and no key: only what the run itself showed.
+the live view reads its call records (:mod:`.records`), and when the run ends :mod:`.static`
+renders it as ordinary outputs (sanitized HTML, Markdown, plain text, real images) plus JSON
+metadata (the approval decisions, machine-readable). It holds no settings and no key: only what
+the run itself showed. How it reads in words is :mod:`.wording`'s.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
-from ..approval import Decision
-from ..content import ToolResult
+from .._timing import TimelineBuilder
 from ..events import (
     STOP_WORDS,
     AgentEvent,
@@ -44,203 +44,19 @@ from ..events import (
 )
 from ..generation import Usage
 from ..stepping import StepPause
-from ..timeline import Timeline, TimelineBuilder
+from ..timeline import Timeline
+from .records import Block, CallRecord, Change, NoteRecord, ReasoningRecord, TextRecord
 from .render import pretty_arguments
-from .words import decision_words, resumed_words, seconds
+from .wording import call_line, resumed_words, seconds
 
 #: How much of the final answer the run's metadata record keeps.
 _RECORD_TEXT = 1_000
 
-__all__ = [
-    "CallRecord",
-    "Change",
-    "NoteRecord",
-    "ReasoningRecord",
-    "TextRecord",
-    "Transcript",
-    "call_line",
-    "change_lines",
-    "decision_words",
-    "seconds",
-]
+__all__ = ["Transcript"]
 
-
-class _Pieces:
-    """Streamed text kept as its pieces and joined when read: ``text += piece`` on an
-    attribute copies the whole text each time (300,000 pieces would take minutes)."""
-
-    __slots__ = ("_pieces", "step")
-
-    def __init__(self, step: int, text: str = "") -> None:
-        self.step = step
-        self._pieces: list[str] = [text] if text else []
-
-    def add(self, piece: str) -> None:
-        self._pieces.append(piece)
-
-    @property
-    def text(self) -> str:
-        if len(self._pieces) > 1:
-            self._pieces[:] = ["".join(self._pieces)]
-        return self._pieces[0] if self._pieces else ""
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Pieces) or type(other) is not type(self):
-            return False
-        return (other.step, other.text) == (self.step, self.text)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(step={self.step!r}, text={self.text!r})"
-
-
-class TextRecord(_Pieces):
-    """Assistant text of one step."""
-
-    __slots__ = ()
-
-
-class ReasoningRecord(_Pieces):
-    """Model reasoning ("thinking") of one step, as it streamed."""
-
-    __slots__ = ()
-
-
-@dataclass
-class NoteRecord:
-    """Something the loop did that is not text or a call: a retried step."""
-
-    step: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Change:
-    """Who changed a call's arguments before it ran ("person" or "hook"), and from what to what."""
-
-    by: str
-    previous: Any
-    arguments: Any
-    hook: str | None = None
-
-    @property
-    def who(self) -> str:
-        return f"hook {self.hook}" if self.by == "hook" else "you"
-
-
-@dataclass
-class CallRecord:
-    """One tool call as the person saw it.
-
-    ``waited`` is the time the call spent waiting for a decision, ``ran`` the time its function
-    ran: the two are never added up. ``abandoned`` is set when the run stopped but the function
-    could not be stopped (a thread); ``ended_late`` says when it finally returned.
-    ``input`` is what the model proposed; ``executed`` what ran (after edits and hooks, see
-    ``changes``); ``result`` is the tool's own result and ``model_result`` what the model read
-    instead, when that differs (a note about changed arguments, an after-tool hook).
-    """
-
-    call_id: str
-    name: str
-    step: int = 0
-    title: str | None = None
-    parts: list[str] = field(default_factory=list, repr=False)
-    input: Any = None
-    status: str = "streaming"
-    approval_asked: bool = False
-    asked_at: float | None = None
-    waited: float = 0.0
-    decision: Decision | None = None
-    result: ToolResult | None = field(default=None, repr=False)
-    is_error: bool = False
-    started: float | None = None
-    ran: float = 0.0
-    progress: str = ""
-    traceback: str | None = None
-    abandoned: bool = False
-    ended_late: float | None = None
-    executed: Any = None
-    changes: list[Change] = field(default_factory=list)
-    hook_notes: list[str] = field(default_factory=list)
-    preview: ToolResult | None = field(default=None, repr=False)
-    preview_status: str = ""
-    has_preview: bool = False
-    #: The newest preview of an edit the person asked to see (revision ≥ 1), if any.
-    edit_preview: ToolPreviewed | None = field(default=None, repr=False)
-    timeout: float | None = None
-    model_result: ToolResult | None = field(default=None, repr=False)
-    #: Arguments that hold code, and their language (from the tool's ``code_arguments``).
-    code_arguments: dict[str, str] = field(default_factory=dict)
-    #: The same call with the same result, this many times in a row (its repeats are folded
-    #: into this record: ``repeats`` names them); 0 when it was not repeated.
-    times: int = 0
-    repeats: list[str] = field(default_factory=list)
-    #: Set on a repeat folded into another call's record: that call's id.
-    repeat_of: str | None = None
-
-    def code(self) -> tuple[str, str, str, Any] | None:
-        """``(argument, language, code, other arguments)`` of a call whose tool takes code, once
-        its arguments are known and the code is a string; else None."""
-        if not self.code_arguments or not isinstance(self.input, dict):
-            return None
-        for name, language in self.code_arguments.items():
-            value = self.input.get(name)
-            if isinstance(value, str):
-                rest = {k: v for k, v in self.input.items() if k != name}
-                return name, language, value, rest
-        return None
-
-    @property
-    def open(self) -> bool:
-        return self.status in ("streaming", "ready", "waiting", "running")
-
-    @property
-    def arguments(self) -> str:
-        """The arguments as the model wrote them (joined once per call, not per fragment)."""
-        if len(self.parts) > 1:
-            self.parts[:] = ["".join(self.parts)]
-        return self.parts[0] if self.parts else ""
-
-    @arguments.setter
-    def arguments(self, text: str) -> None:
-        self.parts[:] = [text]
-
-    @property
-    def result_text(self) -> str:
-        return self.result.text if self.result is not None else ""
-
-
-Block = Union[TextRecord, ReasoningRecord, NoteRecord, CallRecord]
 
 #: Longest argument value the run's saved record keeps as JSON (larger ones as a note).
 _RECORD_ARGUMENTS = 10_000
-
-
-def _shown(value: Any, limit: int = 80) -> str:
-    from .._edits import MISSING
-
-    if value is MISSING:
-        return "(absent)"
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def change_lines(record: CallRecord, limit: int = 20) -> list[str]:
-    """What changed the call's arguments before it ran, one line per changed value:
-    ``by you: /path "a.txt" → "data/a.txt"``."""
-    from .._edits import json_diff
-
-    lines: list[str] = []
-    for change in record.changes:
-        for pointer, old, new in json_diff(change.previous, change.arguments, limit):
-            lines.append(f"by {change.who}: {pointer} {_shown(old)} → {_shown(new)}")
-    if len(lines) > limit:
-        lines = [*lines[:limit], f"… and {len(lines) - limit} more changes"]
-    return lines
 
 
 def _bounded(value: Any) -> Any:
@@ -264,50 +80,6 @@ def _redacted(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [_redacted(v, depth + 1) for v in value]
     return value
-
-
-_STATUS_WORDS = {
-    "streaming": "receiving arguments…",
-    "ready": "",
-    "waiting": "waiting for approval",
-    "running": "running",
-}
-
-
-def call_line(record: CallRecord, now: float | None = None) -> str:
-    """How one call stands, in words: "approved by you after 2.1 s · done in 0.3 s"."""
-    clock = now if now is not None else time.monotonic()
-    words = []
-    if record.decision is not None:
-        decided = decision_words(record.decision)
-        if record.waited >= 0.05 and record.decision.by in ("person", "timeout"):
-            decided += f" after {seconds(record.waited)}"
-        words.append(decided)
-    elif record.approval_asked and record.open and record.asked_at is not None:
-        waiting = f"waiting for approval · {seconds(clock - record.asked_at)}"
-        if record.timeout is not None:
-            waiting += f" (answered “approval timed out” after {seconds(record.timeout)})"
-        words.append(waiting)
-    status = _STATUS_WORDS.get(record.status, record.status)
-    if record.status == "waiting" and record.decision is None and record.approval_asked:
-        status = ""  # said above, with the time waited
-    if record.status == "denied" and record.decision is not None:
-        status = ""  # the decision says it
-    if record.status == "running" and record.started is not None:
-        status = f"running · {seconds(clock - record.started)}"
-    elif record.started is not None and not record.open:
-        status = f"{status} in {seconds(record.ran)}" if status else seconds(record.ran)
-    if status:
-        words.append(status)
-    if record.times >= 2:
-        each = "it failed each time" if record.is_error else "the same result each time"
-        words.append(f"the same call, {record.times} times ({each})")
-    if record.abandoned:
-        if record.ended_late is None:
-            words.append("its function is still running (a thread cannot be stopped)")
-        else:
-            words.append(f"its function ended {seconds(record.ended_late)} after the stop")
-    return " · ".join(words)
 
 
 @dataclass

@@ -50,7 +50,7 @@ from .presence import Presence
 from .render import close_widgets
 from .stream import PlainStream, TextStream
 from .transcript import Transcript
-from .words import PAUSE_MARK, resumed_words
+from .wording import PAUSE_MARK, resumed_words
 
 if TYPE_CHECKING:
     from .pause_bar import PauseBar

@@ -24,7 +24,7 @@ from ..generation import (
     Usage,
 )
 from ..tools import ToolCall
-from ._http import StreamFailure
+from ._failures import StreamFailure
 from ._shared import CHAT_REASONING_MARK, DAMAGED_ARGUMENTS, damaged, retryable_error, text_of
 from ._sse import loads
 from ._strict import drop_added_nulls

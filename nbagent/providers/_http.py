@@ -1,4 +1,5 @@
-"""What both HTTP adapters share: the client, retries, error mapping and the SSE pump.
+"""What both HTTP adapters share: the client, retries and the SSE pump; the typed error each
+failure becomes is :mod:`._status`'s (an HTTP status) or :mod:`._failures`' (anything else).
 
 * One ``httpx2.AsyncClient`` per adapter, created on first use (and again if the adapter is used
   from another event loop, as the notebook does with one loop per cell). An injected ``client``
@@ -52,21 +53,20 @@ import httpx2
 from .. import errors
 from ..generation import Request, StreamError, StreamEvent, StreamRetry
 from ..redact import redact_secrets
-from ._keys import Secret, check_key_destination, clean_api_key
-from ._shared import retryable_error
-from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, EventTooLarge, SSEDecoder
-from ._status import (
-    ERROR_BODY_LIMIT,
-    error_detail,
-    parse_retry_after,
-    status_error,
-    wait_too_long,
+from ._failures import (
+    StreamFailure,
+    connection_error,
+    header_error,
+    refuse_document,
+    timeout_error,
 )
+from ._keys import Secret, check_key_destination, clean_api_key
+from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, EventTooLarge, SSEDecoder
+from ._status import ERROR_BODY_LIMIT, parse_retry_after, status_error, wait_too_long
 
 __all__ = [
     "HTTPGenerator",
     "Secret",
-    "StreamFailure",
     "StreamParser",
     "parse_retry_after",
 ]
@@ -75,18 +75,6 @@ log = logging.getLogger("nbagent.providers")
 
 #: After the final event, wait this long for the end of the body so the connection is reusable.
 _DRAIN_SECONDS = 0.25
-
-
-class StreamFailure(Exception):
-    """Raised by a parser when the stream itself reports or shows a failure.
-
-    ``retryable``: the failure is transient (an overloaded server, a cut stream), so asking
-    again may succeed.
-    """
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
 
 
 class StreamParser(Protocol):
@@ -384,7 +372,12 @@ class HTTPGenerator:
                         if data and not data.isspace() and parser.event(name, data):
                             break
                 if head is not None:
-                    self._refuse_document(bytes(head), response.headers.get("content-type"))
+                    refuse_document(
+                        bytes(head),
+                        response.headers.get("content-type"),
+                        self.provider,
+                        self.base_url,
+                    )
                 parser.end()
                 for event in out:
                     yield event
@@ -433,36 +426,6 @@ class HTTPGenerator:
             attempt.failure = errors.StreamError(self._clean(message))
             attempt.retryable = retryable
 
-    def _refuse_document(self, body: bytes, content_type: str | None) -> None:
-        """A body with no event at all that is a web page or one JSON document: say so.
-
-        Some servers answer 200 with a JSON error, or with a whole non-streamed answer, where a
-        stream was asked for, and a wrong base URL often gets a web page; read as SSE each
-        would only look like a cut stream (retried, what it says lost).
-        """
-        if (content_type or "").split(";", 1)[0].strip().lower() == "text/html":
-            raise StreamFailure(
-                f"{self.provider} answered with a web page, not an event stream: check the "
-                f"base URL ({self.base_url}); the answer is incomplete"
-            )
-        try:
-            document = json.loads(body.decode("utf-8", "replace"))
-        except (ValueError, RecursionError):
-            return
-        if not isinstance(document, dict):
-            return
-        error = document.get("error")
-        if error:
-            raise StreamFailure(
-                f"{self.provider} answered with an error instead of a stream: "
-                f"{error_detail(body)}; the answer is incomplete",
-                retryable=retryable_error(error),
-            )
-        raise StreamFailure(
-            f"{self.provider} answered with a JSON document, not an event stream (does the "
-            f"server at {self.base_url} support streaming?); the answer is incomplete"
-        )
-
     def _clean(self, message: str) -> str:
         """``message`` without the key or anything else shaped like a credential."""
         return redact_secrets(self._key.redact(message))
@@ -492,12 +455,21 @@ class HTTPGenerator:
                     stream=True,
                 )
             except httpx2.TimeoutException as exc:
-                error: errors.NbagentError = self._timeout_error(exc, budget.used + 1)
+                error: errors.NbagentError = timeout_error(
+                    exc,
+                    budget.used + 1,
+                    self.provider,
+                    self.base_url,
+                    (self.connect_timeout, self.timeout),
+                    self._clean,
+                )
                 retry = True
             except httpx2.LocalProtocolError:
-                error, retry = self._header_error(), False
+                error, retry = header_error(self.provider), False
             except httpx2.TransportError as exc:
-                error = self._connection_error(exc, budget.used + 1)
+                error = connection_error(
+                    exc, budget.used + 1, self.provider, self.base_url, self._clean
+                )
                 retry = True
             else:
                 if response.status_code < 300:
@@ -526,38 +498,6 @@ class HTTPGenerator:
             return min(retry_after, self.retry_after_cap)
         delay = min(self.backoff_cap, self.backoff_base * 2.0**attempt)
         return delay * (1 - 0.25 * random.random())  # jitter: 75-100 % of the step
-
-    # --- errors ---------------------------------------------------------------------------
-
-    def _timeout_error(
-        self, exc: httpx2.TimeoutException, attempts: int
-    ) -> errors.ProviderTimeoutError:
-        if isinstance(exc, (httpx2.ConnectTimeout, httpx2.PoolTimeout)):
-            what = f"connecting to {self.base_url} took longer than {self.connect_timeout:g} s"
-            fix = "check the network and the base URL, or raise connect_timeout"
-        else:
-            what = f"{self.provider} sent no response within {self.timeout:g} s"
-            fix = "try again, or raise timeout"
-        return errors.ProviderTimeoutError(self._clean(f"{what} ({_after(attempts)}): {fix}"))
-
-    def _connection_error(
-        self, exc: httpx2.TransportError, attempts: int
-    ) -> errors.ProviderConnectionError:
-        reason = str(exc) or type(exc).__name__
-        return errors.ProviderConnectionError(
-            self._clean(
-                f"could not reach {self.provider} at {self.base_url} ({reason}; "
-                f"{_after(attempts)}): check that the server is running and the base URL is right"
-            )
-        )
-
-    def _header_error(self) -> errors.ConfigurationError:
-        # The HTTP library's message quotes the header, which may be the key: never show it.
-        return errors.ConfigurationError(
-            f"the request to {self.provider} could not be sent: a header value holds a line "
-            "break or another control character (check the API key and headers=...); "
-            "nothing was sent"
-        )
 
 
 def _checked_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
@@ -603,7 +543,3 @@ async def _drain(chunks: AsyncIterator[bytes]) -> None:
         await asyncio.wait_for(rest(), _DRAIN_SECONDS)
     except (asyncio.TimeoutError, httpx2.HTTPError):
         pass
-
-
-def _after(attempts: int) -> str:
-    return "after 1 attempt" if attempts == 1 else f"after {attempts} attempts"

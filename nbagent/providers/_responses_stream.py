@@ -2,9 +2,8 @@
 
 The rules (which events count, how a response ends, reasoning items, invalid UTF-8) are
 described in :mod:`nbagent.providers.responses`, whose adapter is the only user of this parser.
-It also owns the format in which a reasoning item travels in a
-:class:`~nbagent.messages.ReasoningPart`'s ``signature``: :func:`reasoning_signature` writes it,
-:func:`read_reasoning_signature` reads it back (and refuses anything else).
+What an output item holds and carries into the next request is read by
+:mod:`._responses_items`.
 """
 
 from __future__ import annotations
@@ -28,26 +27,20 @@ from ..generation import (
     Usage,
 )
 from ..tools import ToolCall
-from ._http import StreamFailure
-from ._shared import (
-    DAMAGED_ARGUMENTS,
-    INCOMPLETE_ARGUMENTS,
-    RESPONSES_REASONING_MARK,
-    damaged,
-    retryable_error,
-    text_of,
+from ._failures import StreamFailure
+from ._responses_items import (
+    ITEM_KEY,
+    executed_name,
+    item_fields,
+    message_text,
+    reasoning_signature,
+    reasoning_text,
 )
+from ._shared import DAMAGED_ARGUMENTS, INCOMPLETE_ARGUMENTS, damaged, retryable_error, text_of
 from ._sse import loads
 from ._strict import drop_added_nulls
 
-__all__ = [
-    "ITEM_KEY",
-    "ResponseEventParser",
-    "carried_fields",
-    "item_fields",
-    "read_reasoning_signature",
-    "reasoning_signature",
-]
+__all__ = ["ResponseEventParser"]
 
 log = logging.getLogger("nbagent.providers")
 
@@ -75,72 +68,6 @@ _QUIET = frozenset(
         "response.reasoning_text.done",
     }
 )
-
-
-# --- the reasoning item, carried in a ReasoningPart's signature ------------------------------
-
-
-def reasoning_signature(model: str, item: Mapping[str, Any] | None, follower: Any) -> str:
-    """The ``signature`` of a reasoning part: the item as received, who made it, what followed.
-
-    ``follower`` describes the output item right after the reasoning item (``type``, ``id``,
-    and ``call_id`` for a function call), or is None when nothing followed it: the API only
-    accepts a reasoning item back together with that item.
-    """
-    payload = {"model": model, "item": item, "next": follower}
-    return RESPONSES_REASONING_MARK + json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-
-
-def read_reasoning_signature(signature: str | None) -> dict[str, Any] | None:
-    """The payload of a signature written by :func:`reasoning_signature`, or None.
-
-    None for signatures of other providers, and for anything damaged or hand-edited: such
-    reasoning is simply not sent back.
-    """
-    if not signature or not signature.startswith(RESPONSES_REASONING_MARK):
-        return None
-    try:
-        payload = json.loads(signature[len(RESPONSES_REASONING_MARK) :])
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
-        return None
-    item, follower = payload.get("item"), payload.get("next")
-    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-        return None
-    if not isinstance(follower, dict) or not isinstance(follower.get("type"), str):
-        return None
-    return payload
-
-
-# --- what an item must carry back ------------------------------------------------------------
-
-#: The key under which an item's own fields travel in a part's ``raw``.
-ITEM_KEY = "responses_item"
-#: Fields nbagent models itself (the text, the call), or decides when to send (``id``, which
-#: pairs an item with the reasoning before it; ``status``): every other field of a message or
-#: function_call item goes back as it came (``phase``, ``namespace``, ``caller`` …), so the API
-#: accepts the item again and a field it adds later survives too.
-_OWN_FIELDS = {
-    "message": frozenset({"type", "id", "role", "status", "content"}),
-    "function_call": frozenset({"type", "id", "call_id", "name", "arguments", "status"}),
-}
-
-
-def item_fields(item: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """The fields of an output ``item`` of ``kind`` that must go back with it (see above)."""
-    own = _OWN_FIELDS[kind]
-    return {k: v for k, v in item.items() if isinstance(k, str) and k not in own and v is not None}
-
-
-def carried_fields(raw: Any, kind: str) -> dict[str, Any]:
-    """The fields of an item of ``kind`` that a part's ``raw`` carries (written by this parser),
-    or none; never one nbagent sets itself, whatever a hand-edited history holds."""
-    if isinstance(raw, Mapping):
-        fields = raw.get(ITEM_KEY)
-        if isinstance(fields, Mapping):
-            return item_fields(fields, kind)
-    return {}
 
 
 # --- the parser ---------------------------------------------------------------------------------
@@ -377,7 +304,7 @@ class ResponseEventParser:
             self._refuse(item, kind)
         elif kind.endswith("_call"):  # web_search_call, mcp_call …: the provider runs these
             call_id = text_of(item.get("id"), "an output item's id") or key
-            self.out.append(ToolInputStart(call_id, _executed_name(item, kind), True))
+            self.out.append(ToolInputStart(call_id, executed_name(item, kind), True))
         elif kind not in self._unknown:
             self._unknown.add(kind)
             log.debug("%s: ignored an output item of unknown type %r", self._provider, kind[:100])
@@ -407,7 +334,7 @@ class ResponseEventParser:
         if kind == "message":
             raw = self._message_raw(key, item)  # the done item is the final word
             if key not in self._texted:  # a server that sends the text only with the item
-                text = _message_text(item)
+                text = message_text(item)
                 if text:
                     self._texted.add(key)
                     self._text_item = key
@@ -423,7 +350,7 @@ class ResponseEventParser:
                 arguments = json.dumps(item.get("action") or {}, ensure_ascii=False)
             marker = {"type": kind, "id": call_id}  # not the item: it may hold a whole image
             self.out.append(ToolInputEnd(call_id))
-            call = ToolCall(call_id, _executed_name(item, kind), arguments, True, marker)
+            call = ToolCall(call_id, executed_name(item, kind), arguments, True, marker)
             self.out.append(ToolCallReceived(call))
 
     def _finish_reasoning(self, item: Mapping[str, Any], key: str) -> None:
@@ -433,7 +360,7 @@ class ResponseEventParser:
             # the text is shown, the item cannot be carried any more.
             return
         if not reasoning.texted:  # no deltas came: show the summary the item holds
-            text = _reasoning_text(item)
+            text = reasoning_text(item)
             if text:
                 reasoning.texted = True
                 self.out.append(ReasoningDelta(text))
@@ -607,37 +534,6 @@ class ResponseEventParser:
         else:
             raw = self._reason or "incomplete"
             self.out.append(Finish(_INCOMPLETE.get(raw, "other"), self._usage, raw))
-
-
-def _executed_name(item: Mapping[str, Any], kind: str) -> str:
-    name = item.get("name")
-    return name if isinstance(name, str) and name else kind[: -len("_call")]
-
-
-def _message_text(item: Mapping[str, Any]) -> str:
-    parts = item.get("content") or ()
-    if not isinstance(parts, list):
-        raise TypeError(f"a message's content should be a list, not {type(parts).__name__}")
-    pieces = []
-    for part in parts:
-        if isinstance(part, Mapping):
-            kind = part.get("type")
-            if kind == "output_text":
-                pieces.append(text_of(part.get("text"), "an output_text part's text"))
-            elif kind == "refusal":
-                pieces.append(text_of(part.get("refusal"), "a refusal part's text"))
-    return "".join(pieces)
-
-
-def _reasoning_text(item: Mapping[str, Any]) -> str:
-    pieces = []
-    for field in ("summary", "content"):
-        parts = item.get(field) or ()
-        if isinstance(parts, list):
-            for part in parts:
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                    pieces.append(part["text"])
-    return "\n\n".join(p for p in pieces if p)
 
 
 def _count(value: Any) -> int:

@@ -86,7 +86,8 @@ from ..messages import (
 )
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
-from ._http import HTTPGenerator, StreamFailure
+from ._failures import StreamFailure
+from ._http import HTTPGenerator
 from ._shared import (
     DAMAGED_ARGUMENTS,
     FOREIGN_REASONING_MARKS,

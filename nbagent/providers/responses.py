@@ -102,7 +102,8 @@ from ..messages import (
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
 from ._http import HTTPGenerator
-from ._responses_stream import ResponseEventParser, carried_fields, read_reasoning_signature
+from ._responses_items import carried_fields, read_reasoning_signature
+from ._responses_stream import ResponseEventParser
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 from ._strict import strict_schema

@@ -39,11 +39,14 @@ def test_which_lines_are_mcp_subcommands() -> None:
     ]
     assert commands.find("mcp add fs --url http://127.0.0.1:1/mcp") is not None
     assert commands.find("mcp list") is not None and commands.find("mcp remove fs") is not None
-    for prompt in ("mcp add two numbers", "mcp is great", "mcp list my servers", "mcp isn't it"):
-        assert commands.find(prompt) is None, prompt  # prompts that merely start like one
+    # a line that starts with "mcp" is the subcommand: written wrong, it is its usage
+    for line in ("mcp is great", "mcp list my servers", "mcp isn't it", "mcp add", "mcp add fs"):
+        with pytest.raises(UsageError, match=r"(?s)nothing was sent.*Usage:\n  %agent mcp add"):
+            commands.find(line)
+    assert commands.find("-- mcp is great") is None  # after --, a prompt
     with pytest.raises(UsageError, match="check the quotes"):
         commands.find('mcp add fs -- python -c "unclosed')
-    assert servers.accepts(["add", "fs", "--timeout", "5", "--", "cmd"])
+    assert "%agent mcp list" in servers.USAGE
 
 
 @pytest.fixture(scope="module")

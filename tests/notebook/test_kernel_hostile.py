@@ -366,13 +366,16 @@ def test_the_kernels_own_key_of_any_shape_never_reaches_outputs(
 
 def test_an_infinite_approval_timeout_is_no_crash(kernel: Kernel) -> None:
     """`%agent approval-timeout inf` (or 1e400) passed the subcommand's check and then raised
-    a bare ValueError with a traceback; like `-5` it is now no timeout setting at all."""
+    a bare ValueError with a traceback; like `-5` it is no timeout: the usage, nothing sent."""
     setup_run(kernel, "['A prompt after all.', 'Again.']")
     for line in ("%agent approval-timeout inf", "%agent approval-timeout 1e400"):
         cell = kernel.submit(f"%agent approval-timeout 5\n{line}")
         kernel.finish(cell, allow_errors=True)
-        assert kernel.replies[cell]["content"]["status"] == "ok", line
+        reply = kernel.replies[cell]["content"]
+        assert reply["ename"] == "UsageError", line
+        assert "is not a positive number of seconds" in reply["evalue"]
     assert kernel.eval("nbagent.notebook.current_session().approval_timeout") == 5.0
+    assert kernel.eval("len(model.requests)") == 0
     kernel.execute("%agent approval-timeout off")
 
 

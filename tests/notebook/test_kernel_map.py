@@ -89,8 +89,12 @@ def test_bad_input_is_a_usage_error_naming_the_columns(ready: Kernel) -> None:
     msg_id = ready.submit('%agent map --over quiz --approve ask "{answer}|{key}"')
     ready.finish(msg_id, allow_errors=True)
     assert "--approve auto" in ready.replies[msg_id]["content"]["evalue"]
-    # "map" followed by anything but --over stays an ordinary prompt
-    assert not ready.eval("nbagent.notebook.mapmagic.matches('map the coast')")
+    # a line that starts with "map" is a map: without --over it is answered with the usage
+    msg_id = ready.submit("%agent map the coast")
+    ready.finish(msg_id, allow_errors=True)
+    said = ready.replies[msg_id]["content"]["evalue"]
+    assert "the following arguments are required: --over" in said
+    assert "put -- first: %agent -- map the coast" in said
 
 
 def test_stop_keeps_the_finished_rows(ready: Kernel) -> None:

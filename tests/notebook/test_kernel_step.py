@@ -158,4 +158,39 @@ def test_fork_a_finished_and_a_replayed_run_and_compare(kernel: Kernel, tmp_path
     assert reply["ename"] == "UsageError" and "has no step 9" in reply["evalue"]
     missing = kernel.submit("%agent fork run-999 1")
     kernel.finish(missing, allow_errors=True)
-    assert re.search(r"no run 'run-999'", kernel.replies[missing]["content"]["evalue"])
+    assert re.search(
+        r"no run named 'run-999' in this session; its runs are: run-",
+        kernel.replies[missing]["content"]["evalue"],
+    )
+
+
+def test_what_the_person_types_at_a_pause_is_bounded_as_a_tool_result(kernel: Kernel) -> None:
+    """A paste into the pause bar's text box beyond the result limit reaches the model as a
+    tool's result would, cut with the marker, still marked edited. (A lone surrogate cannot
+    come this way: ipywidgets echoes an update before applying it, and jupyter_client cannot
+    encode one, so the update is dropped; Resume edits with one are tested against the
+    loopback server in tests/providers/test_step_and_fork.py.)"""
+    since = setup_run(kernel, TURNS, tools=TOOLS)
+    limits = "nbagent.notebook.current_session().agent.limits"
+    kernel.execute(f"{limits} = nbagent.Limits(max_result_chars=2_000)")
+    cell = kernel.submit("%agent --new --step weather in Paris?")
+    clicked: set[str] = set()
+    _click_next(kernel, since, clicked)
+    _click_next(kernel, since, clicked)
+    (edit,) = kernel.wait_for(
+        lambda: kernel.buttons("Edit before sending", enabled=True, since=since), what="Edit"
+    )
+    kernel.click(edit)
+    (box,) = kernel.wait_for(
+        lambda: kernel.widget_ids("TextareaModel", since=since, value="Paris: sunny"),
+        what="the result's text box",
+    )
+    kernel.type_into(box, "storm " + "x" * 500_000)
+    _click_next(kernel, since, clicked)
+    assert wait_ended(kernel, cell)["stop_reason"] == "finished"
+    kernel.execute(f"{limits} = nbagent.Limits()")
+    read = "model.requests[-1].messages[-1].results[0]"
+    text = kernel.eval(f"{read}.text")
+    assert text.startswith("storm xxx") and len(text) < 2_200, len(text)
+    assert "a tool result may send at most 2,000 characters to the model" in text
+    assert kernel.eval(f"{read}.edited") is True

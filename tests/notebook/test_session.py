@@ -247,20 +247,40 @@ def test_provider_warnings_come_once_when_a_tool_or_a_new_provider_arrives(
         ("approval-timeout 30", ["30"]),
         ("approval-timeout off", ["off"]),
         ("rules remove 3", ["remove", "3"]),
-        ("allow me to ask something", None),  # a prompt that starts like a rule
-        ("allow me, don't worry", None),  # an unbalanced quote: a prompt
-        ("deny =x", None),
-        ("approval-timeout for this call?", None),
-        ("approval-timeout -5", None),
+        ("-- allow me to ask something", None),  # after --: a prompt
+        ("allowance for this?", None),  # its first word names no subcommand
     ],
 )
-def test_rule_subcommands_and_prompts_that_look_like_them(
-    line: str, words: list[str] | None
-) -> None:
+def test_rule_subcommands_and_prompts(line: str, words: list[str] | None) -> None:
     from nbagent.notebook.commands import find
 
     found = find(line)
     assert (found[1] if found else None) == words
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("allow me to ask something", "'to' is not ARG=PATTERN"),  # starts like a rule
+        ("allow me, don't worry", "No closing quotation (check the quotes)"),
+        ("deny =x", "'=x' is not a tool's name"),
+        ("approval-timeout for this call?", "'for' is not a positive number of seconds"),
+        ("approval-timeout -5", "'-5' is not a positive number of seconds"),
+        ("approval-timeout inf", "'inf' is not a positive number of seconds"),
+        ("rules remove ²", "'²' is not a whole number from 1 or a tool's name"),
+        ("rules remove", "missing N or TOOL"),
+    ],
+)
+def test_a_rule_subcommand_written_wrong_is_answered_with_its_usage(line: str, said: str) -> None:
+    from nbagent.notebook.commands import find
+
+    with pytest.raises(UsageError) as raised:
+        find(line)
+    message = str(raised.value)
+    name = line.split()[0]
+    assert said in message and "nothing was sent to the model" in message
+    assert f"Usage:\n  %agent {name}" in message
+    assert f"put -- first: %agent -- {line}" in message
 
 
 def test_rule_subcommands_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -286,3 +306,42 @@ def test_rule_subcommands_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "removed: allow weather city=Paris" in run("rules remove 1")
     with pytest.raises(UsageError, match="no rule '1'"):
         run("rules remove 1")
+
+
+def test_every_subcommand_has_a_grammar_and_its_forms_are_the_help() -> None:
+    from nbagent.notebook.commands import COMMANDS
+    from nbagent.notebook.grammar import GRAMMARS
+    from nbagent.notebook.magics import HELP
+
+    assert set(COMMANDS) == set(GRAMMARS)
+    help_lines = [line.strip() for line in HELP.splitlines()]
+    for grammar in GRAMMARS.values():
+        for line in grammar.usage(explained=True).splitlines():
+            assert line.strip() in help_lines, line
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("fork run-3 2", ["run-3", "2", ""]),
+        (
+            "fork run-3 2 --step -m offline try the cache",
+            ["run-3", "2", "--step -m offline try the cache"],
+        ),
+        ("compare run-3 run-5", ["run-3", "run-5"]),
+        ("undo", []),
+        ("undo run-3 run-4", ["run-3", "run-4"]),
+        ("undo run-3 step 2", ["run-3", "step", "2"]),
+        ("cells run-3", ["run-3"]),
+        ("map --over df 'Grade {a}'", ["--over df 'Grade {a}'"]),
+        ("help fork", ["fork"]),
+        ("rules clear", ["clear"]),
+        ("-- fork run-3", None),
+        ("forks are useful", None),
+    ],
+)
+def test_subcommand_lines_and_what_their_grammar_takes(line: str, words: list[str] | None) -> None:
+    from nbagent.notebook.commands import find
+
+    found = find(line)
+    assert (found[1] if found else None) == words

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from nbagent import errors
+from nbagent._textbuf import parse_partial_json
 from nbagent.generation import (
     Finish,
     Generator,
@@ -22,7 +23,6 @@ from nbagent.generation import (
     ToolInputStart,
     Usage,
     generate,
-    parse_partial_json,
 )
 from nbagent.tools import ToolCall
 

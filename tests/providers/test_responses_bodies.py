@@ -22,7 +22,7 @@ from nbagent.messages import (
     messages_to_json,
     user,
 )
-from nbagent.providers._responses_stream import reasoning_signature
+from nbagent.providers._responses_items import reasoning_signature
 from nbagent.tools import Definition, ToolCall
 
 from . import wire

@@ -27,7 +27,7 @@ from nbagent.generation import (
     generate,
 )
 from nbagent.messages import ReasoningPart, user
-from nbagent.providers._responses_stream import read_reasoning_signature, reasoning_signature
+from nbagent.providers._responses_items import read_reasoning_signature, reasoning_signature
 from nbagent.tools import Definition, ToolCall
 
 from .conftest import Reply, Server

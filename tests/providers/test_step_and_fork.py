@@ -6,15 +6,19 @@ API's own history rules."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from nbagent import Agent, ScriptedApprover, tool
+from nbagent.content import ImagePart, ToolResult, image_part
 from nbagent.errors import AgentError
 from nbagent.generation import Options
-from nbagent.messages import ReasoningPart
+from nbagent.limits import Limits
+from nbagent.messages import ReasoningPart, ToolMessage
 from nbagent.models import ScriptedModel
 from nbagent.stepping import next_step
 
@@ -235,3 +239,102 @@ def test_scripted_models_have_no_body() -> None:
     (exchange,) = agent.run_sync("hello").exchanges
     with pytest.raises(TypeError):
         exchange.body(agent.generator)
+
+
+# --- an edit at a pause goes through a tool result's pipeline ------------------------------------
+
+
+def _strict_strings(node: Any) -> list[str]:
+    """Every string in a JSON body that is not valid Unicode (a lone surrogate)."""
+    if isinstance(node, str):
+        try:
+            node.encode("utf-8")
+        except UnicodeEncodeError:
+            return [node]
+        return []
+    if isinstance(node, dict):
+        return [s for v in node.values() for s in _strict_strings(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _strict_strings(v)]
+    return []
+
+
+def _editing(approver: ScriptedApprover, edit: Any) -> Any:
+    """``approver`` whose pause before a request that reads results gives ``edit(pause)``."""
+
+    async def pause(pause: Any) -> Any:
+        if pause.kind == "request" and pause.results:
+            return edit(pause)
+        return await ScriptedApprover.pause(approver, pause)
+
+    return pause
+
+
+@pytest.mark.parametrize("provider", sorted(TOOL_TURNS))
+async def test_an_edited_result_is_cleaned_and_bounded_as_a_tool_s_result(
+    server: Server, provider: str
+) -> None:
+    """A lone surrogate typed (or pasted) into a result is replaced, as a tool's would be, and
+    a 5 MB replacement is cut at the run's limit with the marker; the edit stays marked."""
+    make, tool_turn, final = TOOL_TURNS[provider]
+    server.queue(Reply(tool_turn()), Reply(final("It is sunny.")))
+    model = make(server)
+    approver = ScriptedApprover(pauses=[next_step(), next_step()])
+    big = "x" * 5_000_000
+
+    def edit(pause: Any) -> Any:
+        first, second = (r.call_id for r in pause.results)
+        return next_step(results={first: "Raining \ud800 in Zürich", second: big})
+
+    approver.pause = _editing(approver, edit)  # type: ignore[method-assign]
+    agent = Agent(model, TOOLS, approver=approver)
+    result = await agent.run("Weather in Zürich, and the time?", step=True)
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    raw = server.requests[1].body
+    body = json.loads(raw.decode("utf-8"))  # strict UTF-8, as a strict server reads it
+    assert _strict_strings(body) == [], "a lone surrogate reached the request body"
+    RULES[provider](body)
+    sent = str(body)
+    assert "Raining \ufffd in Zürich" in sent
+    limit = Limits().max_result_chars
+    assert len(raw) < limit + 50_000, f"the request body is {len(raw):,} bytes"
+    assert f"a tool result may send at most {limit:,} characters to the model" in sent
+    edited = [p for m in agent.messages if isinstance(m, ToolMessage) for p in m.results]
+    assert [p.edited for p in edited] == [True, True]
+    assert sum(len(p.text) for p in edited) < limit + 30_000  # the history holds no more
+
+
+async def test_an_edited_result_s_images_are_checked_and_bounded(server: Server) -> None:
+    """An image put in place of a result is decode-checked as a tool's is (a broken one is
+    refused, saying why, and nothing is sent), and images beyond the limit are left out."""
+    png = image_part(Image.new("RGB", (8, 8), "red"))
+    broken = ToolResult((ImagePart(b"\x89PNG\r\n\x1a\n not an image", "image/png"),))
+    server.queue(Reply(chat_tool_turn()))
+    model = openai(server)
+    approver = ScriptedApprover(pauses=[next_step(), next_step()])
+    approver.pause = _editing(  # type: ignore[method-assign]
+        approver, lambda pause: next_step(results={pause.results[0].call_id: broken})
+    )
+    agent = Agent(model, TOOLS, approver=approver)
+    result = await agent.run("Weather?", step=True, raise_on_error=False)
+    assert result.stop_reason == "failed"
+    assert "step mode, at step 2: the result of 'call_w' cannot be a ToolResult" in str(
+        result.error
+    )
+    assert "image data does not decode" in str(result.error)
+    assert len(server.requests) == 1  # the edited request was never sent
+
+    server.queue(Reply(chat_tool_turn()), Reply(wire.openai_text("Seen.")))
+    many = ToolResult(tuple([png] * 3))
+    approver = ScriptedApprover(pauses=[next_step(), next_step()])
+    approver.pause = _editing(  # type: ignore[method-assign]
+        approver, lambda pause: next_step(results={pause.results[0].call_id: many})
+    )
+    agent = Agent(model, TOOLS, approver=approver, limits=Limits(max_result_images=2))
+    result = await agent.run("Weather?", step=True)
+    await model.aclose()
+    assert result.stop_reason == "finished", result.error
+    body = server.requests[-1].json
+    chat_rules(body)
+    assert "1 more image left out: a tool result may send at most 2 images" in str(body)
