@@ -56,7 +56,8 @@ def nbagent_setup(k: int) -> Callable[[], float]:
     )
 
     def build() -> Any:
-        model = ScriptedModel([*(Turn(Call("noop", {})) for _ in range(k)), "done"])
+        # a new argument each step: the same call k times is a loop the repeat guard stops
+        model = ScriptedModel([*(Turn(Call("noop", {"i": i})) for i in range(k)), "done"])
         return Agent(model, [tool], max_steps=k + 1)
 
     async def once() -> float:

@@ -108,8 +108,8 @@ def _replay_setup(kind: str) -> Callable[[], Callable[[], float]]:
         from nbagent.models import Call, ScriptedModel, Text, Turn
         from nbagent.recording import Recording, record, replay
 
-        turns = [
-            Turn(Text("Calling.", chunks=2), Call("note", {"text": "x"})) for _ in range(STEPS)
+        turns = [  # a new note each step: the same one again is a loop the repeat guard stops
+            Turn(Text("Calling.", chunks=2), Call("note", {"text": f"x{i}"})) for i in range(STEPS)
         ]
         turns.append(Turn(Text("Done.", chunks=1)))
         recorder = record(ScriptedModel(turns))

@@ -358,11 +358,11 @@ class Agent:
         :class:`~nbagent.errors.RunFailedError`, carrying the partial result as ``.result`` and
         the cause as ``.error`` / ``__cause__``; with ``raise_on_error=False`` it is returned
         with ``stop_reason="failed"`` instead. Runs that stop for other reasons ("finished",
-        "terminated", "max_steps", "length", "cancelled") return their result. A tool or
-        callback that raised ``KeyboardInterrupt`` or ``SystemExit`` stops the run; once every
-        call is answered, that exception itself is re-raised (whatever ``raise_on_error``
-        says), so Ctrl-C and ``sys.exit()`` keep their meaning. Other keywords go to
-        :meth:`start`.
+        "terminated", "max_steps", "length", "budget", "repeated_call", "cancelled") return their
+        result. A tool or callback that raised ``KeyboardInterrupt`` or ``SystemExit`` stops
+        the run; once every call is answered, that exception itself is re-raised (whatever
+        ``raise_on_error`` says), so Ctrl-C and ``sys.exit()`` keep their meaning. Other
+        keywords go to :meth:`start`.
         """
         run = self.start(prompt, **kwargs)
         run.discard_events()

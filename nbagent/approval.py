@@ -218,7 +218,10 @@ class Approver(Protocol):
 # And ``forbidden(request) -> Decision | None``: a denial that holds for every call, also one
 # that needs no approval and one a person approved with edited arguments (a deny rule).
 # And ``pause(pause) -> Resume`` (sync or async): step mode's door, the same one decisions come
-# through (see nbagent.stepping); an approver without it cannot step a run.
+# through (see nbagent.stepping); an approver without it cannot step a run. The repeat guard
+# (nbagent._repeats) asks through it too, at a pause of kind "repeat"; without it, a run that
+# repeats itself is stopped. And ``known_resume(pause) -> Resume | None``: an answer it can give
+# without asking anyone (an "allow repeats TOOL" rule).
 
 
 class AutoApprove:
@@ -302,12 +305,15 @@ class ScriptedApprover:
         self.paused: list[StepPause] = []
 
     async def pause(self, pause: StepPause) -> Resume:
-        """The next scripted :class:`~nbagent.stepping.Resume` (run to the end once none is
-        left); every pause is kept in :attr:`paused`."""
-        from .stepping import run_to_end
+        """The next scripted :class:`~nbagent.stepping.Resume` (once none is left: run to the
+        end, or at a ``"repeat"`` pause stop); every pause is kept in :attr:`paused`."""
+        from .stepping import run_to_end, stop_run
 
         self.paused.append(pause)
-        return self.pauses.pop(0) if self.pauses else run_to_end()
+        if self.pauses:
+            return self.pauses.pop(0)
+        # a repeat nobody scripted ends the run, as a call nobody scripted is denied
+        return stop_run() if pause.kind == "repeat" else run_to_end()
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         self.requests.append(request)

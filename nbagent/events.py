@@ -49,6 +49,7 @@ __all__ = [
     "ToolArgumentsChanged",
     "ToolArgumentsDelta",
     "ToolCallReady",
+    "ToolCallRepeated",
     "ToolCallStarted",
     "ToolFinished",
     "ToolHookApplied",
@@ -63,9 +64,18 @@ log = logging.getLogger("nbagent")
 #: Why a run stopped. "finished": the model answered without calls; "terminated": every call of
 #: the last batch asked to terminate; "max_steps": the step limit; "length": the model hit its
 #: token limit (its calls were not run); "budget": the run's token or request budget was spent
-#: (checked before each model request); "cancelled"; "failed".
+#: (checked before each model request); "repeated_call": the model made the same call again
+#: and again with the same result, and nobody let it go on (see nbagent._repeats);
+#: "cancelled"; "failed".
 StopReason = Literal[
-    "finished", "terminated", "max_steps", "length", "budget", "cancelled", "failed"
+    "finished",
+    "terminated",
+    "max_steps",
+    "length",
+    "budget",
+    "repeated_call",
+    "cancelled",
+    "failed",
 ]
 
 #: Each stop reason in the words a person reads under a run: "budget" or "max_steps" alone read
@@ -76,6 +86,8 @@ STOP_WORDS: dict[str, str] = {
     "max_steps": "stopped at the step limit, before the model answered",
     "length": "stopped: the model hit its output token limit",
     "budget": "stopped: its budget was spent, so no further request was sent",
+    "repeated_call": "stopped: the model made the same call again and again, getting the same "
+    "result",
     "cancelled": "cancelled",
     "failed": "failed",
 }
@@ -457,6 +469,19 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallRepeated:
+    """The call about to finish (its ToolFinished comes next) repeats an earlier one: the same
+    tool, the same arguments (canonical JSON) and the same result, ``times`` times in a row now,
+    counting from the call ``first_call_id`` (see :mod:`nbagent._repeats`). Front ends fold it
+    into that call's card ("the same call, 3 times"); the model reads a note with its result."""
+
+    call_id: str
+    name: str
+    first_call_id: str
+    times: int
+
+
+@dataclass(frozen=True, slots=True)
 class StepFinished:
     step: int
     usage: Usage
@@ -504,6 +529,7 @@ AgentEvent = Union[
     ToolStarted,
     ToolProgress,
     ToolFinished,
+    ToolCallRepeated,
     StepFinished,
     RunFinished,
     RunFailed,

@@ -31,6 +31,11 @@ class Limits:
     argument deltas of one stream are merged (nothing is lost) and a call's progress updates
     replace each other, so a slow reader costs memory in proportion to the text, not to the
     number of fragments.
+    ``max_repeats``: how many times in a row one call (the same tool with the same arguments)
+    may return the same result before the run asks whether to make it again: a person is
+    asked to Go on or Stop; where nobody can answer, the call is not run and the run ends with
+    ``stop_reason="repeated_call"``. From the second time on, the model reads a note saying
+    so with the result. None turns the guard off (see :mod:`nbagent._repeats`).
     """
 
     max_argument_bytes: int = 1_048_576
@@ -39,12 +44,19 @@ class Limits:
     max_result_chars: int = 100_000
     max_result_images: int = 8
     event_backlog: int = 1_000
+    max_repeats: int | None = 3
 
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
+            if value is None and item.name in _OPTIONAL:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{item.name} must be a positive integer, not {value!r}")
+
+
+#: Limits that None turns off.
+_OPTIONAL = frozenset({"max_repeats"})
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,10 @@ array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies the 
 ``secrets`` itself, through which a tool reaches everything in it. Links are followed as they
 are when the rules are checked (see :mod:`nbagent._paths`).
 
+``allow repeats TOOL [ARG=PATTERN ...]`` is a rule of a third kind: it lets calls to TOOL (those
+whose arguments match) be made again and again with the same result without the run pausing
+to ask whether to go on (see :mod:`nbagent._repeats`). It decides no call.
+
 Deny rules win over allow rules and hold for every call to their tool: one that needs no
 approval, and one a person approved with edited arguments. A call no rule matches goes to the
 approver behind the rules
@@ -55,16 +59,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._paths import allow_matches, deny_matches
+from ._rule_kinds import kinds_of, literal_fits
 from .approval import ApprovalRequest, Approver, Decision, DenyAll
 from .errors import NbagentError
 from .schema import normalize_schema
+from .stepping import Resume
 
 if TYPE_CHECKING:
+    from .stepping import StepPause
     from .tools import Tool
 
 __all__ = ["ApprovalRule", "RuleApprover", "RuleError", "RuleSet", "parse_rule"]
 
-Effect = Literal["allow", "deny"]
+Effect = Literal["allow", "deny", "repeat"]
 Predicate = Callable[[Mapping[str, Any]], bool]
 
 _TOOL = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -131,8 +138,8 @@ class ApprovalRule:
     label: str = ""
 
     def __post_init__(self) -> None:
-        if self.effect not in ("allow", "deny"):
-            raise RuleError(f"a rule allows or denies, not {self.effect!r}")
+        if self.effect not in ("allow", "deny", "repeat"):
+            raise RuleError(f"a rule allows, denies or allows repeats, not {self.effect!r}")
         if not isinstance(self.tool, str) or not _TOOL.fullmatch(self.tool):
             raise RuleError(
                 f"{self.tool!r} is not a tool name (1-64 letters, digits, '_' or '-'); a rule "
@@ -161,7 +168,7 @@ class ApprovalRule:
     @property
     def text(self) -> str:
         """The rule as a person writes it: ``allow write_file path=data/*``."""
-        words = [self.effect, self.tool]
+        words = ["allow repeats" if self.effect == "repeat" else self.effect, self.tool]
         for name, pattern in self.where:
             shown = pattern if pattern and not re.search(r"[\s'\"\\]", pattern) else None
             words.append(
@@ -186,7 +193,7 @@ class ApprovalRule:
             if name not in properties:
                 known = ", ".join(properties) or "none"
                 raise RuleError(f"{tool.name} has no argument {name!r} (its arguments: {known})")
-            kinds = _kinds(properties[name], schema)
+            kinds = kinds_of(properties[name], schema)
             if not kinds or kinds & {"object", "array"} or "any" in kinds:
                 raise RuleError(
                     f"a rule can test only string, number, boolean or null arguments; "
@@ -198,7 +205,7 @@ class ApprovalRule:
                     f"{tool.name}'s {name!r} is not a string: write a JSON value for it "
                     f"(e.g. {name}=3 or {name}=true), not {pattern!r}"
                 )
-            if "string" not in kinds and not _literal_fits(value, kinds):
+            if "string" not in kinds and not literal_fits(value, kinds):
                 raise RuleError(
                     f"{pattern!r} can never be {tool.name}'s {name!r} ({'|'.join(sorted(kinds))})"
                 )
@@ -240,64 +247,6 @@ class ApprovalRule:
         return literal and _same_literal(expected, value)
 
 
-def _literal_fits(value: Any, kinds: set[str]) -> bool:
-    if value is None:
-        return "null" in kinds
-    if isinstance(value, bool):
-        return "boolean" in kinds
-    if isinstance(value, int):
-        return bool(kinds & {"integer", "number"})
-    return "number" in kinds
-
-
-def _resolve(node: Any, root: Mapping[str, Any]) -> Any:
-    for _ in range(16):
-        ref = node.get("$ref") if isinstance(node, Mapping) else None
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            return node
-        target: Any = root
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(target, Mapping) or part not in target:
-                return {}
-            target = target[part]
-        node = target
-    return {}
-
-
-def _kinds(node: Any, root: Mapping[str, Any], depth: int = 0) -> set[str]:
-    """The JSON types a (sub)schema allows, as far as a rule needs to know ("any" if open)."""
-    node = _resolve(node, root)
-    if node is True or node == {} or depth > 8:
-        return {"any"}
-    if not isinstance(node, Mapping):
-        return set()
-    kinds: set[str] = set()
-    kind = node.get("type")
-    if isinstance(kind, str):
-        kinds.add(kind)
-    elif isinstance(kind, list):
-        kinds.update(str(k) for k in kind)
-    values = list(node.get("enum", ())) + ([node["const"]] if "const" in node else [])
-    for value in values:
-        if isinstance(value, bool):
-            kinds.add("boolean")
-        elif value is None:
-            kinds.add("null")
-        elif isinstance(value, (int, float)):
-            kinds.add("number")
-        elif isinstance(value, str):
-            kinds.add("string")
-        else:
-            kinds.add("object")
-    for key in ("anyOf", "oneOf"):
-        for branch in node.get(key, ()) or ():
-            kinds |= _kinds(branch, root, depth + 1)
-    if not kinds:
-        return {"any"}
-    return kinds
-
-
 def _callable_name(fn: Any) -> str:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "a predicate"
     return str(name)[:64]
@@ -320,6 +269,8 @@ def parse_rule(text: str | Iterable[str]) -> ApprovalRule:
         raise RuleError(
             "write a rule as `allow TOOL [ARG=PATTERN ...]` or `deny TOOL [ARG=PATTERN ...]`"
         )
+    if words[:2] == ["allow", "repeats"] and len(words) > 2 and "=" not in words[2]:
+        words = ["repeat", *words[2:]]  # "allow repeats x=1" stays a rule about a tool "repeats"
     effect, tool, *conditions = words
     where: list[tuple[str, str]] = []
     for word in conditions:
@@ -435,6 +386,17 @@ class RuleSet:
         """The denial a deny rule makes for this call, or None (allow rules are not read)."""
         return self._first(tool, arguments, ("deny",))
 
+    def repeat_rule(self, tool: str, arguments: Any) -> ApprovalRule | None:
+        """The ``allow repeats`` rule that lets this call repeat without asking, or None (also
+        when a rule's predicate raises: a broken check lets nothing through)."""
+        for rule in self:
+            try:
+                if rule.effect == "repeat" and rule.matches(tool, arguments):
+                    return rule
+            except Exception:
+                return None
+        return None
+
     def _first(self, tool: str, arguments: Any, effects: tuple[Effect, ...]) -> Decision | None:
         rules = [rule for rule in self if rule.tool == tool]
         for effect in effects:
@@ -528,11 +490,47 @@ class RuleApprover:
         deeper = getattr(self.fallback, "forbidden", None)
         return deeper(request) if deeper is not None else None
 
+    def allow_repeats(
+        self, tool: str | Tool, *, when: Predicate | None = None, **where: Any
+    ) -> int:
+        """Let calls to ``tool`` (matching ``where`` and ``when``) repeat without asking."""
+        return self._add("repeat", tool, when, where)
+
+    def known_resume(self, pause: StepPause) -> Resume | None:
+        """At a ``"repeat"`` pause, go on when an ``allow repeats`` rule is about the call."""
+        if pause.kind != "repeat" or not pause.calls:
+            return None
+        call = pause.calls[0]
+        try:
+            arguments = call.input
+        except Exception:  # arguments that are not JSON: only a rule with no test can match
+            arguments = None
+        rule = self.rules.repeat_rule(call.name, arguments)
+        return Resume("next", by=rule.text) if rule is not None else None
+
     @property
     def pause(self) -> Any:
-        """Step mode's pauses go to the fallback (rules decide calls, not pauses): its
-        ``pause``, or None when it cannot pause (then the run cannot step)."""
-        return getattr(self.fallback, "pause", None)
+        """Pauses go to the fallback (rules decide calls, not pauses): its ``pause``, or None
+        when it cannot pause (then the run cannot step, and a repeat stops the run). Going on
+        to the end at a ``"repeat"`` pause keeps ``allow repeats TOOL`` as a rule."""
+        inner = getattr(self.fallback, "pause", None)
+        if inner is None:
+            return None
+
+        async def pause(pause: StepPause) -> Any:
+            resume = inner(pause)
+            if inspect.isawaitable(resume):
+                resume = await resume
+            if pause.kind == "repeat" and getattr(resume, "action", "") == "run" and pause.calls:
+                try:
+                    self.rules.add(ApprovalRule("repeat", pause.calls[0].name))
+                except RuleError as exc:  # the answer stands; only "from now on" could not
+                    import logging
+
+                    logging.getLogger("nbagent").warning("could not keep the rule: %s", exc)
+            return resume
+
+        return pause
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         known = self.known_decision(request)

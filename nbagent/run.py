@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ._calls import run_valid_call
 from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE, Outcome, copy_json
-from ._history import CheckedCall, check_calls, clean_text, history_message, result_for_model
+from ._history import CheckedCall, check_calls, clean_text, history_message
+from ._repeats import RepeatGuard
 from ._textbuf import TextBuffer
 from ._timing import TimelineBuilder
 from .approval import Approver
@@ -128,6 +129,7 @@ class Run:
             getattr(approver, "pause", None) if step else None
         )
         self._continuing = continuing  # no new prompt: the run answers the history as it is
+        self._repeats = RepeatGuard(self.limits, agent.generator)
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -260,8 +262,8 @@ class Run:
                 results = await self._run_batch(step, checked)
                 messages.append(ToolMessage(tuple(part for part, _ in results)))
                 self._open_calls = ()
-                if all(r.terminate and not r.is_error for _, r in results):
-                    stop = "terminated"
+                if self._repeats.stopped or all(r.terminate and not r.is_error for _, r in results):
+                    stop = "repeated_call" if self._repeats.stopped else "terminated"
                     break
         except asyncio.CancelledError:
             self._repair("the run was cancelled")
@@ -652,13 +654,14 @@ class Run:
                     "invalid",
                 )
         self.emit(ToolCallReady(step, call, copy_json(input_value)))
+        outcome = await self._repeats.hold(self, step, checked) or outcome
         if outcome is None:
             outcome = await run_valid_call(self, found, call, input_value, semaphore, sequential)
-        result = result_for_model(outcome.result, self.limits)
+        result, original = self._repeats.seen(step, checked, outcome)  # and the limits
         part = ToolResultPart(call.id, call.name, result.content, result.is_error)
         self._finished[call.id] = part
         elapsed = time.monotonic() - started
-        original = outcome.original
+        self._repeats.fold(self.emit, checked)
         self.emit(
             ToolFinished(
                 call, result, outcome.status, elapsed, outcome.trace, outcome.abandoned, original

@@ -8,6 +8,11 @@ kinds of :class:`StepPause` and wait for a :class:`Resume`:
   instructions changed, or the model switched for it;
 * ``"calls"``: the calls the model just asked for, before they are checked, approved and run.
 
+A third kind comes without step mode: ``"repeat"``, before a call the model made again and
+again with the same result (``repeats`` times; see :mod:`nbagent._repeats`). ``"next"`` (Go
+on) lets it run, ``"run"`` lets that tool repeat for the rest of the run without asking, and
+``"stop"`` ends the run with ``stop_reason="repeated_call"``.
+
 A pause is a decision point like an approval, through the same door: the run's approver gives
 the resume (``await approver.pause(pause)``), so a notebook waits for **Next**, **Run to end** or
 **Stop** with the cell mechanics of Approve, and a script or a test scripts them
@@ -51,7 +56,7 @@ __all__ = [
     "stop_run",
 ]
 
-PauseKind = Literal["request", "calls"]
+PauseKind = Literal["request", "calls", "repeat"]
 ResumeAction = Literal["next", "run", "stop"]
 
 #: What a removed result says instead (the call stays answered, as every provider requires).
@@ -121,6 +126,7 @@ class StepPause:
     calls: tuple[ToolCall, ...] = ()
     model: str = ""
     id: str = field(default_factory=lambda: f"pause-{next(_ids)}")
+    repeats: int = 0
 
     def check(self, resume: Resume) -> Resume:
         """``resume`` if it can be applied here; raises :class:`StepEditError` saying why not."""

@@ -195,9 +195,13 @@ def _row(
                 output = plan.output.decode(output_json)
             except Exception as exc:  # the schema allowed what the type does not
                 status, error = "failed", describe_error(exc)
-    elif stop in ("max_steps", "length"):
-        why = "the step limit" if stop == "max_steps" else "the model's token limit"
-        status, error = "failed", f"the run stopped at {why} before it answered"
+    elif stop in ("max_steps", "length", "repeated_call"):
+        why = {
+            "max_steps": "at the step limit",
+            "length": "at the model's token limit",
+            "repeated_call": "after the model repeated the same call without progress",
+        }[stop]
+        status, error = "failed", f"the run stopped {why} before it answered"
     return BatchRow(
         item.position,
         item.key,

@@ -213,6 +213,12 @@ GRAMMARS: dict[str, Grammar] = {
     "allow": _g(
         "allow",
         _f(TOOL, Many(ARG, 0), does="allow matching calls without asking"),
+        _f(
+            "repeats",
+            TOOL,
+            Many(ARG, 0),
+            does="let TOOL make the same call again and again without the run pausing",
+        ),
         quoting=True,
     ),
     "deny": _g("deny", _f(TOOL, Many(ARG, 0), does="deny calls (deny rules win)"), quoting=True),

@@ -83,6 +83,8 @@ named argument; * stays in one folder), %agent deny delete_file; deny rules win,
 rules, then the run's policy. "Always allow" on a card adds "allow TOOL". %agent rules lists
 them, %agent rules remove N|TOOL or %agent rules clear removes them. On a card, Edit changes a
 call's arguments before approving (checked against the tool's schema; the model is told).
+A model that makes the same call with the same result more than 3 times in a row is asked
+about (Go on / Stop; stopped when nobody can click): %agent allow repeats TOOL lets it repeat.
 """
 
 

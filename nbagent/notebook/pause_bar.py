@@ -17,6 +17,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from .._repeats import ordinal
 from ..redact import redact_secrets
 from ..stepping import Resume, StepEditError, StepPause
 from .exchanges import message_html, request_summary
@@ -24,6 +25,25 @@ from .render import shorten
 from .wording import PAUSE_MARK
 
 __all__ = ["PauseBar"]
+
+
+def _repeat_buttons(pause: StepPause) -> tuple[widgets.Button, widgets.Button, widgets.Button]:
+    """Go on, Allow repeats, Stop: what a repeat pause offers."""
+    name = pause.calls[0].name if pause.calls else "this tool"
+    again = _button(
+        "Go on",
+        "play",
+        f"Make the call; ask again after {pause.repeats} more repeats like these",
+        "info",
+    )
+    allow = _button(
+        f"Allow repeats of {name}",
+        "check",
+        f"Make the call, and let {name} repeat without asking from now on "
+        "(a rule: %agent rules shows it, %agent rules remove takes it back)",
+    )
+    stop = _button("Stop", "stop", "Do not make the call: end the run here", "danger")
+    return again, allow, stop
 
 
 def _button(label: str, icon: str, tooltip: str, style: str = "") -> widgets.Button:
@@ -45,11 +65,16 @@ class PauseBar:
         self._lock = threading.Lock()
         self.done = False
         self.header = widgets.HTML(self._header())
-        self.next = _button(
-            "Next", "step-forward", "Go on, and pause again at the next step", "info"
-        )
-        self.run = _button("Run to end", "forward", "Go on to the end without pausing")
-        self.stop = _button("Stop", "stop", "End the run here (every call is answered)", "danger")
+        if pause.kind == "repeat":
+            self.next, self.run, self.stop = _repeat_buttons(pause)
+        else:
+            self.next = _button(
+                "Next", "step-forward", "Go on, and pause again at the next step", "info"
+            )
+            self.run = _button("Run to end", "forward", "Go on to the end without pausing")
+            self.stop = _button(
+                "Stop", "stop", "End the run here (every call is answered)", "danger"
+            )
         self.notice = widgets.HTML("", layout=widgets.Layout(display="none"))
         self.fields: dict[str, widgets.Widget] = {}
         self.removes: dict[str, widgets.Checkbox] = {}
@@ -80,6 +105,16 @@ class PauseBar:
 
     def _header(self) -> str:
         pause = self.pause
+        if pause.kind == "repeat" and pause.calls:
+            call = pause.calls[0]
+            arguments = shorten(redact_secrets(call.arguments), 200)
+            what = (
+                f"The model asks for {call.name} {arguments} a {ordinal(pause.repeats + 1)} "
+                f"time: the last {pause.repeats} times got nowhere (the same result, or an "
+                "error, each time)."
+            )
+            text = html.escape(what)
+            return f"<b>{PAUSE_MARK} The same call again</b> <span>{text}</span>"
         if pause.kind == "request" and pause.request is not None:
             what = (
                 f"before the model request of step {pause.step} "

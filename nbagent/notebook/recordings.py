@@ -50,7 +50,7 @@ __all__ = ["Choice", "RecordMode", "RecordingStore", "choose", "model_configured
 
 RecordMode = Literal["auto", "record", "replay", "live"]
 #: Stop reasons whose runs are worth replaying (a failed or stopped run is not saved).
-_KEEP = ("finished", "terminated", "max_steps", "length")
+_KEEP = ("finished", "terminated", "max_steps", "length", "repeated_call")
 
 
 def _slug(prompt: str) -> str:

@@ -131,6 +131,12 @@ class CallRecord:
     model_result: ToolResult | None = field(default=None, repr=False)
     #: Arguments that hold code, and their language (from the tool's ``code_arguments``).
     code_arguments: dict[str, str] = field(default_factory=dict)
+    #: The same call with the same result, this many times in a row (its repeats are folded
+    #: into this record: ``repeats`` names them); 0 when it was not repeated.
+    times: int = 0
+    repeats: list[str] = field(default_factory=list)
+    #: Set on a repeat folded into another call's record: that call's id.
+    repeat_of: str | None = None
 
     def code(self) -> tuple[str, str, str, Any] | None:
         """``(argument, language, code, other arguments)`` of a call whose tool takes code, once

@@ -19,6 +19,7 @@ from ..events import (
     RunFinished,
     RunStarted,
     StepFinished,
+    ToolCallRepeated,
     ToolFinished,
 )
 from ..redact import redact_secrets
@@ -30,6 +31,9 @@ __all__ = ["Display", "TextView", "ipython_display"]
 
 #: Shows one output: ``(data, metadata)``.
 Display = Callable[[dict[str, Any], dict[str, Any]], None]
+#: Shows one output under a display id, or (``update``) replaces what was shown under it:
+#: ``(display_id, data, metadata, update)``.
+Replace = Callable[[str, dict[str, Any], dict[str, Any], bool], None]
 
 
 def ipython_display(data: dict[str, Any], metadata: dict[str, Any]) -> None:
@@ -39,12 +43,35 @@ def ipython_display(data: dict[str, Any], metadata: dict[str, Any]) -> None:
     display(data, raw=True, metadata=metadata)  # type: ignore[no-untyped-call]
 
 
+def ipython_replace(
+    display_id: str, data: dict[str, Any], metadata: dict[str, Any], update: bool
+) -> None:
+    """Display a raw mime bundle under ``display_id``, or replace the one shown under it (a
+    saved notebook keeps the newest: nbclient applies the update to the output)."""
+    from IPython.display import display, update_display
+
+    if update:
+        update_display(data, raw=True, metadata=metadata, display_id=display_id)  # type: ignore[no-untyped-call]
+    else:
+        display(data, raw=True, metadata=metadata, display_id=display_id)  # type: ignore[no-untyped-call]
+
+
 class TextView:
     """Shows a run piece by piece as outputs; no widgets, nothing to click."""
 
-    def __init__(self, prompt: str = "", *, display: Display = ipython_display) -> None:
+    def __init__(
+        self,
+        prompt: str = "",
+        *,
+        display: Display = ipython_display,
+        replace: Replace | None = None,
+    ) -> None:
         self.transcript = Transcript(prompt=prompt)
         self.display = display
+        #: Shows a call's card so that its repeats can update it (the count); by default with
+        #: IPython's display ids when ``display`` is IPython's, else cards are shown once.
+        self.replace = replace or (ipython_replace if display is ipython_display else None)
+        self._card_ids: dict[str, str] = {}
         self.finished = False
         self._shown: set[int] = set()
         self._steps_done: set[int] = set()
@@ -64,7 +91,13 @@ class TextView:
             if not everything and not self._ready(block):
                 break  # keep the order of the run
             self._shown.add(id(block))
-            for data, metadata in block_outputs(block, self.transcript):
+            outputs = block_outputs(block, self.transcript)
+            if isinstance(block, CallRecord) and self.replace is not None and outputs:
+                shown_as = f"nbagent-{self.transcript.run_id}-{block.call_id}-{id(self)}"
+                self._card_ids[block.call_id] = shown_as
+                self.replace(shown_as, *outputs[0], False)
+                outputs = outputs[1:]
+            for data, metadata in outputs:
                 self.display(data, metadata)
 
     def handle(self, event: AgentEvent) -> None:
@@ -76,11 +109,23 @@ class TextView:
             self._show_ready()
         elif isinstance(event, ToolFinished):
             self._show_ready()
+        elif isinstance(event, ToolCallRepeated):
+            self._recount(event.first_call_id)
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
             # everything but the footer: whoever drives the run closes the view when it is
             # done with it (the footer may still learn where the run was recorded)
             self._show_head()
             self._show_ready(everything=True)
+
+    def _recount(self, call_id: str) -> None:
+        """A repeat was folded into a call already shown: show that card with its count."""
+        shown_as = self._card_ids.get(call_id)
+        record = self.transcript.calls.get(call_id)
+        if shown_as is None or record is None or self.replace is None:
+            return
+        outputs = block_outputs(record, self.transcript)
+        if outputs:
+            self.replace(shown_as, *outputs[0], True)
 
     def _show_head(self) -> None:
         if not self._head_shown:

@@ -27,12 +27,14 @@ from ..events import (
     RunFinished,
     RunStarted,
     StepFinished,
+    StepPaused,
     StepResumed,
     StepRetried,
     StepStarted,
     ToolArgumentsChanged,
     ToolArgumentsDelta,
     ToolCallReady,
+    ToolCallRepeated,
     ToolCallStarted,
     ToolFinished,
     ToolHookApplied,
@@ -41,6 +43,7 @@ from ..events import (
     ToolStarted,
 )
 from ..generation import Usage
+from ..stepping import StepPause
 from ..timeline import Timeline
 from .records import Block, CallRecord, Change, NoteRecord, ReasoningRecord, TextRecord
 from .render import pretty_arguments
@@ -100,6 +103,8 @@ class Transcript:
     timing: TimelineBuilder | None = field(default=None, repr=False)
     #: What the model saw and said at each step (from the run's result, at its end).
     exchanges: tuple[Any, ...] = field(default=(), repr=False)
+    #: Repeat pauses waiting, by id (their words say which call, when they end).
+    pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -229,13 +234,29 @@ class Transcript:
             self.steps = event.step
         elif isinstance(event, StepFinished):
             self.usage = self.usage + event.usage
+        elif isinstance(event, ToolCallRepeated):
+            self._fold(event)
+        elif isinstance(event, StepPaused) and event.pause.kind == "repeat":
+            self.pauses[event.pause.id] = event.pause
         elif isinstance(event, StepResumed):
-            self.blocks.append(NoteRecord(event.step, resumed_words(event)))
+            pause = self.pauses.pop(event.pause_id, None)
+            self.blocks.append(NoteRecord(event.step, resumed_words(event, pause)))
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
             self.exchanges = tuple(event.result.exchanges)
             self.end(event.result.stop_reason, event.result.usage)
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
+
+    def _fold(self, event: ToolCallRepeated) -> None:
+        """A repeat: its record leaves the blocks (it stays in ``calls``, for the record) and
+        the call it repeats counts it."""
+        first, again = self.calls.get(event.first_call_id), self.calls.get(event.call_id)
+        if first is None or again is None or first is again:
+            return
+        first.times = max(first.times, event.times)
+        first.repeats.append(event.call_id)
+        again.repeat_of = first.call_id
+        self.blocks = [b for b in self.blocks if b is not again]
 
     def _drop_step(self, step: int) -> None:
         """A retried step: what it streamed so far is void (nothing of it had run)."""
@@ -335,6 +356,8 @@ class Transcript:
                     },
                     "status": record.status,
                     "is_error": record.is_error,
+                    "repeat_of": record.repeat_of,
+                    "times": record.times,
                     "ran": round(record.ran, 3),
                     "waited": round(record.waited, 3),
                     "approval": None

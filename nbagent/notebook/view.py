@@ -35,6 +35,7 @@ from ..events import (
     ToolArgumentsChanged,
     ToolArgumentsDelta,
     ToolCallReady,
+    ToolCallRepeated,
     ToolCallStarted,
     ToolFinished,
     ToolHookApplied,
@@ -274,6 +275,8 @@ class RunView:
             card = self._card(event.call_id)
             card.show_notes()
             card.refresh()
+        elif isinstance(event, ToolCallRepeated):
+            self._fold(event)
         elif isinstance(event, ToolPreviewed):
             self._card(event.call_id).show_preview()
         elif isinstance(event, ToolStarted):
@@ -295,7 +298,7 @@ class RunView:
             self._asking.discard(event.pause_id)
             self.presence.waiting = bool(self._asking)
             if bar is not None:
-                bar.close(resumed_words(event))
+                bar.close(resumed_words(event, bar.pause))
         elif isinstance(event, StepRetried):
             self._drop_step(event.step)
         elif isinstance(event, RunStarted):
@@ -311,7 +314,8 @@ class RunView:
             self.close()
 
     def _paused(self, event: StepPaused) -> None:
-        """Step mode: a bar with Next, Run to end and Stop (and edits before a request)."""
+        """Step mode: a bar with Next, Run to end and Stop (and edits before a request); a
+        repeat: Go on, Allow repeats, Stop."""
         from .pause_bar import PauseBar
 
         self._finish_text()
@@ -327,6 +331,15 @@ class RunView:
         self._asking.add(pause.id)
         self.presence.waiting = True
         self._append_block(bar.widget)
+
+    def _fold(self, event: ToolCallRepeated) -> None:
+        """A repeat leaves the page (its card is kept, to be closed with the rest) and the
+        card of the call it repeats says how many times it came."""
+        again, first = self.cards.get(event.call_id), self.cards.get(event.first_call_id)
+        if again is None or first is None or again is first:
+            return
+        self.body.children = tuple(w for w in self.body.children if w is not again.widget)
+        first.refresh()
 
     def _drop_step(self, step: int) -> None:
         """A retried step: remove what it streamed (the transcript already did) and say why."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..approval import Decision
     from ..events import StepResumed
+    from ..stepping import StepPause
     from .records import CallRecord
 
 __all__ = [
@@ -72,8 +73,11 @@ _STATUS_WORDS = {
 PAUSE_MARK = "‖"
 
 
-def resumed_words(event: StepResumed) -> str:
-    """How a step-mode pause ended, in one line (the saved run keeps it)."""
+def resumed_words(event: StepResumed, pause: StepPause | None = None) -> str:
+    """How a step-mode pause (or a repeat pause, ``pause`` when known) ended, in one line (the
+    saved run keeps it)."""
+    if event.kind == "repeat":
+        return _repeat_words(event, pause)
     action = {
         "next": "went on to the next step",
         "run": "went on to the end without pausing",
@@ -82,6 +86,19 @@ def resumed_words(event: StepResumed) -> str:
     edits = f"; before it: {'; '.join(event.edits)}" if event.edits else ""
     where = "before running its calls" if event.kind == "calls" else "before the model request"
     return f"{PAUSE_MARK} step {event.step}: paused {where}, then {action}{edits}"
+
+
+def _repeat_words(event: StepResumed, pause: StepPause | None) -> str:
+    what = "the same call again"
+    if pause is not None and pause.calls:
+        what = f"{pause.calls[0].name} again, after {pause.repeats} times that got nowhere"
+    action = {
+        "next": "went on",
+        "run": "let it repeat for the rest of the run",
+        "stop": "stopped the run",
+    }.get(event.action, event.action)
+    said = f" ({'; '.join(event.edits)})" if event.edits else ""
+    return f"{PAUSE_MARK} step {event.step}: the model asked for {what}; {action}{said}"
 
 
 def call_line(record: CallRecord, now: float | None = None) -> str:
@@ -109,6 +126,9 @@ def call_line(record: CallRecord, now: float | None = None) -> str:
         status = f"{status} in {seconds(record.ran)}" if status else seconds(record.ran)
     if status:
         words.append(status)
+    if record.times >= 2:
+        each = "it failed each time" if record.is_error else "the same result each time"
+        words.append(f"the same call, {record.times} times ({each})")
     if record.abandoned:
         if record.ended_late is None:
             words.append("its function is still running (a thread cannot be stopped)")

@@ -146,6 +146,9 @@ class Recording:
     created: str = ""
     prompt: str = ""
     source: str = ""
+    #: Recorded by a loop with the repeat guard (nbagent._repeats), whose notes are in the
+    #: requests. A file without it is older: it replays without the guard, as it was recorded.
+    repeat_guard: bool = True
 
     # --- files -----------------------------------------------------------------------------
 
@@ -158,6 +161,7 @@ class Recording:
             "created": self.created,
             "model": self.model,
             "prompt": self.prompt,
+            "repeat_guard": self.repeat_guard,
         }
         for key, value in head.items():
             lines.append(f"  {json.dumps(key)}: {_dumps(value)},")
@@ -253,6 +257,7 @@ class Recording:
             str(data.get("created") or ""),
             str(data.get("prompt") or ""),
             source,
+            data.get("repeat_guard") is True,
         )
 
     @classmethod

@@ -74,6 +74,12 @@ class ReplayGenerator:
         )
 
     @property
+    def repeat_guard(self) -> bool:
+        """Whether the run may add the repeat guard's notes: not when replaying a recording
+        made before them (its requests have none, and the replay would diverge at once)."""
+        return self.recording.repeat_guard
+
+    @property
     def finished(self) -> bool:
         """Every recorded step was played."""
         return self.position >= len(self.recording.steps)

@@ -28,8 +28,15 @@ from typing import Any, Literal
 
 from ..agent import Agent
 from ..approval import ApprovalRequest, Decision, InteractiveApprover
-from ..events import ApprovalRequested, RunCancelled, RunFailed, abandoned_calls_shown
+from ..events import (
+    ApprovalRequested,
+    RunCancelled,
+    RunFailed,
+    StepPaused,
+    abandoned_calls_shown,
+)
 from ..run import Run
+from ..stepping import Resume, StepPause
 from ._console import Console, clean
 from ._input import InputInterrupted, LineReader, LineTooLong
 from ._view import TerminalView
@@ -72,6 +79,13 @@ class _Watched:
             return await self.inner.decide(request)
         finally:
             self._settled(request.call.id)
+
+    async def pause(self, pause: StepPause) -> Resume:
+        """A repeat pause (the terminal does not step): answered at the prompt."""
+        try:
+            return await self.inner.pause(pause)
+        finally:
+            self._settled(pause.id)
 
 
 class Session:
@@ -255,6 +269,8 @@ class Session:
                 run.cancel()
             if isinstance(event, ApprovalRequested):
                 await self._ask(run, event.request)
+            elif isinstance(event, StepPaused) and event.pause.kind == "repeat":
+                await self._ask_repeat(run, event.pause)
             elif isinstance(event, RunFailed):
                 self.status = 1
                 outcome = "failed"
@@ -297,6 +313,35 @@ class Session:
             decision = parse_answer(answer)
         if not approver.resolve(request.call.id, decision, fingerprint=request.fingerprint):
             c.line("  (too late: this call was settled without this answer)", "yellow")
+
+    async def _ask_repeat(self, run: Run, pause: StepPause) -> None:
+        """Go on, allow repeats of the tool, or stop (the default, and at the end of input)."""
+        approver = self.approver
+        if approver is None or self._cancelling or run.done():
+            return
+        if pause.id not in {p.id for p in approver.paused()}:
+            return  # already answered (or no longer waiting)
+        c = self.console
+        self._asking, self._withdrawn = pause.id, False
+        try:
+            while True:
+                c.ask(self.view.repeat_question(pause))
+                try:
+                    answer = await self.reader.read_line()
+                    break
+                except InputInterrupted:
+                    c.answered("")
+                    return  # Ctrl-C (the run is cancelled) or answered without the person
+                except LineTooLong as exc:
+                    c.answered("")
+                    c.line(str(exc), "yellow")
+        finally:
+            self._asking = None
+        c.answered(self._echo(answer) if answer is not None else "")
+        key = (answer or "").strip().lower()
+        action = {"y": "next", "yes": "next", "a": "run", "always": "run"}.get(key, "stop")
+        if not approver.resume(pause.id, Resume(action, by="terminal")):  # type: ignore[arg-type]
+            c.line("  (too late: the run went on without this answer)", "yellow")
 
     async def _question(self, request: ApprovalRequest) -> object:
         """Ask, and read the answer: a line, None at the end of input, or _GONE when the call

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._repeats import ordinal
 from ..approval import ApprovalRequest
 from ..events import (
     STOP_WORDS,
@@ -31,10 +32,12 @@ from ..events import (
     RunResult,
     RunStarted,
     StepFinished,
+    StepResumed,
     StepRetried,
     StepStarted,
     ToolArgumentsChanged,
     ToolCallReady,
+    ToolCallRepeated,
     ToolCallStarted,
     ToolFinished,
     ToolHookApplied,
@@ -42,6 +45,7 @@ from ..events import (
     ToolProgress,
 )
 from ..redact import redact_secrets
+from ..stepping import StepPause
 from ..tools import ToolCall
 from ._console import Console, clean, clean_strict, clip, one_line
 
@@ -133,6 +137,7 @@ class TerminalView:
         self._cancelled: list[ToolFinished] = []  # answered as cancelled, not reported yet
         self._previewed: set[tuple[str, int]] = set()  # (call id, revision) shown
         self._resolved: set[str] = set()  # calls whose approval was answered
+        self._repeats: dict[str, int] = {}  # call id -> times: a repeat, said in one line
         self.abandoned: list[AbandonedCall] = []
 
     def show(self, event: AgentEvent) -> None:
@@ -341,9 +346,19 @@ class TerminalView:
         for event in events:
             self._show_finished(event)
 
+    def _on_ToolCallRepeated(self, event: ToolCallRepeated) -> None:
+        self._repeats[event.call_id] = event.times
+
     def _show_finished(self, event: ToolFinished) -> None:
         c = self.console
         limits = self.limits
+        times = self._repeats.pop(event.call.id, 0)
+        if times:  # its result is on screen already: the fold of a transcript is one line
+            about = self._about(event.call.id)
+            each = "it failed each time" if event.result.is_error else "the same result each time"
+            said = f"the same call, {times} times: {each}"
+            c.line(f"  {c.symbol('result')} {about}{said}", "dim")
+            return
         original = getattr(event, "original", None)
         result = original if original is not None else event.result  # the tool's own
         if event.status == "done":
@@ -394,6 +409,29 @@ class TerminalView:
         return one_line(text, self.limits.max_error_chars)
 
     # --- the end ------------------------------------------------------------------------------
+
+    def repeat_question(self, pause: StepPause) -> str:
+        """The question a repeat pause asks (the session writes it and reads the answer)."""
+        c = self.console
+        call = pause.calls[0]
+        self._last_call = call.id
+        name = clean_strict(call.name)
+        text = (
+            f"  ? The model asks for {self._labels.get(call.id, name)} a "
+            f"{ordinal(pause.repeats + 1)} time (the last {pause.repeats} got nowhere). "
+            "Go on? "
+        )
+        choices = f"[y]es, [a]llow repeats of {name} in this run, [n]o: stop the run (default): "
+        return c.style(text, "yellow", "bold") + c.style(choices, "yellow")
+
+    def _on_StepResumed(self, event: StepResumed) -> None:
+        if event.kind != "repeat":
+            return
+        c = self.console
+        if event.edits:  # a rule let it go on
+            c.line(f"  {c.symbol('ok')} {'; '.join(clean(e) for e in event.edits)}", "green")
+        elif event.action == "stop":
+            c.line(f"  {c.symbol('fail')} stopped: the model was repeating itself", "red")
 
     def _on_StepFinished(self, event: StepFinished) -> None:
         note = _STEP_NOTES.get(str(event.finish_reason))

@@ -207,3 +207,53 @@ def test_llama_cpps_own_words_never_reach_the_cell_and_nbagent_says_once_what_it
     assert "does not enforce" not in shown  # said once
     assert "JSON schema conversion" not in shown and "WARNING: " not in shown, shown
     assert kernel.eval(HISTORY_OK) is True
+
+
+def test_the_real_model_that_repeats_itself_is_stopped_by_the_repeat_guard(
+    kernel: Kernel,
+) -> None:
+    """`%agent -m local:smollm2 --kernel --approve auto What are the columns of df?` went on
+    until the step limit (issue 26: twenty identical calls, 19,090 input tokens, no answer).
+    Greedy decoding makes it the same every run: with the kernel's tools only, SmolLM2 sends
+    run_python its schema's description as code, twenty times, each SyntaxError naming its
+    step. Now the guard tells it from the second time and, with nobody to ask (--approve
+    auto), stops the run at the fourth, every call answered; the cell shows one card for the
+    three."""
+    kernel.execute(
+        "import json, nbagent.generation, pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, 2], 'b': [3, 4]})\n"
+        "_weather = weather; del weather\n"
+        "nbagent.notebook.current_session().unregister('weather')\n"
+        # greedy decoding: the same answer every run (llama.cpp samples at random otherwise)
+        "nbagent.notebook.current_session().agent.options = "
+        "nbagent.generation.Options(temperature=0.0)"
+    )
+    try:
+        cell = kernel.submit(
+            "%agent -m local:smollm2 --kernel --approve auto --new -o looped "
+            "What are the columns of df?"
+        )
+        kernel.finish(cell, allow_errors=True, timeout=400)
+    finally:
+        kernel.execute(
+            "weather = _weather\n"
+            "nbagent.notebook.current_session().agent.options = nbagent.generation.Options()"
+        )
+    assert kernel.eval("looped.stop_reason") == "repeated_call", kernel.cell_text(cell)
+    calls = kernel.eval(
+        "[(c.name, json.dumps(c.input, sort_keys=True)) for m in looped.messages "
+        "if hasattr(m, 'tool_calls') for c in m.tool_calls]"
+    )
+    # the same call each time (its arguments may be spaced differently: the same JSON)
+    assert len(calls) == 4 and len({tuple(c) for c in calls}) == 1, calls
+    notes = kernel.eval(
+        "[r.text for m in looped.messages if hasattr(m, 'results') for r in m.results]"
+    )
+    assert "you have now made this exact call" in notes[1] and "3 times" in notes[2]
+    assert notes[3].startswith("This call was not run, and the run was stopped")
+    assert kernel.eval(HISTORY_OK) is True
+    assert kernel.eval("looped.usage.input_tokens") < 19_090 / 3
+    plain = kernel.cell_text(cell)
+    assert plain.count(f"[tool] {calls[0][0]}") == 2, plain  # the three as one, and the fourth
+    assert "the same call, 3 times" in plain
+    assert "stopped: the model made the same call again and again" in plain

@@ -33,6 +33,12 @@ from nbagent.tools import ToolCall
 _ids = iter(range(1, 10_000))
 
 
+@tool
+def look() -> str:
+    """Look around (the same answer every time)."""
+    return "nothing has changed"
+
+
 @tool(needs_approval=True)
 def remove(path: str) -> str:
     """Remove a file (pretend)."""
@@ -174,6 +180,9 @@ async def _play(events: list[StreamEvent | float]) -> AsyncIterator[StreamEvent]
 def decide(request: Request) -> AsyncIterator[StreamEvent]:
     last = request.messages[-1]
     usage = Usage(10, 5)
+    asked = next((m.text for m in reversed(request.messages) if isinstance(m, UserMessage)), "")
+    if asked.startswith("loop") and len(request.messages) < 40:  # look, whatever it says
+        return _play([*_call("look", "{}"), Finish("tool_calls", usage)])
     if isinstance(last, ToolMessage):
         text = "after tools: " + "; ".join(r.text for r in last.results)
         return _play([*_text(text), Finish("stop", usage)])

@@ -181,3 +181,24 @@ def test_steps_are_pluralized_in_the_summary() -> None:
     status, out, _ = run_cli("--tools", TOOLS_MODULE, "hello")
     assert status == 0
     assert re.search(r"\[done · 1 step · 15 tokens \(10 in, 5 out\) · \d+\.\d s\]", out), out
+
+
+def test_a_repeating_model_is_one_line_per_repeat_and_the_prompt_asks_to_go_on() -> None:
+    # y: go on at the first question; then the default (an empty line) stops the run
+    status, out, err = run_cli("--tools", TOOLS_MODULE, "loop", stdin="y\n\n")
+    assert status == 0, err
+    assert out.count("nothing has changed") == 1  # the result once, then one line per repeat
+    assert "the same call, 3 times: the same result each time" in out
+    assert "the same call, 6 times: the same result each time" in out
+    questions = [line for line in out.splitlines() if "? The model asks for look()" in line]
+    assert len(questions) == 2 and "a 4th time (the last 3 got nowhere)" in questions[0]
+    assert "stopped: the model was repeating itself" in out
+    assert "stopped: the model made the same call again and again" in out
+
+
+def test_with_approve_auto_a_repeating_model_is_stopped_without_a_question() -> None:
+    status, out, err = run_cli("--tools", TOOLS_MODULE, "--approve", "auto", "loop", stdin="")
+    assert status == 0, err
+    assert "? The model asks" not in out
+    assert "nobody could be asked whether to go on" in out
+    assert "stopped: the model made the same call again and again" in out
