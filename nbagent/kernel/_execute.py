@@ -116,10 +116,8 @@ class Ending:
     threads: list[str] = field(default_factory=list)  # threads it started that still run
 
 
-def _async_raise(ident: int, exception: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(ident), ctypes.py_object(exception) if exception else None
-    )
+def _async_raise(ident: int, exception: type[BaseException]) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
 
 
 class SnippetThread:
@@ -150,6 +148,7 @@ class SnippetThread:
         self._lock = threading.Lock()
         self._in_code = False
         self._stop_asked = False
+        self._raised = False
         self._name = name[:64]
         self._thread: threading.Thread | None = None
         self._on_done: Callable[[], None] | None = None
@@ -177,6 +176,7 @@ class SnippetThread:
             if not self._in_code or ident is None:
                 return False
             _async_raise(ident, KeyboardInterrupt)
+            self._raised = True
             return True
 
     def _main(self) -> None:
@@ -222,15 +222,19 @@ class SnippetThread:
         )
 
     def _leave_code(self) -> None:
-        """Stop accepting interrupts, and drop one that arrived too late for the code. An
-        interrupt landing in this very function is caught and the function tried again."""
+        """Stop accepting interrupts, and let one that arrived too late for the code land here,
+        where it is caught (and the function tried again). It is never cleared with
+        ``PyThreadState_SetAsyncExc(id, NULL)``: on CPython 3.10 and 3.11 that leaves the
+        interpreter's "async exception pending" flag set for good, and every later
+        ``sys.settrace`` or ``sys.setprofile`` (pdb, %debug, %prun, coverage) then hangs."""
         while True:
             try:
                 with self._lock:
                     self._in_code = False
-                ident = self.ident
-                if ident is not None:
-                    _async_raise(ident, None)
+                    raised = self._raised
+                if raised:
+                    for _ in range(8):  # each turn of a loop checks for a pending exception
+                        pass
                 return
             except KeyboardInterrupt:
                 self.ending.interrupted = True
