@@ -29,6 +29,7 @@ from typing import Any, overload
 from ..content import ToolResult, error_result
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._capture import Capture, routed
+from ._exact import Budget
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
 from ._inspect import describe_variable, list_variables
 from ._journal import Journal, Snippet, UndoReport
@@ -155,7 +156,9 @@ class KernelToolkit(Sequence[Tool]):
         self.namespace = namespace
         self.limits = limits or KernelLimits()
         self.journal = Journal(
-            max_snippets=self.limits.max_snippets, copy_budget_total=self.limits.undo_memory
+            max_snippets=self.limits.max_snippets,
+            copy_budget_total=self.limits.undo_memory,
+            print_budget=self.limits.copy_budget,
         )
         self._tools = (
             Tool(
@@ -297,22 +300,34 @@ class KernelToolkit(Sequence[Tool]):
         if before is None:
             diff = NamespaceDiff()
         else:
-            diff, now, prints = before.diff(self.namespace, self._hidden())
+            diff, now, _ = before.diff(self.namespace, self._hidden())
             diff = NamespaceDiff(diff.changes, tuple(restored), diff.uncertain)
-            snippet.keep(before, diff, now, prints)
+            snippet.keep(before, diff, now, budget=Budget(self.limits.copy_budget))
             self.journal.settle()
-            unsure = [n for n in diff.uncertain if n not in diff.names()]
+            named = set(diff.names())
+            unsure = [n for n in diff.uncertain if n not in named]
             if unsure:
                 notes.append(
-                    f"Not compared for in-place changes: {', '.join(unsure)} (nbagent cannot "
+                    f"Not compared for in-place changes: {_some(unsure)} (nbagent cannot "
                     "fingerprint these objects)."
                 )
             skipped = [n for n in diff.names("changed") if n in snippet.not_copied]
             if skipped:
                 notes.append(
                     "Undo cannot restore in-place changes to "
-                    + "; ".join(f"{n} ({snippet.not_copied[n]})" for n in skipped)
+                    + _some([f"{n} ({snippet.not_copied[n]})" for n in skipped], "; ")
                     + "."
+                )
+            vouch = snippet.unsure()
+            if vouch:
+                one = len(vouch) == 1
+                notes.append(
+                    "Undo will leave "
+                    + _some([f"{n} ({why})" for n, why in vouch.items()], "; ")
+                    + (" as it is" if one else " as they are")
+                    + ": nbagent cannot tell whether "
+                    + ("it changes" if one else "they change")
+                    + " after this step."
                 )
         if _refuse_exit(self.shell):
             notes.append(
@@ -396,6 +411,12 @@ class KernelToolkit(Sequence[Tool]):
             commented = "\n".join(f"# {line}" for line in snippet.code.rstrip().splitlines())
             cells.append(f"{head} (left out: {why})\n{commented}\n")
         return cells
+
+
+def _some(items: list[str], sep: str = ", ", shown: int = 8) -> str:
+    """The first ``shown`` of ``items``, and how many more: a note stays short."""
+    text = sep.join(items[:shown])
+    return text + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
 
 
 def kernel_tools(

@@ -31,6 +31,7 @@ __all__ = [
     "NamespaceDiff",
     "short_repr",
     "type_name",
+    "visible",
     "visible_names",
 ]
 
@@ -49,16 +50,21 @@ WALK = 200_000
 
 def visible_names(namespace: Mapping[str, Any], hidden: Mapping[str, Any] | None) -> dict[str, Any]:
     """The names a person's code defined: no ``_`` names, none the shell put there itself."""
-    hidden = hidden or {}
-    missing = object()
-    return {
-        name: value
-        for name, value in list(namespace.items())
-        if type(name) is str
+    return {name: value for name, value in list(namespace.items()) if visible(name, value, hidden)}
+
+
+def visible(name: Any, value: Any, hidden: Mapping[str, Any] | None) -> bool:
+    """Whether ``name``, bound to ``value``, is one of :func:`visible_names` (O(1): undo asks
+    name by name)."""
+    return (
+        type(name) is str
         and name[:1] != "_"
         and name not in SHELL_NAMES
-        and hidden.get(name, missing) is not value
-    }
+        and (hidden is None or hidden.get(name, _MISSING) is not value)
+    )
+
+
+_MISSING = object()
 
 
 def type_name(value: Any) -> str:
