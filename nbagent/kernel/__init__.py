@@ -21,12 +21,13 @@ In a notebook: ``%agent --kernel …``, ``%agent undo``, ``%agent cells``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from ..content import ToolResult, error_result
+from ..content import Shown, ToolResult, error_result
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._capture import Capture, routed
 from ._exact import Budget
@@ -297,6 +298,8 @@ class KernelToolkit(Sequence[Tool]):
         restored = _restore(self.namespace, state.get("protected", {}))
         before: Before | None = state.get("before")
         notes: list[str] = []
+        # for the person only: the model has no use for it, and a recorded run replays as it was
+        for_person: list[str] = []
         if before is None:
             diff = NamespaceDiff()
         else:
@@ -321,7 +324,7 @@ class KernelToolkit(Sequence[Tool]):
             vouch = snippet.unsure()
             if vouch:
                 one = len(vouch) == 1
-                notes.append(
+                for_person.append(
                     "Undo will leave "
                     + _some([f"{n} ({why})" for n, why in vouch.items()], "; ")
                     + (" as it is" if one else " as they are")
@@ -358,7 +361,11 @@ class KernelToolkit(Sequence[Tool]):
             max_repr=self.limits.max_repr_chars,
             shell=self.shell,
         )
-        return result(outcome, ending, diff, status=snippet.status, notes=notes)
+        made = result(outcome, ending, diff, status=snippet.status, notes=notes)
+        if for_person and isinstance(made.value, tuple):
+            shown = tuple(Shown("text", note, "Undo") for note in for_person)
+            made = dataclasses.replace(made, value=(*made.value, *shown))
+        return made
 
     # --- undo and cells -------------------------------------------------------------------------
 

@@ -176,7 +176,9 @@ def exact_print(value: Any, budget: Budget) -> Print | str:
         inner = str(exc)
         if inner == outer:
             return f"nbagent cannot read {outer} without running its code"
-        return f"it holds {inner}, which nbagent cannot read without running its code"
+        if type(value) in _READERS:  # a list, a dict …: the object inside is what it cannot read
+            return f"it holds {inner}, which nbagent cannot read without running its code"
+        return f"nbagent cannot read {outer} without running its code (it holds {inner})"
     except RecursionError:
         return "nested too deeply to read"
     except Exception as exc:  # changed while it was read (another thread), or an odd object
