@@ -68,8 +68,10 @@ class KernelLimits:
     ``max_displays`` (20) displays kept per snippet; ``max_images`` (8) figures and images sent
     per snippet; ``max_repr_chars`` (10,000) characters of one value or display's text;
     ``copy_budget`` (256 MiB) bytes copied before a snippet, for undo of in-place changes, of
-    the objects its code names; ``undo_memory`` (1 GiB) bytes of such copies kept for all
-    snippets together (the oldest go first); ``max_snippets`` (500) snippets remembered.
+    the objects its code names, and read after it for the exact fingerprints undo checks before
+    it puts anything back (a larger object is one undo leaves as it is); ``undo_memory``
+    (1 GiB) bytes of such copies kept for all snippets together (the oldest go first);
+    ``max_snippets`` (500) snippets remembered.
     """
 
     max_output_chars: int = 50_000
@@ -393,9 +395,10 @@ class KernelToolkit(Sequence[Tool]):
         return self.journal.undo(chosen, self.namespace, self._hidden())
 
     def cells(self, runs: str | Sequence[str] | None = None) -> list[str]:
-        """The code of the snippets of ``runs`` (default: every run), each as a cell's source
-        with a first comment naming its run and step; snippets that failed, were undone or were
-        interrupted stay out (Run All must re-create the result), each said in a comment."""
+        """The code of the snippets of ``runs`` (default: every run, as ``%agent cells`` with no
+        run named gives them), oldest first, each as a cell's source with a first comment naming
+        its run and step; snippets that failed, were undone or were interrupted stay out (Run
+        All must re-create the result), each said in a comment."""
         cells = []
         for snippet in self.snippets(runs):
             head = f"# nbagent {snippet.label}" + (
