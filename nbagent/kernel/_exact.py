@@ -231,7 +231,7 @@ class _Reader:
         self.hash.update(data)
 
     def atom(self, value: Any) -> None:
-        self.spend(16)
+        self.spend(64)  # it is held with the fingerprint: the budget bounds those references
         self.held.append(value)
         self.put(b"A", struct.pack("<q", id(value)))
 
