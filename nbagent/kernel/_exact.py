@@ -176,7 +176,7 @@ def exact_print(value: Any, budget: Budget) -> Print | str:
         inner = str(exc)
         if inner == outer:
             return f"nbagent cannot read {outer} without running its code"
-        if type(value) in _READERS:  # a list, a dict …: the object inside is what it cannot read
+        if any(type(value) is k for k in _READERS):  # a list …: what it holds cannot be read
             return f"it holds {inner}, which nbagent cannot read without running its code"
         return f"nbagent cannot read {outer} without running its code (it holds {inner})"
     except RecursionError:
@@ -237,6 +237,10 @@ class _Reader:
 
     def read(self, value: Any) -> None:
         kind = type(value)
+        meta = type(kind)
+        if meta is not type and not _plain_metaclass(meta):
+            # looking a class up in a set or dict would call its metaclass's __hash__, __eq__
+            raise _CannotTell(f"an object of type {_describe(kind)}")
         if kind in _FLAT:
             tag, data = _scalar(value)
             self.spend(16 + len(data))
@@ -298,10 +302,10 @@ class _Reader:
             self.read(key)
             self.read(item)
 
-    def unordered(self, tag: bytes, value: Iterable[Any], count: int) -> None:
-        """A set: each element read on its own, the digests sorted (two equal sets iterate
-        in different orders)."""
-        key = id(value)
+    def unordered(self, tag: bytes, whole: Any, value: Iterable[Any], count: int) -> None:
+        """A set (``whole``; ``value``, its elements): each element read on its own, the
+        digests sorted (two equal sets iterate in different orders)."""
+        key = id(whole)
         if key in self.active:  # a cycle back to an enclosing set
             self.put(b"^")
             return
@@ -401,11 +405,11 @@ def _read_defaultdict(reader: _Reader, value: Any) -> None:
 
 
 def _read_set(reader: _Reader, value: Any) -> None:
-    reader.unordered(b"S", list(set.__iter__(value)), set.__len__(value))
+    reader.unordered(b"S", value, list(set.__iter__(value)), set.__len__(value))
 
 
 def _read_frozenset(reader: _Reader, value: Any) -> None:
-    reader.unordered(b"Z", list(frozenset.__iter__(value)), frozenset.__len__(value))
+    reader.unordered(b"Z", value, list(frozenset.__iter__(value)), frozenset.__len__(value))
 
 
 def _read_deque(reader: _Reader, value: Any) -> None:
@@ -482,15 +486,16 @@ def _layout(kind: type) -> tuple[type, Any, tuple[Any, ...]] | str:
 def _find_layout(kind: type) -> tuple[type, Any, tuple[Any, ...]] | str:
     name = _describe(kind)
     mro = _T_MRO.__get__(kind)
-    base = next((k for k in mro if k in _BASES), object)
-    between = mro[: mro.index(base)]
+    # by identity: comparing classes could call a metaclass's __eq__
+    at = next((i for i, k in enumerate(mro) if any(k is b for b in _BASES)), len(mro) - 1)
+    base, between = mro[at], mro[:at]
     if any(not _T_FLAGS.__get__(k) & _HEAPTYPE for k in between):
         return f"an object of type {name}"  # derives from a type written in C
     slots: list[Any] = []
     dict_descriptor = None
-    for klass in mro:
+    for index, klass in enumerate(mro):
         attributes = _T_DICT.__get__(klass)
-        if klass in between:
+        if index < at:
             slots.extend(
                 v
                 for v in attributes.values()
@@ -536,6 +541,31 @@ def _plain_layout(kind: type, base: type, slots: int, has_dict: bool) -> bool:
         if got == want:
             return True
     return False
+
+
+#: Metaclasses seen, by id: (the metaclass, weakly; whether it leaves hashing and equality
+#: to type's own code).
+_METAS: dict[int, tuple[weakref.ref[type], bool]] = {}
+
+
+def _plain_metaclass(meta: type) -> bool:
+    """Whether classes of ``meta`` hash and compare as type does (EnumType, ABCMeta: yes)."""
+    known = _METAS.get(id(meta))
+    if known is not None and known[0]() is meta:
+        return known[1]
+    plain = False
+    mro = _T_MRO.__get__(meta)
+    for klass in mro:
+        if klass is type:
+            plain = True
+            break
+        attributes = _T_DICT.__get__(klass)
+        if "__hash__" in attributes or "__eq__" in attributes or "__ne__" in attributes:
+            break
+    if len(_METAS) > 1_000:
+        _METAS.clear()
+    _METAS[id(meta)] = (weakref.ref(meta), plain)
+    return plain
 
 
 def _describe(kind: type) -> str:

@@ -177,6 +177,23 @@ def test_what_cannot_be_read_without_running_code_is_said_never_run() -> None:
     loops: list[Any] = [1]
     loops.append(loops)  # a cycle reads as one
     assert isinstance(exact_print(loops, budget), Print)
+    holder = Slotted()
+    ring = {1, holder, Color.RED}
+    holder.b = ring
+    taken = exact_print([ring, holder], budget)  # a cycle through a set
+    assert isinstance(taken, Print) and unchanged([ring, holder], taken)
+
+    class Meta(type):
+        def __eq__(cls, other: object) -> bool:
+            raise AssertionError("the metaclass's __eq__ ran")
+
+        def __hash__(cls) -> int:
+            raise AssertionError("the metaclass's __hash__ ran")
+
+    odd = Meta("Odd", (), {})
+    assert exact_print([odd()], budget) == (
+        "it holds an object of type tests.Odd, which nbagent cannot read without running its code"
+    )
 
 
 def test_an_object_over_the_budget_is_one_undo_cannot_vouch_for() -> None:
