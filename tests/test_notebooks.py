@@ -153,8 +153,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         assert "replay of ScriptedModel:stand-in" in shown and "finished · 5 steps" in shown
         assert "2025-07   East" in shown and "2025-10   West" in shown  # flagged, then shown
         assert [o for o in outputs if "image/png" in o.get("data", {})]  # the plot
-        assert "Removed (the agent added them): plt, fig, ax" in shown  # step 4 undone
-        assert "still there: []" in printed and "'z', 'outlier']" in printed  # step 3 stays
+        assert "Removed (the agent added them): plt, region, rows, flagged" in shown  # step 4
+        # a figure is read only by its own code: undo cannot vouch for it, and leaves it
+        assert (
+            "Left as it is: fig: nbagent cannot tell whether it changed after the agent's step: "
+            "nbagent cannot read an object of type matplotlib.Figure without running its code"
+        ) in shown
+        assert "still there: ['fig', 'ax']" in printed and "'z', 'outlier']" in printed
         assert "# nbagent run-1 · step 3: flag the unusual months" in shown  # as cells
     elif path.stem == "12_step_and_fork":  # exchanges, step mode headless, an edit, a fork
         printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")

@@ -28,14 +28,16 @@ In a notebook: ``%agent --kernel …``, ``%agent undo``, ``%agent cells``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-from ..content import ToolResult, error_result
+from ..content import Shown, ToolResult, error_result
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._capture import Capture, routed
+from ._exact import Budget
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
 from ._guard import Reader, derives
 from ._inspect import describe_variable, list_variables
@@ -75,11 +77,13 @@ class KernelLimits:
     ``max_displays`` (20) displays kept per snippet; ``max_images`` (8) figures and images sent
     per snippet; ``max_repr_chars`` (10,000) characters of one value or display's text;
     ``copy_budget`` (256 MiB) bytes copied before a snippet, for undo of in-place changes, of
-    the objects its code names; ``undo_memory`` (1 GiB) bytes of such copies kept for all
-    snippets together (the oldest go first); ``max_snippets`` (500) snippets remembered;
-    ``read_timeout`` (2 s) one call of an object's own code on nbagent's path (its repr, a
-    fingerprint of its attributes, a description), after which it is stopped and said;
-    ``copy_timeout`` (30 s) one copy for undo (``__deepcopy__`` is the object's code too).
+    the objects its code names, and read after it for the exact fingerprints undo checks before
+    it puts anything back (a larger object is one undo leaves as it is); ``undo_memory``
+    (1 GiB) bytes of such copies kept for all snippets together (the oldest go first);
+    ``max_snippets`` (500) snippets remembered; ``read_timeout`` (2 s) one call of an
+    object's own code on nbagent's path (its repr, a fingerprint of its attributes, a
+    description), after which it is stopped and said; ``copy_timeout`` (30 s) one copy for
+    undo (``__deepcopy__`` is the object's code too).
     """
 
     max_output_chars: int = 50_000
@@ -169,7 +173,9 @@ class KernelToolkit(Sequence[Tool]):
         self.namespace = namespace
         self.limits = limits or KernelLimits()
         self.journal = Journal(
-            max_snippets=self.limits.max_snippets, copy_budget_total=self.limits.undo_memory
+            max_snippets=self.limits.max_snippets,
+            copy_budget_total=self.limits.undo_memory,
+            print_budget=self.limits.copy_budget,
         )
         self._tools = (
             Tool(
@@ -343,25 +349,39 @@ class KernelToolkit(Sequence[Tool]):
         restored = _restore(self.namespace, state.get("protected", {}))
         before: Before | None = state.get("before")
         notes: list[str] = []
+        # for the person only: the model has no use for it, and a recorded run replays as it was
+        for_person: list[str] = []
         if before is None:
             diff = NamespaceDiff()
         else:
-            diff, now, prints = before.diff(self.namespace, self._hidden(), reader)
+            diff, now, _ = before.diff(self.namespace, self._hidden(), reader)
             diff = NamespaceDiff(diff.changes, tuple(restored), diff.uncertain)
-            snippet.keep(before, diff, now, prints)
+            snippet.keep(before, diff, now, budget=Budget(self.limits.copy_budget))
             self.journal.settle()
-            unsure = [n for n in diff.uncertain if n not in diff.names()]
+            named = set(diff.names())
+            unsure = [n for n in diff.uncertain if n not in named]
             if unsure:
                 notes.append(
-                    f"Not compared for in-place changes: {', '.join(unsure)} (nbagent cannot "
+                    f"Not compared for in-place changes: {_some(unsure)} (nbagent cannot "
                     "fingerprint these objects)."
                 )
             skipped = [n for n in diff.names("changed") if n in snippet.not_copied]
             if skipped:
                 notes.append(
                     "Undo cannot restore in-place changes to "
-                    + "; ".join(f"{n} ({snippet.not_copied[n]})" for n in skipped)
+                    + _some([f"{n} ({snippet.not_copied[n]})" for n in skipped], "; ")
                     + "."
+                )
+            vouch = snippet.unsure()
+            if vouch:
+                one = len(vouch) == 1
+                for_person.append(
+                    "Undo will leave "
+                    + _some([f"{n} ({why})" for n, why in vouch.items()], "; ")
+                    + (" as it is" if one else " as they are")
+                    + ": nbagent cannot tell whether "
+                    + ("it changes" if one else "they change")
+                    + " after this step."
                 )
         process: list[str] = []
         if "process" in state and "process_now" in state:
@@ -396,7 +416,11 @@ class KernelToolkit(Sequence[Tool]):
             shell=self.shell,
             reader=reader,
         )
-        return result(outcome, ending, diff, status=snippet.status, notes=notes, process=process)
+        made = result(outcome, ending, diff, status=snippet.status, notes=notes, process=process)
+        if for_person and isinstance(made.value, tuple):
+            shown = tuple(Shown("text", note, "Undo") for note in for_person)
+            made = dataclasses.replace(made, value=(*made.value, *shown))
+        return made
 
     # --- undo and cells -------------------------------------------------------------------------
 
@@ -424,9 +448,10 @@ class KernelToolkit(Sequence[Tool]):
         return self.journal.undo(chosen, self.namespace, self._hidden())
 
     def cells(self, runs: str | Sequence[str] | None = None) -> list[str]:
-        """The code of the snippets of ``runs`` (default: every run), each as a cell's source
-        with a first comment naming its run and step; snippets that failed, were undone or were
-        interrupted stay out (Run All must re-create the result), each said in a comment."""
+        """The code of the snippets of ``runs`` (default: every run, as ``%agent cells`` with no
+        run named gives them), oldest first, each as a cell's source with a first comment naming
+        its run and step; snippets that failed, were undone or were interrupted stay out (Run
+        All must re-create the result), each said in a comment."""
         cells = []
         for snippet in self.snippets(runs):
             head = f"# nbagent {snippet.label}" + (
@@ -449,6 +474,12 @@ class KernelToolkit(Sequence[Tool]):
             commented = "\n".join(f"# {line}" for line in snippet.code.rstrip().splitlines())
             cells.append(f"{head} (left out: {why})\n{commented}\n")
         return cells
+
+
+def _some(items: list[str], sep: str = ", ", shown: int = 8) -> str:
+    """The first ``shown`` of ``items``, and how many more: a note stays short."""
+    text = sep.join(items[:shown])
+    return text + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
 
 
 def kernel_tools(

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..redact import redact_secrets
 from ._capture import Capture, ExitRefused, InputRefused
-from ._guard import async_raise, is_worker
+from ._guard import async_raise, is_worker, let_land
 
 __all__ = ["CompiledSnippet", "SnippetThread", "compile_snippet"]
 
@@ -144,6 +144,7 @@ class SnippetThread:
         self._lock = threading.Lock()
         self._in_code = False
         self._stop_asked = False
+        self._raised = False
         self._name = name[:64]
         self._thread: threading.Thread | None = None
         self._on_done: Callable[[], None] | None = None
@@ -171,6 +172,7 @@ class SnippetThread:
             if not self._in_code or ident is None:
                 return False
             async_raise(ident, KeyboardInterrupt)
+            self._raised = True
             return True
 
     def _main(self) -> None:
@@ -218,15 +220,16 @@ class SnippetThread:
         )
 
     def _leave_code(self) -> None:
-        """Stop accepting interrupts, and drop one that arrived too late for the code. An
-        interrupt landing in this very function is caught and the function tried again."""
+        """Stop accepting interrupts, and let one that arrived too late for the code land here,
+        where it is caught (and the function tried again); never cleared (:func:`async_raise`
+        says why)."""
         while True:
             try:
                 with self._lock:
                     self._in_code = False
-                ident = self.ident
-                if ident is not None:
-                    async_raise(ident, None)
+                    raised = self._raised
+                if raised:
+                    let_land()
                 return
             except KeyboardInterrupt:
                 self.ending.interrupted = True

@@ -33,6 +33,7 @@ __all__ = [
     "Reader",
     "Unreadable",
     "async_raise",
+    "let_land",
     "defines",
     "derives",
     "exact",
@@ -69,11 +70,21 @@ class Unreadable(Exception):
     """An object's method raised, did not finish, or was stopped; ``str()`` says which."""
 
 
-def async_raise(ident: int, exception: type[BaseException] | None) -> None:
-    """Raise ``exception`` in the thread ``ident`` at its next bytecode (None: take it back)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(ident), ctypes.py_object(exception) if exception else None
-    )
+def async_raise(ident: int, exception: type[BaseException]) -> None:
+    """Raise ``exception`` in the thread ``ident`` at its next bytecode.
+
+    There is no "take it back": ``PyThreadState_SetAsyncExc(id, NULL)`` leaves, on CPython 3.10
+    and 3.11, the interpreter's "async exception pending" flag set for good, and every later
+    ``sys.settrace`` or ``sys.setprofile`` (pdb, %debug, %prun, coverage) then hangs. A thread
+    that may have been sent one too late calls :func:`let_land` where it can catch it."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exception))
+
+
+def let_land() -> None:
+    """Give an exception :func:`async_raise` sent this thread a place to land: each turn of a
+    loop checks for one. Call it inside a ``try`` that catches it."""
+    for _ in range(8):
+        pass
 
 
 def exact(value: Any, kinds: frozenset[type]) -> bool:
@@ -163,6 +174,7 @@ class _Worker:
         self.lock = threading.Lock()
         self.current: _Job | None = None
         self.closing = False  # it ends: no job may be handed to it any more
+        self.raised = False  # a stop was sent to its thread (it may land late: let_land)
         self.thread = threading.Thread(
             target=contextvars.copy_context().run, args=(self._main,), name=name, daemon=True
         )
@@ -210,15 +222,15 @@ class _Worker:
             job.ended.set()
 
     def _leave(self) -> None:
-        """Stop taking interrupts, and drop one that came too late for the call; one landing in
-        this very function is caught and the function tried again."""
+        """Stop taking interrupts, and let one that came too late for the call land here, where
+        it is caught and the function tried again."""
         while True:
             try:
                 with self.lock:
                     self.current = None
-                ident = self.thread.ident
-                if ident is not None:
-                    async_raise(ident, None)
+                    raised = self.raised
+                if raised:
+                    let_land()
                 return
             except KeyboardInterrupt:
                 pass
@@ -232,6 +244,7 @@ class _Worker:
             ident = self.thread.ident
             if ident is not None:
                 async_raise(ident, KeyboardInterrupt)
+                self.raised = True
             return True
 
 

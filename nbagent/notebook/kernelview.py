@@ -5,7 +5,8 @@ The tools themselves (:mod:`nbagent.kernel`) enter a run like any tool; this mod
 them to runs that ask for them (``--kernel``: they are opt in), shows what a person can do after
 such a run, and turns the journal into cells.
 
-**Cells.** ``%agent cells [RUN]`` puts the code the agent ran into a new cell below, through the
+**Cells.** ``%agent cells [RUN ...]`` puts the code the agent ran (every run in this kernel, as
+``KernelToolkit.cells()`` gives it, or the named runs) into a new cell below, through the
 kernel's ``set_next_input`` payload, the mechanism ``%load`` uses. IPython keeps one such payload
 per execution, and JupyterLab 4.6 and Notebook 7.6 insert the first of a reply as one new cell
 directly below the executed cell (measured in tests/browser), so every step comes in that one
@@ -202,22 +203,27 @@ def _hook(shell: Any) -> None:
 
 
 def cells_command(session: Session, shell: Any, words: list[str]) -> None:
-    """``%agent cells [RUN]``: the code the agent ran, as a new cell below (see the module)."""
+    """``%agent cells [RUN ...]``: the code of every run (or of the named runs), as a new cell
+    below (see the module)."""
     from IPython.display import display
 
     kit = session.kernel
-    runs = words or None
-    if runs is None and kit is not None:
-        last = [s.run_id for s in kit.snippets() if s.run_id]
-        runs = last[-1:] if last else None
-    cells = kit.cells(runs) if kit is not None and runs else []
+    runs = words or None  # none named: every run, as KernelToolkit.cells() gives them
+    cells = kit.cells(runs) if kit is not None else []
     if not cells:
-        print("No code to turn into cells: no run used the kernel tools (%agent --kernel …).")
+        print(
+            f"No code to turn into cells: {', '.join(runs)} did not use the kernel tools."
+            if runs
+            else "No code to turn into cells: no run used the kernel tools (%agent --kernel …)."
+        )
         return
+    assert kit is not None
     source = "\n".join(cells).rstrip() + "\n"
     if shell is not None and hasattr(shell, "set_next_input"):
         shell.set_next_input(source, replace=False)
-    steps = f"{len(cells)} step{'s' if len(cells) != 1 else ''} of {', '.join(runs or [])}"
+    ran = dict.fromkeys(s.run_id or "" for s in kit.snippets(runs))  # oldest first, once each
+    named = ", ".join(r for r in ran if r) or "this kernel's snippets"
+    steps = f"{len(cells)} step{'s' if len(cells) != 1 else ''} of {named}"
     said = (
         f"The code of {steps} is in a new cell below (JupyterLab, Notebook 7); run it to redo "
         "the work without the agent. Where no cell appears (nbclient, jupyter execute), here it is:"

@@ -86,7 +86,7 @@ EXPECTED = {
         "finished · 5 steps",
         "Namespace",
         "Undid run-1 · step 4.",
-        "still there: []",
+        "still there: ['fig', 'ax']",  # undo cannot vouch for a figure
         "# nbagent run-1 · step 3: flag the unusual months",
     ],
     "12_step_and_fork": [
