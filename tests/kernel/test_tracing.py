@@ -1,5 +1,6 @@
 """A debugger or a profiler still works after the agent's snippets ran (and after one was
-interrupted): in a fresh interpreter, since a hang there must fail the test, not stall the run."""
+interrupted, and after a read of an object was stopped): in a fresh interpreter, since a hang
+there must fail the test, not stall the run."""
 
 from __future__ import annotations
 
@@ -27,6 +28,18 @@ SCRIPT = textwrap.dedent(
         await run.result()
 
     asyncio.run(stopped())
+
+    from nbagent.kernel._guard import Reader, Unreadable
+
+    def spin():  # a repr that never returns, stopped by the Reader's time limit
+        while True:
+            pass
+
+    with Reader(0.2) as reader:
+        try:
+            reader.call("a repr", spin)
+        except Unreadable:
+            pass
     traced = []
 
     def tracer(frame, event, arg):
@@ -45,7 +58,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_settrace_and_cprofile_work_after_snippets_ran_and_one_was_stopped() -> None:
+def test_settrace_and_cprofile_work_after_snippets_ran_and_one_and_a_read_were_stopped() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60, check=False
     )
