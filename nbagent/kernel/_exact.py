@@ -153,6 +153,8 @@ class _TooLarge(Exception):
 def needs_print(value: Any) -> bool:
     """False for values whose identity says everything (numbers, strings, functions ...)."""
     kind = type(value)
+    if type(kind) is not type:  # ``kind in _FLAT`` would run its metaclass's __hash__ and __eq__
+        return True
     return not (kind in _FLAT or kind in _ATOMS or _T_FLAGS.__get__(kind) & (1 << 31))
 
 

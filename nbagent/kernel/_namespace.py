@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._exact import Budget, Print, exact_print, needs_print, unchanged
 from ._guard import Reader, Unreadable
 from ._guard import exact as _exact
 from ._objects import (
@@ -265,6 +266,8 @@ class Before:
     quick: dict[str, tuple[Any, ...]]
     watched: frozenset[str]
     prints: dict[str, str | None] = field(default_factory=dict)
+    #: Exact fingerprints of watched names (or why there is none), for the in-place check.
+    exact: dict[str, Print | str] = field(default_factory=dict)
     copies: dict[str, Any] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     not_copied: dict[str, str] = field(default_factory=dict)
@@ -289,10 +292,13 @@ class Before:
         before = cls(objects, quick, names)
         memo: dict[int, Any] = {}
         read = reader if reader is not None else Reader(READ_TIMEOUT, name="before")
+        budget = Budget(copy_budget)
         try:
             for name in sorted(names):
                 value = objects[name]
                 before.prints[name] = fingerprint(value, read)
+                if needs_print(value):  # read whole, running none of its code
+                    before.exact[name] = exact_print(value, budget)
                 if not before._copy(name, value, copy_budget, memo, read, copy_timeout):
                     # a copy stopped half way may have left half-made objects in its memo,
                     # and its thread, still running, may write more: the next start afresh
@@ -343,9 +349,11 @@ class Before:
         hidden: Mapping[str, Any] | None,
         reader: Reader | None = None,
     ) -> tuple[NamespaceDiff, dict[str, Any], dict[str, str | None]]:
-        """What changed; with the objects now bound and the fingerprints of watched names.
-        The before column of an in-place change is what the signature said before the snippet
-        ran (its length or shape then), not the object as it is now."""
+        """What changed; with the objects now bound and the fingerprints of watched names. A
+        watched object read whole before the snippet is compared exactly (one item changed in a
+        large array counts); one that could not be, by its sampled fingerprint. The before column
+        of an in-place change is what the signature said before the snippet ran (its length or
+        shape then), not the object as it is now."""
         after = visible_names(namespace, hidden)
         changes: list[Change] = []
         uncertain: list[str] = []
@@ -359,7 +367,11 @@ class Before:
             elif name in self.watched:
                 now = prints[name] = fingerprint(value, reader)
                 was = self.prints.get(name)
-                if was is None or now is None:
+                exact = self.exact.get(name)
+                if isinstance(exact, Print):  # read whole before: the answer is exact
+                    if not unchanged(value, exact):
+                        changes.append(self._changed(name, value))
+                elif was is None or now is None:
                     if not immutable(value):
                         uncertain.append(name)
                 elif now != was:

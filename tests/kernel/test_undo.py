@@ -297,3 +297,27 @@ def test_diff_undo_and_cells_cost_grows_linearly_with_the_names() -> None:
         assert many <= 5 * few + 100, (
             f"{what}: {few:,} operations for 1,000 names, {many:,} for 4,000"
         )
+
+
+@pytest.mark.parametrize(
+    ("setup", "code"),
+    [
+        ("np.zeros(1_000_000)", "obj[123457] = 2.0"),
+        ("list(range(50_000))", "obj[31_337] = -1"),
+        ("{i: [i] for i in range(20_000)}", "obj[17_001].append(0)"),
+    ],
+)
+def test_an_agent_change_to_one_item_of_a_large_object_is_seen_and_undone(
+    setup: str, code: str
+) -> None:
+    # the in-place check after a snippet compared a sample: one item changed among a million
+    # was not in the card's Namespace table, and undo left the agent's change in place
+    ns: dict[str, Any] = {"obj": eval(setup, {"np": np})}
+    expected = copy.deepcopy(ns["obj"])
+    kit = _run(ns, (code,))
+    (snippet,) = kit.snippets()
+    assert snippet.diff is not None and snippet.diff.names("changed") == ["obj"]
+    report = kit.undo()
+    assert report.restored == ["obj"] and not report.conflicts
+    same = ns["obj"] == expected
+    assert bool(same.all()) if hasattr(same, "all") else same
