@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._decide import decide_call
 from ._edits import arguments_note, checked_arguments, with_note
-from ._execution import Outcome, copy_json
+from ._execution import Outcome, copy_json, execute_tool
 from ._previews import Previews
 from ._usercode import UserCodeFailed, call_user, describe
 from .approval import arguments_hash
 from .content import ToolResult, error_result, to_tool_result, validate_result
 from .errors import ArgumentsError
-from .events import ToolArgumentsChanged, ToolHookApplied
+from .events import ToolArgumentsChanged, ToolHookApplied, ToolStarted
 from .hooks import Veto
 from .tools import Tool, ToolCall
 
@@ -188,9 +188,6 @@ async def _execute(
     semaphore: asyncio.Semaphore | None,
     sequential: dict[str, asyncio.Lock],
 ) -> Outcome:
-    from ._execution import execute_tool
-    from .events import ToolStarted
-
     lock = (
         sequential.setdefault(call.name, asyncio.Lock())
         if found.execution_mode == "sequential"

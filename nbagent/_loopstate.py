@@ -1,9 +1,11 @@
 """What the loop's parts read from one another, named as Protocols so that imports run one way.
 
-An :class:`~nbagent.Agent` starts a :class:`~nbagent.run.Run` and hands it itself; the run hands
-each valid call to :mod:`nbagent._calls`. The run reads the agent's conversation and settings,
+An :class:`~nbagent.Agent` starts a :class:`~nbagent.run.Run` and hands it itself; the run's
+step driver hands each part of a step to its room (:mod:`nbagent._turn`, :mod:`nbagent._callbatch`,
+:mod:`nbagent._stepmode`, :mod:`nbagent._ending`), and each valid call to :mod:`nbagent._calls`.
+The run reads the agent's conversation and settings, the step's parts read and write the run,
 and a call reads its run, through these Protocols rather than the classes, so the imports go
-``agent -> run -> _calls -> _loopstate`` and never back up.
+``agent -> run -> _callbatch -> _calls -> _loopstate`` and never back up.
 """
 
 from __future__ import annotations
@@ -12,17 +14,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ._eventqueue import EventQueue
+    from ._timing import TimelineBuilder
     from .approval import Approver
     from .content import ToolResult
-    from .events import AbandonedCall, AgentEvent
-    from .generation import Generator
+    from .events import AbandonedCall, AgentEvent, RunResult
+    from .exchange import Exchange
+    from .generation import Answer, Generator, Options, Usage
     from .hooks import AfterToolHook, BeforeToolHook
-    from .limits import Limits
-    from .messages import Message
+    from .limits import Budget, Limits
+    from .messages import Message, ToolResultPart
     from .schema import CompiledSchema
-    from .tools import Tool
+    from .stepping import StepPause
+    from .tools import Definition, Tool, ToolCall
 
-__all__ = ["AgentState", "RunState"]
+__all__ = ["AgentState", "LoopState", "RunState"]
 
 
 class AgentState(Protocol):
@@ -62,3 +68,28 @@ class RunState(Protocol):
     def _progress(self, call_id: str) -> Callable[[ToolResult, float], None]: ...
 
     def _abandon(self, handle: AbandonedCall) -> None: ...
+
+
+class LoopState(RunState, Protocol):
+    """A run as the parts of its step read and write it (:class:`~nbagent.run.Run` is the one):
+    the request's settings, the answer streaming and the calls still open (what a repair
+    answers), counts for the budget, step mode's pauser, the event queue and the result."""
+
+    options: Options
+    definitions: tuple[Definition, ...]
+    exchanges: list[Exchange]
+    final: RunResult | None
+    _queue: EventQueue
+    _keep_events: bool
+    _timeline: TimelineBuilder
+    _start_index: int
+    _answer: Answer | None
+    _open_calls: tuple[ToolCall, ...]
+    _finished: dict[str, ToolResultPart]
+    _abandoned: dict[str, AbandonedCall]
+    _taken: set[str]
+    _silenced: set[tuple[str, str]]
+    _usage: Usage
+    _requests: int
+    _budget: Budget | None
+    _pauser: Callable[[StepPause], Any] | None

@@ -197,7 +197,7 @@ class Agent:
                     "tools=[...] to fork onto another tool set"
                 )
         if source is not None:
-            from .run import history_problem
+            from ._stepmode import history_problem
 
             probe = Request(
                 twin.messages,

@@ -161,11 +161,6 @@ def test_the_core_reaches_the_providers_through_their_face_only() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-#: Over the limit, and split on another branch: the run loop is being changed there (its body is
-#: not ours to move). Strict: once it is split, the xfail fails, and this entry must go.
-BEING_SPLIT = {"nbagent/run.py"}
-
-
 def _lengths() -> dict[str, int]:
     return {
         str(path.relative_to(ROOT.parent)): len(path.read_text(encoding="utf-8").splitlines())
@@ -174,18 +169,8 @@ def _lengths() -> dict[str, int]:
 
 
 def test_no_module_over_600_lines() -> None:
-    long = {
-        name: lines
-        for name, lines in _lengths().items()
-        if lines > MAX_LINES and name not in BEING_SPLIT
-    }
+    long = {name: lines for name, lines in _lengths().items() if lines > MAX_LINES}
     assert not long, f"split these by responsibility (at most {MAX_LINES} lines): {long}"
-
-
-@pytest.mark.xfail(strict=True, reason="run.py is being split on the branch that edits the loop")
-@pytest.mark.parametrize("name", sorted(BEING_SPLIT))
-def test_a_module_being_split_elsewhere_is_still_long(name: str) -> None:
-    assert _lengths()[name] <= MAX_LINES
 
 
 # --- the checks check: each must see what it is for --------------------------------------------
