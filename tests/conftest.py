@@ -10,7 +10,7 @@ import pytest
 
 from nbagent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 
-from .tiers import marks_for
+from .tiers import SPREAD, marks_for
 
 
 def assert_history_valid(messages: Sequence[Message]) -> None:
@@ -39,11 +39,15 @@ _HERE = Path(__file__).parent
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier (tests/tiers.py)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier and, under pytest-xdist, put each module's tests in one
+    xdist_group (one worker), but those of the modules tests/tiers.py lets be spread."""
+    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         path = item.path.relative_to(_HERE).as_posix()
         name = getattr(item, "originalname", item.name)
         params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
         for mark in marks_for(path, name, params):
             item.add_marker(mark)
+        if xdist and path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(path))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .tiers import BY_PATH, BY_TEST, MARKS
+from .tiers import BY_PATH, BY_TEST, MARKS, SPREAD
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -101,8 +101,11 @@ def test_the_tier_marks_are_registered_with_pytest(pytestconfig: pytest.Config) 
 
 
 def test_what_the_tiers_name_exists() -> None:
-    for where in BY_PATH:
+    for where in (*BY_PATH, *SPREAD):
         assert (TESTS / where).exists(), f"tests/tiers.py names tests/{where}, which is gone"
+    for where in SPREAD:  # spread over workers, a module fixture would start on each of them
+        source = (TESTS / where).read_text(encoding="utf-8")
+        assert 'scope="module"' not in source, f"tests/{where} has a module fixture"
     for (where, name), mark in BY_TEST.items():
         assert mark in MARKS, mark
         assert name in _test_names(TESTS / where), f"tests/{where} has no {name} any more"

@@ -112,6 +112,12 @@ BY_TEST: dict[tuple[str, str], str] = {
 SLOW_KERNEL_PARAM = ("kernel_python", "ipykernel-6.29")
 
 
+#: Modules whose tests share nothing costly (no module fixture: each test starts what it plays
+#: against), so that pytest-xdist may spread them over its workers; every other module's tests
+#: run on one worker (``--dist loadgroup``), so that its shared kernel or server starts once.
+SPREAD = ("mcp/test_conformance.py", "test_notebooks.py")
+
+
 def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
     """The tier marks of the test ``name`` (without its parameters) in ``path`` (relative to
     tests/, with ``/``), run with fixture ``params``."""
