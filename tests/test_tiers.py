@@ -9,7 +9,9 @@ fell out, and through which removal.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,8 @@ def _name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported(path: Path) -> set[str]:
+@functools.cache  # each test helper is read once, not once per test module using it
+def _imported(path: Path) -> frozenset[str]:
     """Every dotted name ``path`` imports (``from a import b`` gives ``a`` and ``a.b``), lazy
     imports inside functions included, and every module it runs as ``[..., "-m", name]``."""
     me = _name(path)
@@ -48,14 +51,14 @@ def _imported(path: Path) -> set[str]:
             for flag, program in itertools.pairwise(items):
                 if flag == "-m" and isinstance(program, str):
                     found.update((program, f"{program}.__main__"))
-    return found
+    return frozenset(found)
 
 
 def _modules(root: Path) -> dict[str, Path]:
     return {_name(path): path for path in sorted(root.rglob("*.py"))}
 
 
-def _resolve(names: set[str], known: dict[str, Path]) -> set[str]:
+def _resolve(names: Iterable[str], known: dict[str, Path]) -> set[str]:
     """The modules of ``known`` that ``names`` are or are in."""
     found = set()
     for name in names:
