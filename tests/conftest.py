@@ -1,12 +1,16 @@
-"""Shared helpers: a history checker every provider's rules agree on."""
+"""Shared helpers: a history checker every provider's rules agree on; the tiers' marks."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from nbagent.messages import AssistantMessage, Message, ToolMessage, UserMessage
+
+from .tiers import SPREAD, marks_for
 
 
 def assert_history_valid(messages: Sequence[Message]) -> None:
@@ -29,3 +33,21 @@ def assert_history_valid(messages: Sequence[Message]) -> None:
 @pytest.fixture
 def history_valid():  # type: ignore[no-untyped-def]
     return assert_history_valid
+
+
+_HERE = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier and, under pytest-xdist, put each module's tests in one
+    xdist_group (one worker), but those of the modules tests/tiers.py lets be spread."""
+    xdist = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        path = item.path.relative_to(_HERE).as_posix()
+        name = getattr(item, "originalname", item.name)
+        params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
+        for mark in marks_for(path, name, params):
+            item.add_marker(mark)
+        if xdist and path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(path))

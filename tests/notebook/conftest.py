@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from . import ipykernel6
 from .kernel import Kernel, make_kernel_manager
 
 ROOT = Path(__file__).resolve().parents[2]
-IPYKERNEL6 = "6.29.5"
+IPYKERNEL6 = ipykernel6.VERSION
 #: A key that must never appear in any output or saved notebook.
 SECRET = "sk-test-SECRET-4f9c2e7d1a"
 
@@ -39,32 +40,6 @@ def kernel_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _build_ipykernel6_venv(where: Path) -> Path:
-    python = where / "bin" / "python"
-    marker = where / "nbagent-ready.json"
-    import hashlib
-
-    project = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    want = {
-        "ipykernel": IPYKERNEL6,
-        "root": str(ROOT),
-        "extra": ["pandas", "matplotlib"],
-        "pyproject": project,  # a new dependency must reach this venv too
-    }
-    if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
-        return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)
-    subprocess.run(
-        [
-            *(str(python), "-m", "pip", "install", "-q"),
-            *(f"ipykernel=={IPYKERNEL6}", "pandas", "matplotlib", "-e", str(ROOT)),
-        ],
-        check=True,
-    )
-    marker.write_text(json.dumps(want))
-    return python
-
-
 @pytest.fixture(scope="session", params=["ipykernel-current", "ipykernel-6.29"])
 def kernel_python(request: pytest.FixtureRequest) -> str:
     """The Python a test kernel runs on: this venv's, or one with ipykernel 6.29."""
@@ -77,9 +52,8 @@ def kernel_python(request: pytest.FixtureRequest) -> str:
         )
     cache = request.config.cache
     assert cache is not None
-    where = cache.mkdir("ipykernel6-venv")
     try:
-        python = _build_ipykernel6_venv(Path(where))
+        python = ipykernel6.ensure(Path(cache.mkdir("ipykernel6-venv")))
     except subprocess.CalledProcessError as exc:
         pytest.fail(f"could not build the ipykernel {IPYKERNEL6} venv: {exc}")
     return str(python)

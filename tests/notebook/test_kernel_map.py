@@ -168,8 +168,22 @@ def test_a_dask_cluster_runs_a_tool_defined_in_a_notebook_cell(ready: Kernel) ->
         workers = kernel.eval("sorted(str(p) for p in client.run(os.getpid).values())")
         assert here not in pids and set(pids) <= set(workers)  # the cell's tool ran there
         assert "nbagent map (finished)" in kernel.cell_text(msg_id)
-        # a model that cannot travel is refused before anything runs, saying why
-        kernel.execute("nbagent.notebook.current_session().set_model(FunctionModel(decide))")
+        # a model that cannot travel is refused before anything runs, saying why (a lock of its
+        # own: SETUP's decide cannot travel only once a test has awaited its asyncio.Event)
+        kernel.execute(
+            textwrap.dedent(
+                """
+                import threading
+                held = threading.Lock()
+
+                def locked(request):
+                    with held:
+                        return plain(request)
+
+                nbagent.notebook.current_session().set_model(FunctionModel(locked))
+                """
+            )
+        )
         msg_id = kernel.submit('%agent map --over quiz --engine client "{answer}|{key}"')
         kernel.finish(msg_id, allow_errors=True)
         assert "cannot be sent to Dask workers" in kernel.replies[msg_id]["content"]["evalue"]

@@ -270,10 +270,14 @@ def test_a_recorded_analysis_replays_with_no_model_and_no_network(
 ) -> None:
     kernel.execute(f"import os; os.environ['NBAGENT_RECORDINGS'] = {str(tmp_path)!r}")
     _start(kernel, _turns(ANALYSIS, end="One outlier: e, 400."))
+    # none of the names the analysis binds, whatever the tests before left in this kernel (the
+    # snippet's result says which names it made and which it changed)
+    unbound = "for _name in ('outliers', 'plt'):\n    globals().pop(_name, None)\n"
+    kernel.execute(unbound)
     kernel.execute("%agent --new --record --kernel --approve auto find the outliers")
     assert list(tmp_path.glob("*.json"))
     # a student's kernel: the same data, no model, and no network at all
-    kernel.execute(DATA + "\nnbagent.notebook.current_session().set_model(None)")
+    kernel.execute(DATA + unbound + "nbagent.notebook.current_session().set_model(None)")
     kernel.execute(
         "import socket\n"
         "def _no_network(*a, **k):\n    raise OSError('network blocked by the test')\n"
