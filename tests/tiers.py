@@ -114,7 +114,8 @@ SLOW_KERNEL_PARAM = ("kernel_python", "ipykernel-6.29")
 
 #: Modules whose tests share nothing costly (no module fixture: each test starts what it plays
 #: against), so that pytest-xdist may spread them over its workers; every other module's tests
-#: run on one worker (``--dist loadgroup``), so that its shared kernel or server starts once.
+#: run on one worker, so that its shared kernel or server starts once (scripts/test now uses
+#: ``--dist loadfile``, which keeps every module, these too, on one worker in its order).
 SPREAD = ("mcp/test_conformance.py", "test_notebooks.py")
 
 
