@@ -56,6 +56,7 @@ from ._exact_base import (
     _T_WEAKOFFSET,
     _CannotTell,
     _describe,
+    byte_size,
 )
 from ._exact_data import read_numpy, read_pandas
 
@@ -167,10 +168,10 @@ def exact_print(value: Any, budget: Budget) -> Print | str:
         if budget.left < budget.limit:
             return (
                 "the fingerprints of the other names used the budget undo reads for its checks "
-                f"({_size(budget.limit)}, KernelLimits.copy_budget)"
+                f"({byte_size(budget.limit)}, KernelLimits.copy_budget)"
             )
         return (
-            f"larger than the budget undo reads for its checks ({_size(budget.limit)}, "
+            f"larger than the budget undo reads for its checks ({byte_size(budget.limit)}, "
             "KernelLimits.copy_budget)"
         )
     except _CannotTell as exc:
@@ -564,11 +565,3 @@ def _plain_metaclass(meta: type) -> bool:
         _METAS.clear()
     _METAS[id(meta)] = (weakref.ref(meta), plain)
     return plain
-
-
-def _size(size: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.0f} bytes"

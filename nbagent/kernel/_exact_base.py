@@ -38,6 +38,15 @@ def _describe(kind: type) -> str:
     return f"{module.split('.')[0]}.{name}"
 
 
+def byte_size(size: float) -> str:
+    """``512 bytes``, ``3.2 KB``, ``1.5 GB``."""
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.0f} bytes"
+
+
 class Reading(Protocol):
     """What :mod:`._exact_data` asks of the reader that walks an object (``_exact._Reader``)."""
 

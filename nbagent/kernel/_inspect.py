@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ..content import Shown, Table, TextPart, ToolResult, error_result
+from ._exact_base import byte_size
 from ._guard import Reader, Unreadable, exact
-from ._namespace import READ_TIMEOUT, byte_size, visible_names
+from ._namespace import READ_TIMEOUT, visible_names
 from ._objects import (
     is_array,
     is_class,

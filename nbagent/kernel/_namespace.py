@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._exact import Budget, Print, exact_print, needs_print, unchanged
+from ._exact_base import byte_size
 from ._guard import Reader, Unreadable
 from ._guard import exact as _exact
 from ._objects import (
@@ -472,12 +473,3 @@ def _object_cells(frame: Any) -> int:
         sample = [sys.getsizeof(column.iat[i]) for i in picks]
         total += int(sum(sample) / len(sample) * len(column))
     return total
-
-
-def byte_size(size: float) -> str:
-    """``512 bytes``, ``3.2 KB``, ``1.5 GB``."""
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.0f} bytes"
