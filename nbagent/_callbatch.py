@@ -95,7 +95,7 @@ async def _handle_call_now(
                     f"got {_json_type(input_value)}"
                 )
             if found is not None:
-                run.agent._schemas[call.name].validate(input_value)
+                run.schemas[call.name].validate(input_value)
         except ArgumentsError as exc:
             outcome = Outcome(
                 error_result(

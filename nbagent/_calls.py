@@ -58,7 +58,7 @@ async def run_valid_call(
         text = f"Tool {call.name!r} is run by the provider, not by this agent."
         return Outcome(error_result(text), "invalid")
     agent = run.agent
-    schema = agent._schemas.get(call.name)
+    schema = run.schemas.get(call.name)
 
     def checker(value: Any) -> Any:
         return checked_arguments(value, call.name, schema, run.limits)

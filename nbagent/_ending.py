@@ -82,6 +82,7 @@ def run_result(run: LoopState, stop: StopReason, error: BaseException | None = N
         tuple(run.exchanges),
         run.id,
         run.agent,
+        output=run.answer.value if run.answer is not None else None,
     )
 
 

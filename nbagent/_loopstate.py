@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .generation import Answer, Generator, Options, Usage
     from .hooks import AfterToolHook, BeforeToolHook
     from .limits import Budget, Limits
+    from .output import TypedAnswer
     from .messages import Message, ToolResultPart
     from .schema import CompiledSchema
     from .stepping import StepPause
@@ -60,6 +61,7 @@ class RunState(Protocol):
     approver: Approver
     limits: Limits
     tools: dict[str, Tool]
+    schemas: dict[str, CompiledSchema]
     agent: AgentState
     _steps: int
 
@@ -77,6 +79,7 @@ class LoopState(RunState, Protocol):
 
     options: Options
     definitions: tuple[Definition, ...]
+    answer: TypedAnswer | None
     exchanges: list[Exchange]
     final: RunResult | None
     _queue: EventQueue

@@ -74,8 +74,11 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
         messages=tuple(agent.messages),
         model=getattr(generator, "model", ""),
         tools=run.definitions,
-        instructions=agent.instructions,
+        instructions=(
+            run.answer.instructions(agent.instructions) if run.answer else agent.instructions
+        ),
         options=run.options,
+        answer_format=run.answer.format if run.answer else None,
     )
     edits: list[str] = []
     if run._pauser is not None:

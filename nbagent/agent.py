@@ -31,6 +31,7 @@ from .generation import Generator, Options, Request
 from .hooks import AfterToolHook, BeforeToolHook
 from .limits import Budget, Limits
 from .messages import Message, ToolMessage, UserMessage
+from .output import DEFAULT_TRIES, typed_answer
 from .run import Run, _as_user_message
 from .tools import Tool, validate_tools
 
@@ -265,8 +266,19 @@ class Agent:
         options: Options | None = None,
         budget: Budget | None = None,
         step: bool = False,
+        output: Any = None,
+        output_tries: int = DEFAULT_TRIES,
+        output_mode: str = "auto",
     ) -> Run:
         """Start a run as a task on the running loop and return its :class:`Run` handle.
+
+        ``output``: a Python type or JSON Schema the run must answer with; the validated value
+        is ``result.output`` (see :mod:`nbagent.output`). An answer that does not fit goes back
+        to the model, up to ``output_tries`` answers in all, then the run fails with
+        :class:`~nbagent.errors.OutputInvalidError`. ``output_mode``: "auto" (the provider's
+        strict structured output where it has one, else a final-answer tool), "native" or
+        "tool". A type that cannot be an answer raises :class:`~nbagent.errors.OutputTypeError`
+        before any request.
 
         Raises :class:`~nbagent.errors.ImageError` for a prompt image that does not decode.
         A failed run is reported as the ``RunFailed`` event (and ``stop_reason="failed"``).
@@ -305,6 +317,11 @@ class Agent:
             chosen = {n: self.tools[n] for n in names}
         else:
             chosen = dict(self.tools)
+        answer = None
+        if output is not None:
+            answer = typed_answer(
+                output, self.generator, chosen, tries=output_tries, mode=output_mode
+            )
         message = prompt_for_history(_as_user_message(prompt if prompt is not None else ""))
         with _CLAIM:  # another thread may have started a run since the check above
             self._check_idle()
@@ -320,6 +337,7 @@ class Agent:
                 budget or self.budget,
                 step=step,
                 continuing=prompt is None,
+                answer=answer,
             )
             run._start()
         except BaseException:

@@ -28,6 +28,8 @@
         ├── ApprovalError          an approval could not be obtained (no approver able to ask)
         ├── RunFailedError         Agent.run / run_sync: the run failed; carries its RunResult
         ├── BatchInputError        Agent.map: inputs or template unusable (names what is wrong)
+        ├── OutputTypeError        output=T cannot be an answer type (no schema, unsatisfiable)
+        ├── OutputInvalidError     the model never answered in the asked form (tries used up)
         └── RunAbortedError        a tool (or callback) raised KeyboardInterrupt, SystemExit …
 
 Control flow (step limit, terminate, cancel) is not an error: a run reports why it stopped.
@@ -57,6 +59,8 @@ __all__ = [
     "MCPSignInError",
     "NbagentError",
     "NotFoundError",
+    "OutputInvalidError",
+    "OutputTypeError",
     "PermissionDeniedError",
     "ProviderConnectionError",
     "ProviderError",
@@ -265,6 +269,31 @@ class BatchInputError(AgentError):
     """:meth:`Agent.map <nbagent.Agent.map>` cannot start: the inputs or the template are not
     usable (a template naming a column the table lacks, a single string instead of a list …).
     Raised before any run starts; the message names what is wrong and what there is."""
+
+
+class OutputTypeError(AgentError):
+    """``output=`` cannot be asked of a run: the Python type has no JSON Schema, the schema is
+    one no value can satisfy, or a tool already has the answer tool's name. Raised before any
+    request; the message names why."""
+
+
+class OutputInvalidError(AgentError):
+    """The model did not answer in the asked form (``output=``) within the allowed tries.
+
+    The run failed with this as its error; ``answer`` is the model's last answer as it wrote
+    it (JSON text, bounded), ``problems`` why it did not fit (the validator's words)."""
+
+    def __init__(self, message: str, *, answer: str = "", problems: str = "") -> None:
+        self.answer = answer
+        self.problems = problems
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_invalid, (str(self), self.answer, self.problems))
+
+
+def _rebuild_invalid(message: str, answer: str, problems: str) -> OutputInvalidError:
+    return OutputInvalidError(message, answer=answer, problems=problems)
 
 
 class RunAbortedError(AgentError):

@@ -117,6 +117,9 @@ class RunResult:
     run_id: str = field(default="", compare=False)
     #: The agent that ran it, for :meth:`fork` (not pickled: a result travels without it).
     agent: Any = field(default=None, compare=False, repr=False)
+    #: A typed run's validated answer (``output=``, see :mod:`nbagent.output`): an instance of
+    #: the type asked for; None when the run asked for none or ended without one.
+    output: Any = field(default=None, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

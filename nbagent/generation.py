@@ -18,6 +18,7 @@ from .tools import Definition, ToolCall
 
 __all__ = [
     "Answer",
+    "AnswerFormat",
     "AnswerStatus",
     "Finish",
     "FinishReason",
@@ -67,6 +68,16 @@ class Options:
 
 
 @dataclass(frozen=True)
+class AnswerFormat:
+    """Ask for the answer as JSON text matching ``schema``, through the API's own structured
+    output (a typed run, see :mod:`nbagent.output`; only sent to a Generator whose
+    ``native_answers`` accepted the schema). ``name`` names it where the API wants a name."""
+
+    schema: Mapping[str, Any]
+    name: str = "answer"
+
+
+@dataclass(frozen=True)
 class Request:
     """Everything a Generator needs for one model turn."""
 
@@ -75,6 +86,7 @@ class Request:
     tools: Sequence[Definition] = ()
     instructions: str | None = None
     options: Options = field(default_factory=Options)
+    answer_format: AnswerFormat | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ from .tools import Tool, ToolCall
 if TYPE_CHECKING:
     from ._loopstate import AgentState as Agent  # what a run reads from its agent
     from .limits import Budget
+    from .output import TypedAnswer
 
 __all__ = ["Run"]
 
@@ -83,8 +84,16 @@ class Run:
         *,
         step: bool = False,
         continuing: bool = False,
+        answer: TypedAnswer | None = None,
     ) -> None:
         self.agent = agent
+        #: A typed run's answer (see :mod:`nbagent.output`); None for a run that answers text.
+        self.answer = answer
+        #: The compiled input schema of each tool the run offers (the answer tool's too).
+        self.schemas = dict(agent._schemas)
+        if answer is not None and answer.tool is not None:
+            tools = {**tools, answer.tool.name: answer.tool}
+            self.schemas[answer.tool.name] = answer.compiled
         self.id = f"run-{next(_run_ids)}"
         self.prompt = prompt
         self.approver = approver
@@ -237,6 +246,10 @@ class Run:
                 if not checked:
                     if answer.finish is not None and answer.finish.reason == "pause":
                         continue  # send the paused turn back so the provider continues it
+                    if self.answer is not None and not self.answer.accept_text(
+                        messages, self.limits
+                    ):
+                        continue  # the model was told why that is not the answer
                     stop = "finished"
                     break
                 self._open_calls = tuple(c.call for c in checked)
@@ -249,6 +262,9 @@ class Run:
                 results = await run_batch(self, self._repeats, step, checked)
                 messages.append(ToolMessage(tuple(part for part, _ in results)))
                 self._open_calls = ()
+                if self.answer is not None and self.answer.accept_calls(checked, results):
+                    stop = "terminated"
+                    break
                 if self._repeats.stopped or all(r.terminate and not r.is_error for _, r in results):
                     stop = "repeated_call" if self._repeats.stopped else "terminated"
                     break

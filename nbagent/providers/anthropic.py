@@ -86,6 +86,7 @@ from ..messages import (
 )
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
+from ._answers import anthropic_output_config, native_problem
 from ._failures import StreamFailure
 from ._http import HTTPGenerator
 from ._shared import (
@@ -226,6 +227,15 @@ class AnthropicMessages(HTTPGenerator):
             "a prompt, or turn thinking off for it"
         )
 
+
+    def native_answers(self, schema: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether a typed answer in ``schema`` goes through structured outputs (True and how), or
+        why not (False and the reason; a typed run then uses the final-answer tool)."""
+        why = native_problem(schema, anthropic=True)
+        if why is not None:
+            return False, f"{why}, so not output_config.format json_schema"
+        return True, "output_config.format json_schema"
+
     def build_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         options = request.options
@@ -253,6 +263,8 @@ class AnthropicMessages(HTTPGenerator):
             body["top_p"] = options.top_p
         if options.stop:
             body["stop_sequences"] = list(options.stop)
+        if request.answer_format is not None:
+            body["output_config"] = anthropic_output_config(request.answer_format)
         body.update(options.extra)
         return body
 

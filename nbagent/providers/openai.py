@@ -84,6 +84,7 @@ from ._http import HTTPGenerator, StreamParser
 from ._keys import host_of
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
+from ._answers import chat_response_format, native_problem
 from ._strict import strict_schema
 from ._structured import TOOL_CALL_MODES, StructuredParser, ToolCallMode, structured_body
 
@@ -202,6 +203,17 @@ class OpenAIChat(HTTPGenerator):
             return "/chat/completions", body, lambda: StructuredParser(parser())
         return "/chat/completions", body, parser
 
+
+    def native_answers(self, schema: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether a typed answer in ``schema`` goes through the API's strict response_format (True and how), or
+        why not (False and the reason; a typed run then uses the final-answer tool)."""
+        if self.tool_calls == "structured":
+            return False, "tool_calls='structured' uses response_format for the calls"
+        why = native_problem(schema)
+        if why is not None:
+            return False, f"{why}, so not response_format json_schema (strict)"
+        return True, "response_format json_schema (strict)"
+
     def build_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         options = request.options
@@ -234,6 +246,8 @@ class OpenAIChat(HTTPGenerator):
             body["top_p"] = options.top_p
         if options.stop:
             body["stop"] = list(options.stop)
+        if request.answer_format is not None:
+            body["response_format"] = chat_response_format(request.answer_format)
         body.update(options.extra)
         if self.tool_calls == "structured":
             return structured_body(body, request)

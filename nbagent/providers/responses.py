@@ -106,6 +106,7 @@ from ._responses_items import carried_fields, read_reasoning_signature
 from ._responses_stream import ResponseEventParser
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
+from ._answers import native_problem, responses_text_format
 from ._strict import strict_schema
 
 __all__ = ["OpenAIResponses", "responses_input"]
@@ -219,6 +220,15 @@ class OpenAIResponses(HTTPGenerator):
 
         return "/responses", body, parser
 
+
+    def native_answers(self, schema: Mapping[str, Any]) -> tuple[bool, str]:
+        """Whether a typed answer in ``schema`` goes through the API's strict text.format (True and how), or
+        why not (False and the reason; a typed run then uses the final-answer tool)."""
+        why = native_problem(schema)
+        if why is not None:
+            return False, f"{why}, so not text.format json_schema (strict)"
+        return True, "text.format json_schema (strict)"
+
     def build_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         options = request.options
@@ -255,6 +265,8 @@ class OpenAIResponses(HTTPGenerator):
             body["temperature"] = options.temperature
         if options.top_p is not None:
             body["top_p"] = options.top_p
+        if request.answer_format is not None:
+            body["text"] = responses_text_format(request.answer_format)
         body.update(options.extra)
         return body
 
