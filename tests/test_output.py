@@ -224,3 +224,30 @@ async def test_stream_and_start_carry_the_output() -> None:
 def test_run_sync_with_output() -> None:
     result = Agent(replies('{"title": "Heat", "year": 1995}')).run_sync("x", output=Movie)
     assert result.output == {"title": "Heat", "year": 1995}
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_a_recorded_typed_run_replays_offline_as_recorded(native: bool) -> None:
+    from nbagent.recording import Recording, RecordingGenerator, ReplayGenerator
+
+    def decide(request: Request) -> Any:
+        if request.answer_format is not None:
+            return '{"name": "Ann", "age": 31}'
+        return Turn(Call(ANSWER_TOOL, {"name": "Ann", "age": 31}))
+
+    live = NativeModel(decide) if native else FunctionModel(decide)
+    recorder = RecordingGenerator(live)
+    first = await Agent(recorder).run("Ann is 31", output=Person)
+    assert first.output == Person("Ann", 31)
+    text = recorder.recording.to_json()
+    assert ('"answer_format"' in text) is native
+
+    replayer = ReplayGenerator(Recording.from_json(text))
+    again = await Agent(replayer).run("Ann is 31", output=Person)
+    assert again.output == Person("Ann", 31) and replayer.finished
+    assert (again.exchanges[0].request.answer_format is not None) is native
+
+    other = ReplayGenerator(Recording.from_json(text))
+    changed = await Agent(other).run("Ann is 31", output=Movie, raise_on_error=False)
+    assert changed.stop_reason == "failed"
+    assert "diverged at step 1" in str(changed.error)  # another output type: not the recording

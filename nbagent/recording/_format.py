@@ -117,13 +117,16 @@ def fingerprint(request: Request, hashes: MessageHashes | None = None) -> dict[s
     """What identifies a request, as stored with each recorded step (hashes, no content)."""
     digest = hashes or MessageHashes()
     choice = request.options.tool_choice
-    return {
+    found = {
         "tools": {d.name: digest.definition(d) for d in request.tools},
         "tool_choice": {"name": choice.name} if isinstance(choice, NamedToolChoice) else choice,
         "instructions": _hash(request.instructions) if request.instructions else None,
         "options": digest.options(request.options),
         "messages": digest.messages(request.messages),
     }
+    if request.answer_format is not None:  # a typed run's native answer (absent otherwise)
+        found["answer_format"] = _hash(dict(request.answer_format.schema))
+    return found
 
 
 # --- the recording ---------------------------------------------------------------------------
@@ -336,6 +339,8 @@ def _compact(request: dict[str, Any], previous: dict[str, Any] | None) -> dict[s
     if previous is None:
         return request
     out = {k: v for k, v in request.items() if k != "messages" and previous.get(k) != v}
+    if previous.get("answer_format") is not None and "answer_format" not in request:
+        out["answer_format"] = None  # optional, so not carried on from the step before
     now, before = request.get("messages", []), previous.get("messages", [])
     if now[: len(before)] == before:
         out["messages_from"] = len(before)
@@ -363,7 +368,7 @@ def _expand(raw: Any, previous: dict[str, Any] | None, where: str) -> dict[str, 
     before = previous["messages"]
     if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= len(before):
         raise RecordingError(f"{where}: messages_from must count the step before's messages")
-    for key in _REQUEST_KEYS:
+    for key in (*_REQUEST_KEYS, "answer_format"):
         request.setdefault(key, previous.get(key))
     request["messages"] = [*before[:start], *raw["messages"]]
     return request

@@ -208,6 +208,14 @@ class RecordingGenerator:
     def __repr__(self) -> str:
         return f"record({self.inner!r})"
 
+    def native_answers(self, schema: Any) -> tuple[bool, str]:
+        """A typed answer is asked of the recorded model as it would be without recording."""
+        native = getattr(self.inner, "native_answers", None)
+        if callable(native):
+            answered: tuple[bool, str] = native(schema)
+            return answered
+        return False, f"{type(self.inner).__name__} has no native structured output"
+
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         if not self.recording.prompt:  # for people: the first request's latest words
             said = [m for m in request.messages if isinstance(m, UserMessage)]

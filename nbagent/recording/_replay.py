@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import errors
+from .._digest import digest as _hash
 from ..errors import RecordingError, ReplayDivergedError
 from ..generation import (
     Finish,
@@ -78,6 +79,14 @@ class ReplayGenerator:
         """Whether the run may add the repeat guard's notes: not when replaying a recording
         made before them (its requests have none, and the replay would diverge at once)."""
         return self.recording.repeat_guard
+
+    def native_answers(self, schema: Any) -> tuple[bool, str]:
+        """A typed run replays as it was recorded: natively when a recorded step asked for
+        this very schema through the API's structured output, else with the answer tool."""
+        wanted = _hash(dict(schema))
+        if any(step.request.get("answer_format") == wanted for step in self.recording.steps):
+            return True, "as recorded (the API's structured output)"
+        return False, "the recording asked for no structured output in this schema"
 
     @property
     def finished(self) -> bool:
@@ -307,6 +316,8 @@ def _difference(recorded: Mapping[str, Any], current: Mapping[str, Any], request
             f"the tool choice is {current.get('tool_choice')!r}, recorded "
             f"{recorded.get('tool_choice')!r}"
         )
+    if recorded.get("answer_format") != current.get("answer_format"):
+        return "the typed answer's format (output=) differs from the recording"
     if recorded.get("instructions") != current.get("instructions"):
         return "the instructions differ from the recording"
     if recorded.get("options") not in (None, current.get("options")):
