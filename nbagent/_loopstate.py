@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from .generation import Answer, Generator, Options, Usage
     from .hooks import AfterToolHook, BeforeToolHook
     from .limits import Budget, Limits
-    from .output import TypedAnswer
     from .messages import Message, ToolResultPart
+    from .output import TypedAnswer
     from .schema import CompiledSchema
     from .stepping import StepPause
     from .tools import Definition, Tool, ToolCall

@@ -132,7 +132,9 @@ class Batch:
         self.interval = interval
         self.notes: list[str] = []
         approver = check_approver(approver, agent)
-        spec: OutputSpec | None = output_spec(output, error=BatchInputError) if output is not None else None
+        spec: OutputSpec | None = (
+            output_spec(output, error=BatchInputError) if output is not None else None
+        )
         tool_names = list(tools) if tools is not None else None
         self.plan = RunPlan(
             self._prepared_agent(agent, spec, model if engine is None else None, tool_names),

@@ -1,4 +1,4 @@
-"""The batch's structured output is the run's (see :mod:`nbagent.output`): one mechanism for both."""
+"""The batch's structured output is a run's (see :mod:`nbagent.output`): one mechanism."""
 
 from __future__ import annotations
 

@@ -108,6 +108,10 @@ def _options_text(request: Request) -> str:
         said.append(f"stop: {list(options.stop)}")
     if getattr(options, "extra", None):
         said.append(f"extra: {json.dumps(dict(options.extra), default=str)[:400]}")
+    if getattr(request, "answer_format", None) is not None:
+        said.append("answer: JSON in the output type's schema, through the API's structured output")
+    elif any(d.name == "final_answer" for d in request.tools):
+        said.append("answer: through the final_answer tool")
     return " · ".join(said)
 
 

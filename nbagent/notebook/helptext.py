@@ -38,7 +38,11 @@ Options
   -m, --model MODEL    the model from now on: offline, openai:MODEL, openai-responses:MODEL,
                        anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL, local:smollm2
                        (in this kernel)
-  -o, --output NAME    keep the run's result in the variable NAME
+  -o NAME              keep the run's result in the variable NAME
+  --output TYPE        answer with a value of this type: a name in the notebook (a
+                       dataclass, TypedDict, pydantic model, a JSON Schema dict) or a type
+                       such as list[str]; the value is the result's .output, shown as a
+                       table or JSON
   --new, --reset       start a new conversation (approval rules stay: see %agent rules);
                        `%agent --new` alone only does that, `%agent -m MODEL` alone only
                        sets the model

@@ -88,6 +88,7 @@ class _Plan:
     kernel: bool = False
     step: bool = False
     fork: tuple[str, int] | None = None  # run id, step
+    output_type: Any = None  # --output: the type the run answers with
 
 
 @magics_class
@@ -232,6 +233,11 @@ class AgentMagics(Magics):
         tools = None
         if args.tools is not None:
             tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+        wanted = None
+        if args.output_type is not None:
+            from .outputtype import output_type
+
+            wanted = output_type(args.output_type, {**self._namespace(), **(local_ns or {})})
         modes = [m for m in ("record", "replay", "live") if getattr(args, m)]
         if len(modes) > 1:
             raise UsageError(f"choose one of --record, --replay and --live, not {modes}")
@@ -249,6 +255,7 @@ class AgentMagics(Magics):
             args.kernel,
             args.step,
             fork,
+            wanted,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -376,6 +383,7 @@ class AgentMagics(Magics):
             reset=plan.new and plan.fork is None,
             step=step,
             continuing=plan.fork is not None and not plan.prompt,
+            output=plan.output_type,
             on_end=ended,
             model_for=self._model_for(plan, widgets=use_widgets, unavailable=unavailable),
         )

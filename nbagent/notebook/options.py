@@ -104,7 +104,8 @@ def parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%agent", add_help=False)
     parser.add_argument("-m", "--model")
     parser.add_argument("--new", "--reset", dest="new", action="store_true")
-    parser.add_argument("-o", "--output")
+    parser.add_argument("-o", dest="output")
+    parser.add_argument("--output", dest="output_type")
     parser.add_argument("--approve", choices=["ask", "auto", "deny"])
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--tools")
@@ -122,6 +123,7 @@ def run_options(args: argparse.Namespace) -> list[str]:
     """Options that only mean something for a run (so they need a prompt)."""
     names = (
         "output",
+        "output_type",
         "approve",
         "max_steps",
         "tools",

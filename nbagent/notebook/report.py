@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import NbagentError
 from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..redact import redact_secrets
 from ..tools import Tool
@@ -304,7 +305,17 @@ def config(session: Session, frontend: Frontend) -> None:
         hooks += [f"after: {_hook_name(h)}" for h in agent.after_tool_hooks]
     rows.append(("hooks", ", ".join(hooks) or "none"))
     rows.append(("tools", ", ".join(sorted(session.tools)) or "none"))
+    rows.append(("typed answers (--output)", _answer_route(session)))
     _table(("setting", "value"), rows, code_first=False)
+
+
+def _answer_route(session: Session) -> str:
+    from ..output import answer_route
+
+    try:
+        return answer_route(session.generator)
+    except NbagentError as exc:  # the model cannot be loaded: the model row says why
+        return f"unknown until the model loads ({type(exc).__name__})"
 
 
 def _hook_name(hook: Any) -> str:

@@ -174,8 +174,10 @@ class Job:
         model_for: Callable[[Agent, str, list[str] | None], Choice] | None = None,
         step: bool = False,
         continuing: bool = False,
+        output: Any = None,
     ) -> None:
         self.number = next(_numbers)
+        self.output = output  # --output: the type the run answers with (None: text)
         self._agent = agent
         self.prompt = prompt
         self.view = view
@@ -239,6 +241,7 @@ class Job:
                     tools=self.tools,
                     budget=self.budget,
                     step=self.step,
+                    output=self.output,
                 )
             with self._lock:
                 self.run = run

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import ImagePart, ToolResult
 from ..redact import redact_secrets
+from .answerview import answer_forms
 from .exchanges import exchanges_html
 from .records import Block, CallRecord, NoteRecord, ReasoningRecord, TextRecord
 from .render import (
@@ -426,6 +427,11 @@ def _head(transcript: Transcript) -> _Piece:
 
 def _tail(transcript: Transcript) -> _Piece:
     parts, md, plain = [], [], []
+    if transcript.answer is not None:  # a typed run's validated value
+        shown, written, said = answer_forms(transcript.answer)
+        parts.append(shown)
+        md.append(written)
+        plain.append(said)
     if transcript.error:
         color = STATUS_COLORS["error"]
         parts.append(f'<div style="color:{color}"><b>Error:</b> {_esc(transcript.error)}</div>')

@@ -105,6 +105,8 @@ class Transcript:
     exchanges: tuple[Any, ...] = field(default=(), repr=False)
     #: Repeat pauses waiting, by id (their words say which call, when they end).
     pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
+    #: A typed run's validated answer as JSON (``output=``), None otherwise.
+    answer: Any = None
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -244,6 +246,10 @@ class Transcript:
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
             self.exchanges = tuple(event.result.exchanges)
             self.end(event.result.stop_reason, event.result.usage)
+            if event.result.output is not None:
+                from ..output import to_json
+
+                self.answer = _redacted(to_json(event.result.output))
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
 

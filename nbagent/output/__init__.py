@@ -19,13 +19,14 @@ validator's words, up to ``tries`` times, then the run fails with
 from __future__ import annotations
 
 from ._spec import ANSWER_TOOL, OutputSpec, output_spec, to_json
-from ._typed import DEFAULT_TRIES, TypedAnswer, typed_answer
+from ._typed import DEFAULT_TRIES, TypedAnswer, answer_route, typed_answer
 
 __all__ = [
     "ANSWER_TOOL",
     "DEFAULT_TRIES",
     "OutputSpec",
     "TypedAnswer",
+    "answer_route",
     "output_spec",
     "to_json",
     "typed_answer",

@@ -1,13 +1,14 @@
 """The wanted output of a run: a JSON Schema or Python type, compiled, and its value decoded.
 
 Used by typed runs (``agent.run(prompt, output=T)``, see :mod:`nbagent.output`) and by
-``agent.map(output=T)`` alike. With the final-answer tool the run gets one more tool, ``final_answer``, whose input schema is the wanted output (compiled
-by the same strict Draft 2020-12 compiler as every tool, so a bad schema fails before any run).
-The model answers by calling it; the loop validates the arguments like any call (a call that
-does not fit goes back to the model as an error, and it can try again), and the call ends the
-run. This works with every provider and the offline models alike: no provider-specific
-"response format" is needed. A Python type is turned into its schema, and the validated value
-is decoded back into it (a dataclass instance, a TypedDict, an ``int`` …), without coercion.
+``agent.map(output=T)`` alike. The schema is compiled by the same strict Draft 2020-12
+compiler as every tool, so a bad one fails before any run. Where the answer is not asked of
+the API's own structured output, the run gets one more tool, ``final_answer``, whose input
+schema is the wanted output: the model answers by calling it, the loop validates the
+arguments like any call (a call that does not fit goes back to the model as an error), and
+the call ends the run; this works with every provider and the offline models alike. A Python
+type is turned into its schema, and the validated value is decoded back into it (a dataclass
+instance, a TypedDict, an ``int`` …), without coercion.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..messages import Message, ToolResultPart
     from ..tools import Tool
 
-__all__ = ["DEFAULT_TRIES", "TypedAnswer", "typed_answer"]
+__all__ = ["DEFAULT_TRIES", "TypedAnswer", "answer_route", "typed_answer"]
 
 #: Answers that do not fit before a typed run fails (the first try included).
 DEFAULT_TRIES = 3
@@ -96,7 +96,7 @@ class TypedAnswer:
             if not part.is_error and call is not None:
                 try:
                     self._keep(call.input)
-                except Exception as exc:  # noqa: BLE001 - the type refused a schema-valid value
+                except Exception as exc:
                     problems.append((call.call.arguments, str(exc)))
                     continue
                 return True
@@ -164,6 +164,30 @@ def typed_answer(
         )
     why = "" if mode == "tool" else f" ({said})"
     return TypedAnswer(spec, "tool", f"the {ANSWER_TOOL} tool{why}", tries)
+
+
+def answer_route(generator: Generator) -> str:
+    """How typed answers (``output=``) go with this model, in words (for ``%agent config``)."""
+    probe = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    native = getattr(generator, "native_answers", None)
+    name = type(generator).__name__
+    if callable(native):
+        try:
+            able, said = native(probe)
+        except Exception as exc:
+            able, said = False, f"{name}.native_answers failed: {type(exc).__name__}"
+        if able is True:
+            return (
+                f"native: {said}, for a type whose schema strict mode takes as it is; "
+                f"otherwise the {ANSWER_TOOL} tool"
+            )
+        return f"the {ANSWER_TOOL} tool ({said})"
+    return f"the {ANSWER_TOOL} tool ({name} has no native structured output)"
 
 
 def _text(result: ToolResult) -> str:

@@ -34,8 +34,17 @@ __all__ = [
 
 #: What Anthropic's structured outputs do not constrain, beyond OpenAI strict mode's list.
 _ANTHROPIC_UNSUPPORTED = frozenset(
-    {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems",
-     "maxItems", "pattern", "format"}
+    {
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+        "pattern",
+        "format",
+    }
 )
 
 
@@ -64,8 +73,12 @@ def chat_response_format(answer: AnswerFormat) -> dict[str, Any]:
 
 def responses_text_format(answer: AnswerFormat) -> dict[str, Any]:
     return {
-        "format": {"type": "json_schema", "name": answer.name, "schema": _wire(answer),
-                   "strict": True}
+        "format": {
+            "type": "json_schema",
+            "name": answer.name,
+            "schema": _wire(answer),
+            "strict": True,
+        }
     }
 
 

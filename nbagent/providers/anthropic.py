@@ -227,10 +227,9 @@ class AnthropicMessages(HTTPGenerator):
             "a prompt, or turn thinking off for it"
         )
 
-
     def native_answers(self, schema: Mapping[str, Any]) -> tuple[bool, str]:
-        """Whether a typed answer in ``schema`` goes through structured outputs (True and how), or
-        why not (False and the reason; a typed run then uses the final-answer tool)."""
+        """Whether a typed answer in ``schema`` can go through structured outputs:
+        (True, how), or (False, why not: the run then uses the final-answer tool)."""
         why = native_problem(schema, anthropic=True)
         if why is not None:
             return False, f"{why}, so not output_config.format json_schema"

@@ -79,12 +79,12 @@ from ..generation import NamedToolChoice, Request
 from ..messages import AssistantMessage, Message, ReasoningPart, ToolMessage, UserMessage
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
+from ._answers import chat_response_format, native_problem
 from ._chat_stream import ChunkParser, reasoning_details
 from ._http import HTTPGenerator, StreamParser
 from ._keys import host_of
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
-from ._answers import chat_response_format, native_problem
 from ._strict import strict_schema
 from ._structured import TOOL_CALL_MODES, StructuredParser, ToolCallMode, structured_body
 
@@ -203,10 +203,9 @@ class OpenAIChat(HTTPGenerator):
             return "/chat/completions", body, lambda: StructuredParser(parser())
         return "/chat/completions", body, parser
 
-
     def native_answers(self, schema: Mapping[str, Any]) -> tuple[bool, str]:
-        """Whether a typed answer in ``schema`` goes through the API's strict response_format (True and how), or
-        why not (False and the reason; a typed run then uses the final-answer tool)."""
+        """Whether a typed answer in ``schema`` can go through the API's strict response_format:
+        (True, how), or (False, why not: the run then uses the final-answer tool)."""
         if self.tool_calls == "structured":
             return False, "tool_calls='structured' uses response_format for the calls"
         why = native_problem(schema)

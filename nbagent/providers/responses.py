@@ -101,12 +101,12 @@ from ..messages import (
 )
 from ..schema import normalize_schema
 from ..tools import Definition, ToolCall
+from ._answers import native_problem, responses_text_format
 from ._http import HTTPGenerator
 from ._responses_items import carried_fields, read_reasoning_signature
 from ._responses_stream import ResponseEventParser
 from ._shared import b64, description_with_examples, provider_tool_spec
 from ._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
-from ._answers import native_problem, responses_text_format
 from ._strict import strict_schema
 
 __all__ = ["OpenAIResponses", "responses_input"]
@@ -220,10 +220,9 @@ class OpenAIResponses(HTTPGenerator):
 
         return "/responses", body, parser
 
-
     def native_answers(self, schema: Mapping[str, Any]) -> tuple[bool, str]:
-        """Whether a typed answer in ``schema`` goes through the API's strict text.format (True and how), or
-        why not (False and the reason; a typed run then uses the final-answer tool)."""
+        """Whether a typed answer in ``schema`` can go through the API's strict text.format:
+        (True, how), or (False, why not: the run then uses the final-answer tool)."""
         why = native_problem(schema)
         if why is not None:
             return False, f"{why}, so not text.format json_schema (strict)"
