@@ -140,7 +140,7 @@ class Batch:
             self._prepared_agent(agent, spec, model if engine is None else None, tool_names),
             approver,
             max_steps=max_steps,
-            tools=[*tool_names, ANSWER_TOOL] if spec and tool_names is not None else tool_names,
+            tools=tool_names,
             options=options,
             timeout=timeout,
             retries=retries,
@@ -202,9 +202,6 @@ class Batch:
                     f"the agent has a tool named {ANSWER_TOOL!r}, which a structured output "
                     "needs for itself: rename the tool"
                 )
-            prepared.add_tool(spec.tool())
-            base = prepared.instructions
-            prepared.instructions = f"{base}\n\n{spec.instruction}" if base else spec.instruction
         return prepared
 
     def _resume(self, table: Any, checkpoint: Any, spec: OutputSpec | None) -> None:

@@ -16,11 +16,11 @@ import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import RateLimitError
 from ._inputs import Item
-from ._output import OutputSpec
+from ._output import OutputSpec, to_json
 from ._rows import BatchRow, describe_error
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class MappedAgent(Protocol):
         max_steps: int | None = None,
         tools: Iterable[str] | None = None,
         options: Options | None = None,
+        output: Any = None,
     ) -> Run: ...
 
 
@@ -147,6 +148,7 @@ async def _attempt(plan: RunPlan, item: Item) -> tuple[RunResult, bool]:
         max_steps=plan.max_steps,
         tools=plan.tools,
         options=plan.options,
+        output=plan.output,  # the run's own typed answer: natively, or its answer tool
     )
     run.discard_events()
     try:
@@ -184,17 +186,16 @@ def _row(
     elif stop == "failed":
         status, error = "failed", describe_error(result.error) or "the run failed"
     elif plan.output is not None:
-        found, output_json = plan.output.extract(result.messages)
+        # a typed run finishes only on an accepted answer; it may also end on a tool's
+        # terminate, with or without one
+        found = stop == "finished" or (
+            stop == "terminated" and plan.output.extract(result.messages)[0]
+        )
         if not found:
             status = "failed"
-            error = (
-                f"no structured answer: the run ended ({stop}) without a valid call to final_answer"
-            )
+            error = f"no structured answer: the run ended ({stop}) without one"
         else:
-            try:
-                output = plan.output.decode(output_json)
-            except Exception as exc:  # the schema allowed what the type does not
-                status, error = "failed", describe_error(exc)
+            output, output_json = result.output, to_json(result.output)
     elif stop in ("max_steps", "length", "repeated_call"):
         why = {
             "max_steps": "at the step limit",

@@ -144,7 +144,7 @@ def typed_answer(
         raise OutputTypeError(f"output_tries must be a whole number of at least 1, not {tries!r}")
     if mode not in ("auto", "tool", "native"):
         raise OutputTypeError(f"output_mode must be 'auto', 'native' or 'tool', not {mode!r}")
-    spec = output_spec(output)
+    spec = output if isinstance(output, OutputSpec) else output_spec(output)
     native = getattr(generator, "native_answers", None)
     name = type(generator).__name__
     if callable(native):
