@@ -182,9 +182,9 @@ class Batch:
     def _prepared_agent(
         agent: MappedAgent, spec: OutputSpec | None, model: str | None, tools: list[str] | None
     ) -> MappedAgent:
-        """A fork of the caller's agent with the batch's model and answer tool (never the
-        caller's own object: its conversation and tools stay as they were). On Dask the model
-        string is resolved by each worker, in its own environment, not here."""
+        """A fork of the caller's agent with the batch's model (never the caller's own object:
+        its conversation and tools stay as they were; each typed run adds its own answer tool).
+        On Dask the model string is resolved by each worker, in its own environment, not here."""
         prepared = agent.fork()
         if model is not None:
             from ..providers import resolve_generator
@@ -196,12 +196,11 @@ class Batch:
                 raise BatchInputError(
                     f"unknown tools {unknown}; registered: {sorted(prepared.tools)}"
                 )
-        if spec is not None:
-            if ANSWER_TOOL in prepared.tools:
-                raise BatchInputError(
-                    f"the agent has a tool named {ANSWER_TOOL!r}, which a structured output "
-                    "needs for itself: rename the tool"
-                )
+        if spec is not None and ANSWER_TOOL in prepared.tools:
+            raise BatchInputError(
+                f"the agent has a tool named {ANSWER_TOOL!r}, which a structured output "
+                "needs for itself: rename the tool"
+            )
         return prepared
 
     def _resume(self, table: Any, checkpoint: Any, spec: OutputSpec | None) -> None:

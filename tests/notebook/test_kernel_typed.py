@@ -55,7 +55,7 @@ def test_a_typed_answer_lands_in_the_variable_and_shows_as_a_table(ready: Kernel
     assert kernel.eval("p.output == Person('Ann <b>', 31)") is True
     assert kernel.eval("type(p.output).__name__") == "Person"
     html = kernel.cell_text(cell, "text/html")
-    assert "Answer" in html and "Ann &lt;b&gt;" in html and "<b>\"" not in html
+    assert "Answer" in html and "Ann &lt;b&gt;" in html and '<b>"' not in html
     assert "<th" in html and ">age</th>" in html
     plain = kernel.cell_text(cell)
     assert '"age": 31' in plain
