@@ -256,3 +256,31 @@ async def test_a_recorded_typed_run_replays_offline_as_recorded(native: bool) ->
     changed = await Agent(other).run("Ann is 31", output=Movie, raise_on_error=False)
     assert changed.stop_reason == "failed"
     assert "diverged at step 1" in str(changed.error)  # another output type: not the recording
+
+
+async def test_a_pydantic_model_answers_as_an_instance() -> None:
+    pydantic = pytest.importorskip("pydantic", reason="pydantic is not installed")
+
+    class Address(pydantic.BaseModel):
+        city: str
+
+    class Customer(pydantic.BaseModel):
+        name: str
+        address: Address
+        tags: list[str]
+
+    model = replies('{"name": "Ann", "address": {"city": "Bern"}, "tags": ["vip"]}')
+    result = await Agent(model).run("Ann from Bern", output=Customer)
+    assert isinstance(result.output, Customer) and result.output.address.city == "Bern"
+    schema = model.requests[0].answer_format.schema  # type: ignore[union-attr]
+    assert "$defs" in schema and schema["required"] == ["name", "address", "tags"]
+    from nbagent.output import to_json
+
+    assert to_json(result.output) == {"name": "Ann", "address": {"city": "Bern"}, "tags": ["vip"]}
+    again = await Agent(
+        replies(
+            '{"name": "Ann", "address": {}, "tags": []}',
+            '{"name": "B", "address": {"city": "C"}, "tags": []}',
+        )
+    ).run("x", output=Customer)
+    assert again.output.name == "B"  # the first answer lacked address.city: sent back

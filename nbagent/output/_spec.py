@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +79,8 @@ class OutputSpec:
         """The JSON value as the wanted Python type (unchanged for a JSON Schema)."""
         if self.target is None:
             return value
+        if is_pydantic_model(self.target):  # its own validation, on JSON the schema passed
+            return self.target.model_validate_json(json.dumps(value))
         from .._hints import decode_arguments_as
 
         return decode_arguments_as(value, self.target)
@@ -95,6 +99,12 @@ def output_spec(output: Any, *, error: type[Exception] = OutputTypeError) -> Out
     if isinstance(output, Mapping):
         schema = dict(output)
         target = None
+    elif is_pydantic_model(output):
+        try:
+            schema = dict(output.model_json_schema())
+        except Exception as exc:  # noqa: BLE001 - the model's own schema generation failed
+            raise error(f"output={output!r} has no JSON Schema: {exc}") from None
+        target = output
     else:
         from .._signature import function_schema
 
@@ -144,8 +154,18 @@ def _shown(output: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def is_pydantic_model(output: Any) -> bool:
+    """Whether ``output`` is a pydantic model class (pydantic is never imported for this)."""
+    pydantic = sys.modules.get("pydantic")
+    base = getattr(pydantic, "BaseModel", None)
+    return isinstance(output, type) and base is not None and issubclass(output, base)
+
+
 def to_json(value: Any) -> Any:
-    """A decoded output back as JSON data (dataclasses as objects, enums as their values)."""
+    """A decoded output back as JSON data (dataclasses as objects, enums as their values,
+    pydantic models as their JSON dump)."""
+    if is_pydantic_model(type(value)):
+        return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
