@@ -102,7 +102,7 @@ def output_spec(output: Any, *, error: type[Exception] = OutputTypeError) -> Out
     elif is_pydantic_model(output):
         try:
             schema = dict(output.model_json_schema())
-        except Exception as exc:  # noqa: BLE001 - the model's own schema generation failed
+        except Exception as exc:  # the model's own schema generation failed
             raise error(f"output={output!r} has no JSON Schema: {exc}") from None
         target = output
     else:

@@ -175,19 +175,18 @@ def answer_route(generator: Generator) -> str:
         "additionalProperties": False,
     }
     native = getattr(generator, "native_answers", None)
-    name = type(generator).__name__
     if callable(native):
         try:
             able, said = native(probe)
         except Exception as exc:
-            able, said = False, f"{name}.native_answers failed: {type(exc).__name__}"
+            able, said = False, f"asking the model failed: {type(exc).__name__}"
         if able is True:
             return (
                 f"native: {said}, for a type whose schema strict mode takes as it is; "
                 f"otherwise the {ANSWER_TOOL} tool"
             )
         return f"the {ANSWER_TOOL} tool ({said})"
-    return f"the {ANSWER_TOOL} tool ({name} has no native structured output)"
+    return f"the {ANSWER_TOOL} tool (this model has no native structured output)"
 
 
 def _text(result: ToolResult) -> str:
