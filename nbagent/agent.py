@@ -24,6 +24,7 @@ from .errors import (
     NbagentError,
     RunFailedError,
     RunInProgressError,
+    ToolDefinitionError,
     raised_to_caller,
 )
 from .events import AgentEvent, RunResult
@@ -65,7 +66,7 @@ class Agent:
     def __init__(
         self,
         model: Generator | str | None = None,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Agent] = (),
         *,
         instructions: str | None = None,
         approver: Approver | None = None,
@@ -81,6 +82,8 @@ class Agent:
         after_tool: Iterable[AfterToolHook] = (),
         hook_timeout: float | None = 30.0,
         preview_timeout: float | None = 10.0,
+        name: str | None = None,
+        description: str | None = None,
     ) -> None:
         if isinstance(model, str) or model is None:
             from .providers import resolve_generator
@@ -88,7 +91,10 @@ class Agent:
             self.generator: Generator = resolve_generator(model)
         else:
             self.generator = model
-        tool_list = list(tools)
+        #: The agent's name and what it does, for when it is another agent's tool (as_tool).
+        self.name = name
+        self.description = description
+        tool_list = [_as_tool(t) for t in tools]
         self._schemas = validate_tools(tool_list)
         self.tools: dict[str, Tool] = {t.name: t for t in tool_list}
         self.instructions = instructions
@@ -183,7 +189,7 @@ class Agent:
             else:
                 twin.generator = model
         if tools is not None:
-            tool_list = list(tools)
+            tool_list = [_as_tool(t) for t in tools]
             twin._schemas = validate_tools(tool_list)
             twin.tools = {t.name: t for t in tool_list}
         if instructions is not None:
@@ -224,14 +230,54 @@ class Agent:
         self.tools = {k: v for k, v in self.tools.items() if k != name}
         self._schemas = {k: v for k, v in self._schemas.items() if k != name}
 
-    def add_tool(self, new: Tool) -> None:
-        """Register (or replace, by name) one tool; its schema is compiled now."""
-        compiled = validate_tools([new])  # only the new tool: the others are already checked
+    def add_tool(self, new: Tool | Agent) -> None:
+        """Register (or replace, by name) one tool, or an agent as one (:meth:`as_tool`); its
+        schema is compiled now."""
+        made: Tool = _as_tool(new)
+        compiled = validate_tools([made])  # only the new tool: the others are already checked
         tools, schemas = dict(self.tools), dict(self._schemas)
-        tools[new.name] = new
+        tools[made.name] = made
         schemas.update(compiled)
         self.tools, self._schemas = tools, schemas
-        _warn_rejected(self.generator, [new])
+        _warn_rejected(self.generator, [made])
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input: Any = None,
+        output: Any = None,
+        max_steps: int | None = None,
+        max_depth: int = 4,
+        needs_approval: bool = False,
+        timeout: float | None = None,
+    ) -> Tool:
+        """This agent as a tool of another: the call's prompt (or ``input``, a type whose JSON
+        is the prompt) runs it in a conversation of its own, and its answer (its typed
+        ``output``, as JSON, when given) is the result. The caller's stop, budget, timeouts and
+        approver reach it; helpers nest at most ``max_depth`` deep. See :mod:`nbagent.delegation`.
+        ``name`` / ``description`` default to the agent's own."""
+        from .delegation import agent_tool
+
+        called = name or self.name
+        if not called:
+            raise ToolDefinitionError(
+                "an agent used as a tool needs a name: agent.as_tool(name=...), or "
+                "Agent(..., name=...)"
+            )
+        said = description or self.description or self.instructions or f"Ask the agent {called}."
+        return agent_tool(
+            self,
+            name=called,
+            description=said,
+            input=input,
+            output=output,
+            max_steps=max_steps,
+            max_depth=max_depth,
+            needs_approval=needs_approval,
+            timeout=timeout,
+        )
 
     def observe(self, observer: Callable[[str, AgentEvent], Any]) -> Callable[[], None]:
         """Call ``observer(run_id, event)`` for every event of every later run, as it happens
@@ -477,6 +523,11 @@ def _reraise_stop(result: RunResult | None) -> None:
     raised = raised_to_caller(result.error if result is not None else None)
     if raised is not None:
         raise raised
+
+
+def _as_tool(item: Any) -> Any:
+    """An Agent where a tool goes is that agent as a tool (by its own name and description)."""
+    return item.as_tool() if isinstance(item, Agent) else item
 
 
 def _new_conversation_id() -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "AgentEvent",
     "ApprovalRequested",
     "ApprovalResolved",
+    "HelperEvent",
     "AssistantTextDelta",
     "CallStatus",
     "ReasoningTextDelta",
@@ -513,6 +514,22 @@ class RunCancelled:
 
 
 #: Every event a run emits, the one stream every front end reads (see the events concept page).
+@dataclass(frozen=True)
+class HelperEvent:
+    """An event of a helper agent's run (``agent.as_tool``), inside the call that runs it.
+
+    ``call_id`` / ``tool_name``: the caller's call; ``depth``: 1 for a helper of this run, 2 for
+    a helper of that helper (whose events arrive wrapped once more); ``run_id``: the helper's
+    run; ``event``: its event, as its own readers see it.
+    """
+
+    call_id: str
+    tool_name: str
+    depth: int
+    run_id: str
+    event: Any
+
+
 AgentEvent = Union[
     RunStarted,
     StepStarted,
@@ -537,4 +554,5 @@ AgentEvent = Union[
     RunFinished,
     RunFailed,
     RunCancelled,
+    HelperEvent,
 ]

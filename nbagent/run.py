@@ -41,6 +41,7 @@ from ._timing import TimelineBuilder
 from ._turn import BudgetSpent, over_budget, stream_turn
 from .approval import Approver
 from .content import Part, TextPart, ToolResult
+from .delegation import enter_run
 from .errors import AgentError, RunAbortedError
 from .events import (
     AbandonedCall,
@@ -202,6 +203,7 @@ class Run:
     # --- the loop ---------------------------------------------------------------------------
 
     async def _main(self) -> RunResult:
+        enter_run(self)  # for the agents among its tools (nbagent.delegation)
         agent = self.agent
         messages = agent.messages
         if not self._continuing:

@@ -55,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .delegation import helper_call
 from .errors import ConfigurationError
 from .events import (
     AgentEvent,
@@ -121,6 +122,12 @@ class _RunSpans:
     #: finish reason)
     failed_model: tuple[Any, int, str | None] | None = None
     tools: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""
+
+
+#: The open tool spans of every traced run, by (run id, call id): a helper agent's run span
+#: is opened inside the span of the call that runs it (see nbagent.delegation).
+_TOOL_SPANS: dict[tuple[str, str], Any] = {}
 
 
 class _Tracer:
@@ -191,10 +198,17 @@ class _Tracer:
             attributes["gen_ai.input.messages"] = json.dumps(
                 [{"role": "user", "parts": [{"type": "text", "content": _clip(event.prompt)}]}]
             )
+        parent = None
+        tool_span = _TOOL_SPANS.get(helper_call() or ("", ""))
+        if tool_span is not None:  # a helper agent's run: inside the call that runs it
+            parent = self._trace.set_span_in_context(tool_span)
         span = self.tracer.start_span(
-            f"invoke_agent {self.name}", kind=self._trace.SpanKind.INTERNAL, attributes=attributes
+            f"invoke_agent {self.name}",
+            context=parent,
+            kind=self._trace.SpanKind.INTERNAL,
+            attributes=attributes,
         )
-        self.runs[run_id] = _RunSpans(span, event.conversation_id)
+        self.runs[run_id] = _RunSpans(span, event.conversation_id, run_id=run_id)
 
     def _step_started(self, spans: _RunSpans, event: StepStarted) -> None:
         self._end_failed_model(spans, None)
@@ -254,7 +268,7 @@ class _Tracer:
             attributes["gen_ai.conversation.id"] = spans.conversation
         if self.capture:
             attributes["gen_ai.tool.call.arguments"] = _clip(call.arguments)
-        spans.tools[call.id] = self.tracer.start_span(
+        spans.tools[call.id] = _TOOL_SPANS[(spans.run_id, call.id)] = self.tracer.start_span(
             f"execute_tool {call.name}",
             context=self._context(spans),
             kind=self._trace.SpanKind.INTERNAL,
@@ -263,6 +277,7 @@ class _Tracer:
 
     def _tool_finished(self, spans: _RunSpans, event: ToolFinished) -> None:
         span = spans.tools.pop(event.call.id, None)
+        _TOOL_SPANS.pop((spans.run_id, event.call.id), None)
         if span is None:
             return
         if self.capture:
@@ -281,7 +296,8 @@ class _Tracer:
             else:
                 _error_status(self._trace, spans.model, "cancelled", "the run was cancelled")
             spans.model.end()
-        for leftover in spans.tools.values():
+        for call_id, leftover in spans.tools.items():
+            _TOOL_SPANS.pop((spans.run_id, call_id), None)
             _error_status(self._trace, leftover, "cancelled", "the run ended first")
             leftover.end()
         run = spans.run

@@ -273,3 +273,26 @@ async def test_an_answer_that_broke_off_is_an_error_span_with_its_type() -> None
     assert "dropped" in chat.status.description
     assert chat.attributes["gen_ai.provider.name"] == "anthropic"
     assert chat.end_time <= spans["invoke_agent nbagent"][0].end_time
+
+
+async def test_a_helper_agents_run_span_nests_inside_the_call_that_runs_it() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    helper = Agent(ScriptedModel([Turn(Call("lookup", {"code": "x"})), "found it"]), [lookup])
+    instrument(helper, tracer_provider=provider, name="researcher")
+    caller = Agent(
+        ScriptedModel([Turn(Call("researcher", {"prompt": "look x up"})), "Done."]),
+        [helper.as_tool(name="researcher", description="Looks things up.")],
+    )
+    instrument(caller, tracer_provider=provider, name="planner")
+    await caller.run("go")
+    spans = by_name(exporter)
+    outer = spans["invoke_agent planner"][0]
+    call = spans["execute_tool researcher"][0]
+    inner = spans["invoke_agent researcher"][0]
+    inner_call = spans["execute_tool lookup"][0]
+    assert call.parent.span_id == outer.context.span_id
+    assert inner.parent.span_id == call.context.span_id  # invoke_agent inside execute_tool
+    assert inner_call.parent.span_id == inner.context.span_id
+    assert len({s.context.trace_id for s in (outer, call, inner, inner_call)}) == 1

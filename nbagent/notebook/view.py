@@ -22,6 +22,7 @@ from ..events import (
     ApprovalRequested,
     ApprovalResolved,
     AssistantTextDelta,
+    HelperEvent,
     ReasoningTextDelta,
     RunCancelled,
     RunFailed,
@@ -46,6 +47,7 @@ from ..events import (
 from ..redact import redact_secrets
 from ..stepping import Resume
 from .card import Shared, ToolCard
+from .nested import NestedRuns
 from .presence import Presence
 from .render import close_widgets
 from .stream import PlainStream, TextStream
@@ -111,6 +113,11 @@ class RunView:
         self.pauses: dict[str, PauseBar] = {}  # step mode: the pauses waiting, by id
         self._pause_widgets: list[widgets.Widget] = []
         self.presence = Presence(clock)
+        #: Helper agents' runs, each in the card of the call that runs it (see .nested).
+        self.nested = NestedRuns(
+            lambda prompt: RunView(prompt, approver=approver, clock=clock, interval=interval),
+            self.cards.get,
+        )
 
         self.shared = shared = Shared()
         html = {"layout": shared.layout, "style": shared.html_style}
@@ -209,6 +216,7 @@ class RunView:
     def tick(self) -> None:
         """Call every :attr:`interval` seconds: sends stalled text, refreshes clocks each second."""
         self._maybe_flush()
+        self.nested.tick()
         if self._asking and self.presence.unseen_for() >= UNSEEN_GRACE:
             self._asking.clear()
             self.presence.waiting = False
@@ -227,6 +235,9 @@ class RunView:
     def handle(self, event: AgentEvent) -> None:
         """Show one event (deltas are buffered; everything else is shown at once)."""
         self.transcript.handle(event)
+        if isinstance(event, HelperEvent):
+            self.nested.handle(event)
+            return
         if isinstance(event, AssistantTextDelta):
             self._stream_for("text", event.step).append(event.text)
             self._maybe_flush()
@@ -423,6 +434,7 @@ class RunView:
         for card in self.cards.values():
             made += card.all_widgets()
         close_widgets(made)
+        self.nested.dispose()
         for shared in (self.shared.layout, self.shared.html_style):
             shared.close()
 
@@ -458,6 +470,7 @@ class RunView:
         for bar in self.pauses.values():
             bar.close(f"{PAUSE_MARK} the run ended while it was paused")
         self.pauses.clear()
+        self.nested.close()
         self.stop.disabled = True
         self.stop.layout.display = "none"
         self.footer.value = self._footer_html()
