@@ -17,7 +17,11 @@ never find it busy), and everything the caller's run is bound by reaches it:
 * **depth**: helpers of helpers nest at most ``max_depth`` deep (an agent that reaches itself
   through its helpers gets a clear error, never a hang).
 
-A helper that fails gives the caller an error result saying why, and the caller goes on. The
+A helper that fails gives the caller an error result saying why, and the caller goes on. A
+run that is recorded records its helpers' requests too, in order among its own, and its
+replay replays them (through both loops, with no model); helpers called in parallel record in
+the order their requests went out, which a replay may not meet again (it then diverges,
+saying so). The
 helper's events reach whoever reads the caller's, each wrapped in a
 :class:`~nbagent.events.HelperEvent` naming the call it runs in (a helper of a helper: one
 wrapper per level), so a front end can show the inner run inside the call's card.
@@ -150,6 +154,7 @@ async def _delegate(
         return error_result(f"{name} was not run: the run's budget is spent")
     worker = helper.fork()
     worker.messages = []  # each call is a conversation of its own
+    worker.generator = _recorded(caller, worker.generator)
     token = _DEPTH.set(depth)
     called = _CALL.set((caller.id, call_id) if caller is not None else None)
     try:  # the helper's task copies this context: its helpers see the depth, its spans the call
@@ -179,6 +184,20 @@ async def _delegate(
         raise
     _charge(caller, run)
     return _answer(name, result, output is not None)
+
+
+def _recorded(caller: Run | None, own: Any) -> Any:
+    """The helper's model as the caller's run uses its own: recorded into the same recording
+    (the inner requests in order among the outer ones), or replayed from it (one replay,
+    so both loops read its steps in the order they were recorded)."""
+    from .recording import RecordingGenerator, ReplayGenerator
+
+    outer = caller.agent.generator if caller is not None else None
+    if isinstance(outer, RecordingGenerator):
+        return RecordingGenerator(own, outer.recording)
+    if isinstance(outer, ReplayGenerator) and (outer.diverged is None or outer.fallback is None):
+        return outer
+    return own
 
 
 def _left(caller: Run | None) -> tuple[Budget | None, bool]:

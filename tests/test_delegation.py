@@ -243,3 +243,27 @@ async def test_a_typed_input_is_the_helpers_prompt() -> None:
     result = await Agent(FunctionModel(decide), [tool_]).run("go")
     assert result.text == 'asked {"city": "Bern"}'
     assert isinstance(result.messages[-1], AssistantMessage)
+
+
+async def test_a_recorded_nested_run_replays_with_no_model(history_valid: Any) -> None:
+    from nbagent.recording import Recording, RecordingGenerator, ReplayGenerator
+
+    helper = Agent(helper_model("Rome"))
+    caller = Agent(
+        RecordingGenerator(caller_model()), [helper.as_tool(name="researcher", description="x")]
+    )
+    first = await caller.run("capital?")
+    recording = caller.generator.recording  # type: ignore[attr-defined]
+    assert len(recording.steps) == 3  # caller, helper, caller: in the order they went out
+    text = recording.to_json()
+
+    def no_model(request: Request) -> Any:
+        raise AssertionError("a replay asked a model")
+
+    offline_helper = Agent(FunctionModel(no_model))
+    replayer = ReplayGenerator(Recording.from_json(text))
+    again = Agent(replayer, [offline_helper.as_tool(name="researcher", description="x")])
+    replayed = await again.run("capital?")
+    assert replayed.text == first.text and "Rome" in replayed.text
+    assert replayer.finished
+    history_valid(again.messages)

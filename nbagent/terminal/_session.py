@@ -30,6 +30,7 @@ from ..agent import Agent
 from ..approval import ApprovalRequest, Decision, InteractiveApprover
 from ..events import (
     ApprovalRequested,
+    HelperEvent,
     RunCancelled,
     RunFailed,
     StepPaused,
@@ -267,8 +268,11 @@ class Session:
             if self.console.lost is not None and not self._cancelling:
                 self._cancelling = True  # nobody sees the run any more: stop it
                 run.cancel()
-            if isinstance(event, ApprovalRequested):
-                await self._ask(run, event.request)
+            inner: Any = event
+            while isinstance(inner, HelperEvent):  # a helper agent's call asks here too
+                inner = inner.event
+            if isinstance(inner, ApprovalRequested):
+                await self._ask(run, inner.request)
             elif isinstance(event, StepPaused) and event.pause.kind == "repeat":
                 await self._ask_repeat(run, event.pause)
             elif isinstance(event, RunFailed):
