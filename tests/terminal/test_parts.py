@@ -458,3 +458,43 @@ async def test_hooks_and_rules_show_what_they_changed() -> None:
     assert "before-tool hook into_data vetoed: not there" in text
     assert "after-tool hook <lambda> rewrote the result" in text
     assert "← saved data/a for alice@example.com" in text  # the person sees the tool's own
+
+
+async def test_a_helper_agents_call_is_asked_in_the_terminal_too() -> None:
+    from nbagent import InteractiveApprover
+    from nbagent.terminal._session import Session
+
+    ran: list[str] = []
+
+    @tool(needs_approval=True)
+    def remove(path: str) -> str:
+        """Remove a file (pretend)."""
+        ran.append(path)
+        return f"removed {path}"
+
+    helper = Agent(
+        ScriptedModel([Turn(Call("remove", {"path": "a.txt"})), "Removed it."]),
+        [remove],
+        name="cleaner",
+        description="Cleans up.",
+    )
+    approver = InteractiveApprover()
+    agent = Agent(
+        ScriptedModel([Turn(Call("cleaner", {"prompt": "remove a.txt"})), "All clean."]),
+        [helper],
+        approver=approver,
+    )
+    out = io.StringIO()
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"y\n")  # the person's answer, waiting for the question
+    session = Session(
+        agent, TerminalView(Console(out)), LineReader(read_fd), approver=approver, echo_input=True
+    )
+    status = await asyncio.wait_for(session.serve(["go"]), PATIENCE)
+    os.close(read_fd)
+    os.close(write_fd)
+    assert status == 0 and ran == ["a.txt"]
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("  ? Run remove(") for line in lines), lines
+    assert "All clean." in lines
+    assert_history_valid(agent.messages)
