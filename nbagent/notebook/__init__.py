@@ -112,7 +112,7 @@ def _result_of(run_id: str) -> Any:
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
-    from ..fork import set_run_lookup
+    from ..inspection.fork import set_run_lookup
     from . import cells
     from .magics import AgentMagics
     from .mapmagic import install_default_view

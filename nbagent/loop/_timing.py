@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import (
+from ..events import (
     ApprovalRequested,
     ApprovalResolved,
     RunCancelled,
@@ -26,7 +26,7 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .timeline import Span, Timeline
+from ..timeline import Span, Timeline
 
 __all__ = ["TimelineBuilder"]
 

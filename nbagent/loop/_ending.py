@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._history import clean_text
-from .content import TextPart, error_result
-from .errors import RunAbortedError
-from .events import RunCancelled, RunFailed, RunFinished, RunResult, StopReason, ToolFinished
-from .generation import Answer
-from .messages import AssistantMessage, ToolMessage, ToolResultPart
-from .redact import redact_secrets
+from .._history import clean_text
+from ..content import TextPart, error_result
+from ..errors import RunAbortedError
+from ..events import RunCancelled, RunFailed, RunFinished, RunResult, StopReason, ToolFinished
+from ..generation import Answer
+from ..messages import AssistantMessage, ToolMessage, ToolResultPart
+from ..redact import redact_secrets
 
 if TYPE_CHECKING:
     from ._loopstate import LoopState

@@ -1,8 +1,8 @@
 """Compile Python types into strict JSON Schemas and decoders of JSON values back into them.
 
 Each supported type (scalars, containers, unions, Literal, Enum, dataclasses, TypedDicts,
-recursive types) becomes a schema node and a decoder; :mod:`nbagent._signature` uses them for a
-function's parameters. ``decode_arguments_as(value, T)`` decodes a JSON value into a
+recursive types) becomes a schema node and a decoder; :mod:`nbagent.schema._signature` uses them for
+a function's parameters. ``decode_arguments_as(value, T)`` decodes a JSON value into a
 dataclass, TypedDict, Enum or plain type. Decoding never coerces (``"123"`` is not an
 ``int``); a mismatch is an :class:`~nbagent.errors.ArgumentsError` whose violations name the
 JSON pointer.
@@ -34,6 +34,7 @@ from pathlib import PurePath
 from types import NoneType, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from ..errors import ArgumentsError, ToolDefinitionError
 from ._decoders import (
     _array_decoder,
     _copy_json,
@@ -54,7 +55,6 @@ from ._decoders import (
     _union_decoder,
 )
 from ._docstrings import _parse_docstring
-from .errors import ArgumentsError, ToolDefinitionError
 
 __all__ = ["decode_arguments_as"]
 

@@ -4,15 +4,15 @@ A :class:`Run` is a task on the running loop that emits :mod:`nbagent.events` in
 It owns two rules. Whatever point a cancel lands at, every call in the history ends up with
 exactly one result. And nothing user code raises escapes the run: exceptions become error
 results or a failed run, ``KeyboardInterrupt``/``SystemExit`` from a tool stop the run as
-"failed" (see :mod:`nbagent._execution`), and the agent is left idle.
+"failed" (see :mod:`nbagent.loop._execution`), and the agent is left idle.
 
 Here are the run's handle (start, events, result, cancel) and its step driver; each part of a
-step has its own room, which reads the run through :class:`nbagent._loopstate.RunState`:
+step has its own room, which reads the run through :class:`nbagent.loop._loopstate.RunState`:
 
-* :mod:`nbagent._turn`: one model turn, the request sent and its answer streamed into events;
-* :mod:`nbagent._callbatch`: the calls of one answer, each checked, run and answered;
-* :mod:`nbagent._stepmode`: step mode's pauses, and the person's edits applied;
-* :mod:`nbagent._ending`: the end of a run, its result and the repair of its history.
+* :mod:`nbagent.loop._turn`: one model turn, the request sent and its answer streamed into events;
+* :mod:`nbagent.loop._callbatch`: the calls of one answer, each checked, run and answered;
+* :mod:`nbagent.loop._stepmode`: step mode's pauses, and the person's edits applied;
+* :mod:`nbagent.loop._ending`: the end of a run, its result and the repair of its history.
 """
 
 from __future__ import annotations
@@ -23,6 +23,25 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._history import check_calls, history_message
+from ..approvals.approval import Approver
+from ..content import Part, TextPart, ToolResult
+from ..errors import AgentError, RunAbortedError
+from ..events import (
+    AbandonedCall,
+    AgentEvent,
+    RunResult,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    StopReason,
+    ToolProgress,
+)
+from ..generation import Answer, Options, Usage
+from ..inspection.exchange import Exchange
+from ..inspection.stepping import StepPause
+from ..messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
+from ..tools import Tool, ToolCall
 from ._callbatch import run_batch
 from ._ending import (
     aborted,
@@ -34,33 +53,14 @@ from ._ending import (
 )
 from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE
-from ._history import check_calls, history_message
 from ._repeats import RepeatGuard
 from ._stepmode import pause
 from ._timing import TimelineBuilder
 from ._turn import BudgetSpent, over_budget, stream_turn
-from .approval import Approver
-from .content import Part, TextPart, ToolResult
-from .errors import AgentError, RunAbortedError
-from .events import (
-    AbandonedCall,
-    AgentEvent,
-    RunResult,
-    RunStarted,
-    StepFinished,
-    StepStarted,
-    StopReason,
-    ToolProgress,
-)
-from .exchange import Exchange
-from .generation import Answer, Options, Usage
-from .messages import AssistantMessage, Message, ToolMessage, ToolResultPart, UserMessage
-from .stepping import StepPause
-from .tools import Tool, ToolCall
 
 if TYPE_CHECKING:
+    from ..limits import Budget
     from ._loopstate import AgentState as Agent  # what a run reads from its agent
-    from .limits import Budget
 
 __all__ = ["Run"]
 
@@ -111,9 +111,11 @@ class Run:
         self._timeline = TimelineBuilder()
         self._observers = tuple(agent.observers)
         self._budget = budget
-        #: Each model request of the run and its answer, as they happen (see nbagent.exchange).
+        #: Each model request of the run and its answer, as they happen
+        #: (see nbagent.inspection.exchange).
         self.exchanges: list[Exchange] = []
-        #: Step mode: the approver's ``pause`` gives a Resume at each pause (nbagent.stepping).
+        #: Step mode: the approver's ``pause`` gives a Resume at each pause
+        #: (nbagent.inspection.stepping).
         self._pauser: Callable[[StepPause], Any] | None = (
             getattr(approver, "pause", None) if step else None
         )

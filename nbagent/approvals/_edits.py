@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ._strict_json import parse_arguments
-from .content import TextPart, ToolResult
-from .errors import ArgumentsError
-from .limits import Limits
+from ..content import TextPart, ToolResult
+from ..errors import ArgumentsError
+from ..limits import Limits
+from ..schema._strict_json import parse_arguments
 
 if TYPE_CHECKING:
-    from .schema import CompiledSchema
+    from ..schema import CompiledSchema
 
 __all__ = ["MISSING", "arguments_note", "canonical", "checked_arguments", "json_diff", "with_note"]
 
@@ -112,7 +112,7 @@ def arguments_note(changed_by: list[str], arguments: Any, limits: Limits | None 
     Credential-shaped values (a token a hook added, say) are shown as ``***``: the model needs
     to know what changed, not the secret.
     """
-    from .redact import redact_secrets
+    from ..redact import redact_secrets
 
     bounds = limits or _DEFAULT
     who = " and then ".join(changed_by)

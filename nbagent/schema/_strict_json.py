@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any
 
-from .errors import ArgumentsError
+from ..errors import ArgumentsError
 
 __all__ = ["StrictJSONError", "parse_arguments", "strict_loads"]
 

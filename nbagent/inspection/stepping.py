@@ -9,14 +9,14 @@ kinds of :class:`StepPause` and wait for a :class:`Resume`:
 * ``"calls"``: the calls the model just asked for, before they are checked, approved and run.
 
 A third kind comes without step mode: ``"repeat"``, before a call the model made again and
-again with the same result (``repeats`` times; see :mod:`nbagent._repeats`). ``"next"`` (Go
+again with the same result (``repeats`` times; see :mod:`nbagent.loop._repeats`). ``"next"`` (Go
 on) lets it run, ``"run"`` lets that tool repeat for the rest of the run without asking, and
 ``"stop"`` ends the run with ``stop_reason="repeated_call"``.
 
 A pause is a decision point like an approval, through the same door: the run's approver gives
 the resume (``await approver.pause(pause)``), so a notebook waits for **Next**, **Run to end** or
 **Stop** with the cell mechanics of Approve, and a script or a test scripts them
-(:class:`~nbagent.approval.ScriptedApprover`). An approver that cannot pause (``auto``,
+(:class:`~nbagent.approvals.approval.ScriptedApprover`). An approver that cannot pause (``auto``,
 ``deny``, a callback) cannot step: ``start`` says so.
 
 Every edit keeps the history's invariants: a rewritten or removed result still answers its
@@ -38,12 +38,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ._history import clean_text, result_for_model
-from .content import TextPart, ToolResult, checked_result
-from .generation import Request
-from .limits import Limits
-from .messages import ToolMessage, ToolResultPart
-from .tools import ToolCall
+from .._history import clean_text, result_for_model
+from ..content import TextPart, ToolResult, checked_result
+from ..generation import Request
+from ..limits import Limits
+from ..messages import ToolMessage, ToolResultPart
+from ..tools import ToolCall
 
 __all__ = [
     "REMOVED",

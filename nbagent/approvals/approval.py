@@ -3,8 +3,8 @@
 The loop asks ``await approver.decide(request)`` once per call that needs approval and runs the
 call only on an explicit approve decision for that exact call. Policies: :class:`AutoApprove`,
 :class:`DenyAll`, :class:`CallbackApprover` (ask a function, e.g. a terminal prompt),
-:class:`~nbagent.rules.RuleApprover` (allow or deny by tool and by the arguments; it lives with
-its rules, above this module), :class:`ScriptedApprover` (tests, headless notebooks) and
+:class:`~nbagent.approvals.rules.RuleApprover` (allow or deny by tool and by the arguments; it lives
+with its rules, above this module), :class:`ScriptedApprover` (tests, headless notebooks) and
 :class:`InteractiveApprover` (futures resolved by buttons).
 
 An approval may carry edited arguments (``approve(arguments={...})``): the loop checks them
@@ -22,13 +22,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
-from .errors import ArgumentsError
-from .tools import ToolCall
+from ..errors import ArgumentsError
+from ..tools import ToolCall
 
 if TYPE_CHECKING:
     import asyncio
 
-    from .stepping import Resume, StepPause
+    from ..inspection.stepping import Resume, StepPause
 
 __all__ = [
     "ApprovalBinding",
@@ -66,7 +66,7 @@ def _fingerprint(call: ToolCall, input: Any, run_id: str) -> str:
 
 class CallPreviews(Protocol):
     """The previews of one call waiting for approval, as a front end uses them (the loop's
-    :class:`~nbagent._previews.Previews`); each arrives as a
+    :class:`~nbagent.loop._previews.Previews`); each arrives as a
     :class:`~nbagent.events.ToolPreviewed`, which :meth:`wait` returns."""
 
     @property
@@ -218,10 +218,10 @@ class Approver(Protocol):
 # And ``forbidden(request) -> Decision | None``: a denial that holds for every call, also one
 # that needs no approval and one a person approved with edited arguments (a deny rule).
 # And ``pause(pause) -> Resume`` (sync or async): step mode's door, the same one decisions come
-# through (see nbagent.stepping); an approver without it cannot step a run. The repeat guard
-# (nbagent._repeats) asks through it too, at a pause of kind "repeat"; without it, a run that
-# repeats itself is stopped. And ``known_resume(pause) -> Resume | None``: an answer it can give
-# without asking anyone (an "allow repeats TOOL" rule).
+# through (see nbagent.inspection.stepping); an approver without it cannot step a run. The repeat
+# guard (nbagent.loop._repeats) asks through it too, at a pause of kind "repeat"; without it, a run
+# that repeats itself is stopped. And ``known_resume(pause) -> Resume | None``: an answer it can
+# give without asking anyone (an "allow repeats TOOL" rule).
 
 
 class AutoApprove:
@@ -305,9 +305,9 @@ class ScriptedApprover:
         self.paused: list[StepPause] = []
 
     async def pause(self, pause: StepPause) -> Resume:
-        """The next scripted :class:`~nbagent.stepping.Resume` (once none is left: run to the
-        end, or at a ``"repeat"`` pause stop); every pause is kept in :attr:`paused`."""
-        from .stepping import run_to_end, stop_run
+        """The next scripted :class:`~nbagent.inspection.stepping.Resume` (once none is left: run to
+        the end, or at a ``"repeat"`` pause stop); every pause is kept in :attr:`paused`."""
+        from ..inspection.stepping import run_to_end, stop_run
 
         self.paused.append(pause)
         if self.pauses:
@@ -347,8 +347,8 @@ class InteractiveApprover:
     pending call (another run, other arguments) is refused, an approval with edited arguments
     that the tool's schema refuses is refused, and a decision after the run ended does nothing.
     Tools allowed "always" are approved without asking for the rest of the session, unless
-    ``remember_always`` is False (a :class:`~nbagent.rules.RuleApprover` in front keeps them as
-    rules instead, which can be removed).
+    ``remember_always`` is False (a :class:`~nbagent.approvals.rules.RuleApprover` in front keeps
+    them as rules instead, which can be removed).
     """
 
     def __init__(self, *, remember_always: bool = True) -> None:
@@ -384,7 +384,7 @@ class InteractiveApprover:
     def resume(self, pause_id: str, resume: Resume) -> bool:
         """Answer the pause ``pause_id`` (thread-safe, first answer wins); False when there is no
         such pause waiting, or ``resume`` would break the history (``StepPause.check`` says why)."""
-        from .stepping import StepEditError
+        from ..inspection.stepping import StepEditError
 
         with self._lock:
             waiting = self._pauses.get(pause_id)

@@ -2,8 +2,8 @@
 
 A call's arguments are validated against its tool's schema here (the model's text was already
 parsed and bounded by :mod:`nbagent._history`); the repeat guard may hold it
-(:mod:`nbagent._repeats`); a valid call goes through hooks, approval and execution
-(:mod:`nbagent._calls`). Each call emits ToolCallReady, then ToolFinished with its result. The
+(:mod:`nbagent.loop._repeats`); a valid call goes through hooks, approval and execution
+(:mod:`nbagent.loop._calls`). Each call emits ToolCallReady, then ToolFinished with its result. The
 calls run concurrently (at most ``Agent.max_concurrency`` at once); one that stops the run
 (a tool raising ``KeyboardInterrupt`` …) cancels the others, which the run's repair answers.
 """
@@ -14,16 +14,16 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from .._history import CheckedCall
+from ..content import ToolResult, error_result
+from ..errors import ArgumentsError
+from ..events import ToolCallReady, ToolFinished
+from ..messages import ToolResultPart
+from ..tools import _json_type
 from ._calls import run_valid_call
 from ._ending import aborted
 from ._execution import CANCEL_GRACE, Outcome, copy_json
-from ._history import CheckedCall
 from ._repeats import RepeatGuard
-from .content import ToolResult, error_result
-from .errors import ArgumentsError
-from .events import ToolCallReady, ToolFinished
-from .messages import ToolResultPart
-from .tools import _json_type
 
 if TYPE_CHECKING:
     from ._loopstate import LoopState

@@ -3,9 +3,9 @@ and the person's edit), execution, after-tool hooks, and what the model reads ab
 
 The order is what makes approvals mean something: before hooks run first, so a person approves
 the arguments that will really run; an edit or a hook's rewrite passes the same checks as the
-model's arguments (:mod:`nbagent._edits`); the call runs with exactly the arguments its decision
-is bound to; the model reads its result with a note naming who changed the arguments and what
-they became, while the person sees the tool's own result (``ToolFinished.original``).
+model's arguments (:mod:`nbagent.approvals._edits`); the call runs with exactly the arguments its
+decision is bound to; the model reads its result with a note naming who changed the arguments and
+what they became, while the person sees the tool's own result (``ToolFinished.original``).
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
+from ..approvals._edits import arguments_note, checked_arguments, with_note
+from ..approvals.approval import arguments_hash
+from ..approvals.hooks import Veto
+from ..content import ToolResult, error_result, to_tool_result, validate_result
+from ..errors import ArgumentsError
+from ..events import ToolArgumentsChanged, ToolHookApplied, ToolStarted
+from ..tools import Tool, ToolCall
 from ._decide import decide_call
-from ._edits import arguments_note, checked_arguments, with_note
 from ._execution import Outcome, copy_json, execute_tool
 from ._previews import Previews
 from ._usercode import UserCodeFailed, call_user, describe
-from .approval import arguments_hash
-from .content import ToolResult, error_result, to_tool_result, validate_result
-from .errors import ArgumentsError
-from .events import ToolArgumentsChanged, ToolHookApplied, ToolStarted
-from .hooks import Veto
-from .tools import Tool, ToolCall
 
 if TYPE_CHECKING:
     from ._loopstate import RunState

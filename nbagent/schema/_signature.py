@@ -3,7 +3,7 @@
 ``function_schema(fn)`` reads the signature, the type hints and the docstring once, at decoration
 time, and returns the tool's input schema (Draft 2020-12, self-contained) together with a
 precompiled plan that turns validated JSON arguments into the ``(args, kwargs)`` of a call. The
-types themselves are compiled by :mod:`nbagent._hints`.
+types themselves are compiled by :mod:`nbagent.schema._hints`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import NoneType
 from typing import Any
 
+from ..errors import ArgumentsError, ToolDefinitionError
 from ._decoders import (
     _decode_bool,
     _decode_float,
@@ -35,7 +36,6 @@ from ._hints import (
     _describe_property,
     _object_schema,
 )
-from .errors import ArgumentsError, ToolDefinitionError
 
 __all__ = ["FunctionSchema", "call_arguments", "function_schema"]
 

@@ -4,8 +4,8 @@ The answer streams through :class:`~nbagent.generation.Answer`, which checks it;
 person watches comes out of here as events (text and reasoning deltas, each call's start and
 its arguments as they grow), and each tool's ``on_input_*`` display callbacks are called, never
 breaking or holding the run. A reader that falls behind gets its pending deltas grown in place
-rather than a new event per fragment (:mod:`nbagent._eventqueue`). Each request and its answer,
-retries included, is kept as an :class:`~nbagent.exchange.Exchange`.
+rather than a new event per fragment (:mod:`nbagent.loop._eventqueue`). Each request and its answer,
+retries included, is kept as an :class:`~nbagent.inspection.exchange.Exchange`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._stepmode import pause_before_request
-from ._textbuf import TextBuffer
-from .events import (
+from .._textbuf import TextBuffer
+from ..events import (
     AssistantTextDelta,
     ReasoningTextDelta,
     StepRetried,
     ToolArgumentsDelta,
     ToolCallStarted,
 )
-from .exchange import Exchange
-from .generation import (
+from ..generation import (
     Answer,
     Generator,
     ReasoningDelta,
@@ -38,7 +36,9 @@ from .generation import (
     ToolInputDelta,
     ToolInputStart,
 )
-from .tools import ToolInput
+from ..inspection.exchange import Exchange
+from ..tools import ToolInput
+from ._stepmode import pause_before_request
 
 if TYPE_CHECKING:
     from ._loopstate import LoopState

@@ -16,13 +16,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..approvals.approval import (
+    ApprovalBinding,
+    ApprovalRequest,
+    Approver,
+    Decision,
+    arguments_hash,
+)
+from ..errors import ArgumentsError
+from ..events import AgentEvent, ApprovalRequested, ApprovalResolved, ToolArgumentsChanged
+from ..tools import Tool, ToolCall
 from ._execution import ToolRaised, contained, copy_json
 from ._previews import Previews
 from ._usercode import UserCodeFailed, call_user
-from .approval import ApprovalBinding, ApprovalRequest, Approver, Decision, arguments_hash
-from .errors import ArgumentsError
-from .events import AgentEvent, ApprovalRequested, ApprovalResolved, ToolArgumentsChanged
-from .tools import Tool, ToolCall
 
 __all__ = ["Decided", "decide_call"]
 

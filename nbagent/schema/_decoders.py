@@ -1,7 +1,7 @@
 """Decoders: functions that turn a validated JSON value into a Python value, or say where not.
 
-Built once per type by :mod:`nbagent._hints`; a decoder raises :class:`_Mismatch`, whose path is
-assembled innermost-first only on failure, so decoding a value that fits costs no string work.
+Built once per type by :mod:`nbagent.schema._hints`; a decoder raises :class:`_Mismatch`, whose path
+is assembled innermost-first only on failure, so decoding a value that fits costs no string work.
 """
 
 from __future__ import annotations

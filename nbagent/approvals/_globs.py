@@ -11,8 +11,8 @@ character position, no empty moves), and the questions are answered by walking b
 
 Each walk has a budget of states; past it the answer is None ("cannot tell"), which callers read
 the safe way (deny, or ask). :func:`rule_glob` reads a rule's pattern exactly as
-:func:`nbagent._paths.glob_regex` does, :func:`loosen` adds every spelling of its paths the
-system reads the same, and :mod:`nbagent._value_globs` reads a value as a glob.
+:func:`nbagent.approvals._paths.glob_regex` does, :func:`loosen` adds every spelling of its paths
+the system reads the same, and :mod:`nbagent.approvals._value_globs` reads a value as a glob.
 """
 
 from __future__ import annotations
@@ -363,8 +363,8 @@ def _folded(char: str) -> CharSet:
 
 
 def rule_glob(pattern: str, *, control: bool = False, fold: bool = False) -> Glob:
-    """A rule's pattern, read as :func:`nbagent._paths.glob_regex` reads it: ``*`` any run but
-    a separator, ``**`` any run, ``?`` one character but a separator, the rest literal."""
+    """A rule's pattern, read as :func:`nbagent.approvals._paths.glob_regex` reads it: ``*`` any run
+    but a separator, ``**`` any run, ``?`` one character but a separator, the rest literal."""
     banned: CharSet = () if control else _CONTROL
     run = _minus(ANY, banned)
     one = _minus(run, _SEPARATORS)

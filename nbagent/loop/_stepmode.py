@@ -2,8 +2,8 @@
 
 A run started with ``step=True`` pauses before each model request (kind ``"request"``: the
 person may edit the last results, the instructions or the model) and before each batch of calls
-(kind ``"calls"``); see :mod:`nbagent.stepping` for what a Resume may say. An edit that would
-break the history ends the run saying why, before anything changed.
+(kind ``"calls"``); see :mod:`nbagent.inspection.stepping` for what a Resume may say. An edit that
+would break the history ends the run saying why, before anything changed.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import inspect
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import AgentError
-from .events import StepPaused, StepResumed
-from .generation import Generator, Request
-from .messages import ToolMessage
-from .stepping import Resume, StepEditError, StepPause, edited_results
+from ..errors import AgentError
+from ..events import StepPaused, StepResumed
+from ..generation import Generator, Request
+from ..inspection.stepping import Resume, StepEditError, StepPause, edited_results
+from ..messages import ToolMessage
 
 if TYPE_CHECKING:
     from ._loopstate import LoopState
@@ -96,7 +96,7 @@ def _generator(model: Any) -> Generator:
     """A model for one step-mode request: a Generator, or a model string resolved as the
     agent resolves its own (``nbagent.providers``)."""
     if isinstance(model, str):
-        from .providers import resolve_generator
+        from ..providers import resolve_generator
 
         return resolve_generator(model)
     if not hasattr(model, "stream"):

@@ -20,10 +20,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import AgentError
+from ..errors import AgentError
+from ..messages import AssistantMessage, Message, ToolMessage, UserMessage, message_to_dict
+from ..redact import redact_secrets
 from .exchange import Exchange, exchange_of
-from .messages import AssistantMessage, Message, ToolMessage, UserMessage, message_to_dict
-from .redact import redact_secrets
 
 __all__ = [
     "Comparison",
@@ -76,7 +76,7 @@ def _exchanges(source: Any) -> tuple[Exchange, ...]:
 def fork_history(source: Any, step: int | None) -> list[Message]:
     """The messages of ``source``'s request at ``step`` (1-based), checked, as a new list
     (``source``: a RunResult, a Run, or in a notebook a run's id)."""
-    from ._history import checked_history
+    from .._history import checked_history
 
     source = _run(source, "the run to fork")
     exchanges = _exchanges(source)

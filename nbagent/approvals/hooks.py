@@ -34,8 +34,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .content import ToolResult
-from .tools import ToolCall
+from ..content import ToolResult
+from ..tools import ToolCall
 
 __all__ = ["AfterToolHook", "BeforeToolHook", "Veto", "veto"]
 

@@ -4,7 +4,8 @@ A path has many spellings of one file, and symbolic links make one spelling reac
 place. A *deny* pattern must never be narrower than written, so it is matched against every
 spelling and against where links lead; an *allow* pattern must never be broader than written,
 so a value that walks out with ``..`` or through a link to somewhere the pattern does not cover
-is not allowed (the call goes to the approver instead). See :mod:`nbagent.rules` for the rules.
+is not allowed (the call goes to the approver instead). See :mod:`nbagent.approvals.rules` for the
+rules.
 """
 
 from __future__ import annotations
@@ -215,10 +216,10 @@ def _covers_target(pattern: str, real: str, *, below: bool = False) -> bool:
 # --- a value that is itself a glob -------------------------------------------------------------
 # A tool may expand its argument as a glob (glob.glob, a shell, fnmatch over a listing, git):
 # then ``secr*/key`` names ``secrets/key``. Such a value is decided by every path it could name,
-# in every common dialect at once (:func:`nbagent._globs.value_glob`): a deny pattern matches it
-# when the two sets meet, an allow pattern only when it holds the whole set. Where that cannot
-# be told (too long, too many states, too much on disk to look through) deny denies and allow
-# does not allow (the call is asked).
+# in every common dialect at once (:func:`nbagent.approvals._globs.value_glob`): a deny pattern
+# matches it when the two sets meet, an allow pattern only when it holds the whole set. Where
+# that cannot be told (too long, too many states, too much on disk to look through) deny denies
+# and allow does not allow (the call is asked).
 
 _GLOBBY = re.compile(r"[*?\[{\\]|[@!+](?=\()|^!.")
 #: The longest value read as a glob (a longer one that could name a path: a deny rule denies

@@ -1,5 +1,11 @@
 """Strict JSON Schema for tool inputs: normalize, compile once, validate every call.
 
+This package is the schema room, and this module its face: compiling and validating schemas
+(here, with the validator in ``_schema_validator``), strict JSON (``_strict_json``), Python types
+as schemas and decoders (``_hints``, ``_decoders``), functions as tools' schemas
+(``_signature``, ``_docstrings``) and the schemas no value satisfies (``_satisfiable``). It may
+import the ground only (:mod:`nbagent.errors`); everything that knows tools imports it.
+
 A tool's input schema is compiled once (at ``Agent(...)`` construction or tool registration) and the
 compiled form validates each call's arguments before the tool runs (DESIGN.md, "Contract from the
 seeds", rules 2 and 3).
@@ -46,14 +52,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
 
-from nbagent._schema_validator import (
+from nbagent.errors import ArgumentsError, SchemaError
+from nbagent.schema._schema_validator import (
     _load_jsonschema,
     _metaschema_validator,
     _new_registry,
     _regex,
     _validator_class,
 )
-from nbagent.errors import ArgumentsError, SchemaError
 
 if TYPE_CHECKING:
     pass

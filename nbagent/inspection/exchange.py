@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .generation import FinishReason, Request, Usage
-from .messages import AssistantMessage, Message
+from ..generation import FinishReason, Request, Usage
+from ..messages import AssistantMessage, Message
 
 __all__ = ["Exchange", "exchange_of", "new_messages"]
 
@@ -33,7 +33,7 @@ class Exchange:
     (None when it did not finish); ``status`` "complete", "length" or "failed"; ``retries`` how
     many times the request was sent again (each is a request: see ``Budget``); ``model`` the
     model that answered, and ``edited`` what a person changed at a step-mode pause before it
-    was sent (see :mod:`nbagent.stepping`).
+    was sent (see :mod:`nbagent.inspection.stepping`).
     """
 
     step: int

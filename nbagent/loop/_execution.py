@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .content import ToolResult, error_result, stable_text
-from .events import AbandonedCall, CallStatus, abandonment_is_shown
-from .redact import redact_secrets
-from .tools import Tool, ToolCall, ToolContext
+from ..content import ToolResult, error_result, stable_text
+from ..events import AbandonedCall, CallStatus, abandonment_is_shown
+from ..redact import redact_secrets
+from ..tools import Tool, ToolCall, ToolContext
 
 __all__ = [
     "CANCEL_GRACE",
@@ -373,7 +373,7 @@ async def execute_tool(
 
 
 def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
-    from .content import checked_result, to_tool_result, validate_result
+    from ..content import checked_result, to_tool_result, validate_result
 
     try:
         if found.to_model_output is not None:

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from .._history import result_for_model
+from ..content import ToolResult, error_result, to_tool_result, validate_result
+from ..events import AgentEvent, ToolPreviewed
+from ..limits import Limits
 from ._execution import copy_json
-from ._history import result_for_model
 from ._usercode import UserCodeFailed, call_user
-from .content import ToolResult, error_result, to_tool_result, validate_result
-from .events import AgentEvent, ToolPreviewed
-from .limits import Limits
 
 __all__ = ["Previews"]
 
@@ -32,7 +32,7 @@ class Previews:
 
     Made on the run's loop. :meth:`ask` may be called from any thread (a widget's click);
     :meth:`wait` is awaited on the run's loop; :meth:`wait_blocking` waits from another thread
-    (a sync :class:`~nbagent.approval.CallbackApprover`).
+    (a sync :class:`~nbagent.approvals.approval.CallbackApprover`).
     """
 
     def __init__(

@@ -14,8 +14,8 @@ import asyncio
 from collections import deque
 from typing import Any
 
-from ._textbuf import TextBuffer
-from .events import (
+from .._textbuf import TextBuffer
+from ..events import (
     AgentEvent,
     AssistantTextDelta,
     ReasoningTextDelta,

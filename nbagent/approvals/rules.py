@@ -19,7 +19,7 @@ decided by every path it could name, in every common glob dialect at once. A den
 matches it when any of those paths is denied (or could be: a value that climbs out with ``..``,
 passes a symbolic link into denied ground, or is too large to compare); an allow pattern only
 when every one of them is allowed; otherwise the call is asked. Both globs become automata and
-are compared exactly, within a budget (``nbagent._globs``, ``nbagent._paths``).
+are compared exactly, within a budget (``nbagent.approvals._globs``, ``nbagent.approvals._paths``).
 
 So that "paths under ``data/``" cannot be walked out of, an *allow* pattern never matches a value
 with a ``..`` path segment (unless the pattern itself has one), nor a path that leads through a
@@ -32,11 +32,11 @@ name), its wildcards match control characters too, it ignores
 letter case where the working folder's filesystem does, it matches a string anywhere inside an
 array or object argument, and ``secrets/**`` (or ``secrets/*``) also denies the folder
 ``secrets`` itself, through which a tool reaches everything in it. Links are followed as they
-are when the rules are checked (see :mod:`nbagent._paths`).
+are when the rules are checked (see :mod:`nbagent.approvals._paths`).
 
 ``allow repeats TOOL [ARG=PATTERN ...]`` is a rule of a third kind: it lets calls to TOOL (those
 whose arguments match) be made again and again with the same result without the run pausing
-to ask whether to go on (see :mod:`nbagent._repeats`). It decides no call.
+to ask whether to go on (see :mod:`nbagent.loop._repeats`). It decides no call.
 
 Deny rules win over allow rules and hold for every call to their tool: one that needs no
 approval, and one a person approved with edited arguments. A call no rule matches goes to the
@@ -58,16 +58,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..errors import NbagentError
+from ..inspection.stepping import Resume
+from ..schema import normalize_schema
 from ._paths import allow_matches, deny_matches
 from ._rule_kinds import kinds_of, literal_fits
 from .approval import ApprovalRequest, Approver, Decision, DenyAll
-from .errors import NbagentError
-from .schema import normalize_schema
-from .stepping import Resume
 
 if TYPE_CHECKING:
-    from .stepping import StepPause
-    from .tools import Tool
+    from ..inspection.stepping import StepPause
+    from ..tools import Tool
 
 __all__ = ["ApprovalRule", "RuleApprover", "RuleError", "RuleSet", "parse_rule"]
 

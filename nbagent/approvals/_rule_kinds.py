@@ -1,9 +1,10 @@
 """What JSON types a tool's argument may take, as far as an approval rule needs to know.
 
 A rule's pattern is a glob for a string and a JSON literal for anything else, so a rule is
-checked against its tool's schema when it is made (:meth:`nbagent.rules.ApprovalRule.check`):
-these read the types a subschema allows (through same-document ``$ref``, ``enum``, ``const``,
-``anyOf`` and ``oneOf``), and whether a literal fits them.
+checked against its tool's schema when it is made
+(:meth:`nbagent.approvals.rules.ApprovalRule.check`): these read the types a subschema allows
+(through same-document ``$ref``, ``enum``, ``const``, ``anyOf`` and ``oneOf``), and whether a
+literal fits them.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ same, until the step limit. The guard sees them and says so, in three ways:
 * **to front ends**: :class:`~nbagent.events.ToolCallRepeated`, so that they show one card with
   a count ("the same call, 4 times") instead of one card per repeat;
 * **to the person**: before the call would be made once more than ``Limits.max_repeats``
-  allows, the run pauses as an approval does (a :class:`~nbagent.stepping.StepPause` of kind
-  ``"repeat"``: **Go on** / **Stop**); where nobody can answer (an approver without ``pause``,
+  allows, the run pauses as an approval does (a :class:`~nbagent.inspection.stepping.StepPause` of
+  kind ``"repeat"``: **Go on** / **Stop**); where nobody can answer (an approver without ``pause``,
   as ``auto``, ``deny`` and a plain script are), the call is answered without running and the
   run ends with ``stop_reason="repeated_call"``, every call answered.
 
@@ -26,7 +26,8 @@ counts 1, 2, 3; ``A B A B A`` (both answering the same each time) counts A 1, 1,
 first call was progress); and ``A B1 A B2 A`` (B with new arguments each time) never counts
 past 1: the run is doing something else between the looks.
 
-A rule (``allow repeats TOOL``, see :mod:`nbagent.rules`) lets a tool repeat without asking;
+A rule (``allow repeats TOOL``, see :mod:`nbagent.approvals.rules`) lets a tool repeat without
+asking;
 **Go on** allows ``max_repeats`` more before asking again, and a resume of action ``"run"``
 stops asking about that tool for the rest of the run.
 """
@@ -41,12 +42,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._history import CheckedCall, result_for_model
+from ..content import ImagePart, TextPart, ToolResult, error_result
+from ..events import AgentEvent, StepPaused, StepResumed, ToolCallRepeated
+from ..inspection.stepping import Resume, StepEditError, StepPause
+from ..limits import Limits
 from ._execution import Outcome
-from ._history import CheckedCall, result_for_model
-from .content import ImagePart, TextPart, ToolResult, error_result
-from .events import AgentEvent, StepPaused, StepResumed, ToolCallRepeated
-from .limits import Limits
-from .stepping import Resume, StepEditError, StepPause
 
 if TYPE_CHECKING:
     from ._loopstate import RunState

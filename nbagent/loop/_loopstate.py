@@ -1,8 +1,9 @@
 """What the loop's parts read from one another, named as Protocols so that imports run one way.
 
-An :class:`~nbagent.Agent` starts a :class:`~nbagent.run.Run` and hands it itself; the run's
-step driver hands each part of a step to its room (:mod:`nbagent._turn`, :mod:`nbagent._callbatch`,
-:mod:`nbagent._stepmode`, :mod:`nbagent._ending`), and each valid call to :mod:`nbagent._calls`.
+An :class:`~nbagent.Agent` starts a :class:`~nbagent.loop.run.Run` and hands it itself; the run's
+step driver hands each part of a step to its room (:mod:`nbagent.loop._turn`,
+:mod:`nbagent.loop._callbatch`, :mod:`nbagent.loop._stepmode`, :mod:`nbagent.loop._ending`), and
+each valid call to :mod:`nbagent.loop._calls`.
 The run reads the agent's conversation and settings, the step's parts read and write the run,
 and a call reads its run, through these Protocols rather than the classes, so the imports go
 ``agent -> run -> _callbatch -> _calls -> _loopstate`` and never back up.
@@ -14,19 +15,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..approvals.approval import Approver
+    from ..approvals.hooks import AfterToolHook, BeforeToolHook
+    from ..content import ToolResult
+    from ..events import AbandonedCall, AgentEvent, RunResult
+    from ..generation import Answer, Generator, Options, Usage
+    from ..inspection.exchange import Exchange
+    from ..inspection.stepping import StepPause
+    from ..limits import Budget, Limits
+    from ..messages import Message, ToolResultPart
+    from ..schema import CompiledSchema
+    from ..tools import Definition, Tool, ToolCall
     from ._eventqueue import EventQueue
     from ._timing import TimelineBuilder
-    from .approval import Approver
-    from .content import ToolResult
-    from .events import AbandonedCall, AgentEvent, RunResult
-    from .exchange import Exchange
-    from .generation import Answer, Generator, Options, Usage
-    from .hooks import AfterToolHook, BeforeToolHook
-    from .limits import Budget, Limits
-    from .messages import Message, ToolResultPart
-    from .schema import CompiledSchema
-    from .stepping import StepPause
-    from .tools import Definition, Tool, ToolCall
 
 __all__ = ["AgentState", "LoopState", "RunState"]
 
@@ -53,7 +54,7 @@ class AgentState(Protocol):
 
 
 class RunState(Protocol):
-    """A run as each of its calls reads it (:class:`~nbagent.run.Run` is the one): its id,
+    """A run as each of its calls reads it (:class:`~nbagent.loop.run.Run` is the one): its id,
     approver, limits, tools and agent, the step it is at, and where events and progress go."""
 
     id: str
@@ -71,7 +72,7 @@ class RunState(Protocol):
 
 
 class LoopState(RunState, Protocol):
-    """A run as the parts of its step read and write it (:class:`~nbagent.run.Run` is the one):
+    """A run as the parts of its step read and write it (:class:`~nbagent.loop.run.Run` is the one):
     the request's settings, the answer streaming and the calls still open (what a repair
     answers), counts for the budget, step mode's pauser, the event queue and the result."""
 
