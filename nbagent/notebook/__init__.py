@@ -3,6 +3,8 @@
 Loading the extension is cheap: widgets are imported when the first run starts. After it is
 loaded, every ``@nbagent.tool`` defined in a cell is registered when the cell finishes (a post-run
 hook scans the notebook's namespace); :func:`register` adds tools from elsewhere at once.
+
+May import (docs/architecture.md): every room below the front ends; never the terminal.
 """
 
 from __future__ import annotations
