@@ -248,15 +248,14 @@ def _page_rooms() -> dict[str, tuple[set[str], set[str]]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`"):
             where = {w.strip(" `").removesuffix("/") for w in cells[1].split(",")}
-            may = cells[3]
+            may = cells[2]
             others = set(ROOMS) - {cells[0].strip("`")}
-            allowed = (
-                set()
-                if may == "nothing"
-                else others
-                if may == "every room"
-                else {r.strip() for r in may.split(",")}
-            )
+            if may == "nothing":
+                allowed: set[str] = set()
+            elif may.startswith("every room"):  # "every room", or "every room but a and b"
+                allowed = others - set(may.removeprefix("every room but ").split(" and "))
+            else:
+                allowed = {r.strip() for r in may.split(",")}
             rows[cells[0].strip("`")] = (where, allowed)
     return rows
 
