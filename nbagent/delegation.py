@@ -41,7 +41,7 @@ from .limits import Budget
 from .tools import Tool, ToolContext, validate_tools
 
 if TYPE_CHECKING:
-    from ._loopstate import LoopState as Run  # the run, as its parts read it (no import circle)
+    from .loop._loopstate import LoopState as Run  # the run as its parts read it
 
 #: The helper: an Agent (named by what it does, not its class, so this imports no agent).
 Agent = Any

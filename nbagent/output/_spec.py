@@ -81,7 +81,7 @@ class OutputSpec:
             return value
         if is_pydantic_model(self.target):  # its own validation, on JSON the schema passed
             return self.target.model_validate_json(json.dumps(value))
-        from .._hints import decode_arguments_as
+        from ..schema._hints import decode_arguments_as
 
         return decode_arguments_as(value, self.target)
 
@@ -106,7 +106,7 @@ def output_spec(output: Any, *, error: type[Exception] = OutputTypeError) -> Out
             raise error(f"output={output!r} has no JSON Schema: {exc}") from None
         target = output
     else:
-        from .._signature import function_schema
+        from ..schema._signature import function_schema
 
         def answer(value: Any) -> None:
             """The answer."""
@@ -136,8 +136,8 @@ def output_spec(output: Any, *, error: type[Exception] = OutputTypeError) -> Out
             wrapped["$defs"] = schema["$defs"]
         spec = OutputSpec(wrapped, True, target)
     validate_tools([spec.tool()])  # the strict compile: a bad schema fails here, naming where
-    from .._satisfiable import unsatisfiable
     from ..schema import normalize_schema
+    from ..schema._satisfiable import unsatisfiable
 
     dead = unsatisfiable(normalize_schema(spec.schema))
     if dead:
