@@ -32,16 +32,29 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .content import TextPart, ToolResult, error_result
 from .errors import ToolDefinitionError
 from .events import HelperEvent
+from .generation import Usage
 from .limits import Budget
 from .tools import Tool, ToolContext, validate_tools
 
-if TYPE_CHECKING:
-    from .loop._loopstate import LoopState as Run  # the run as its parts read it
+
+class Run(Protocol):
+    """The caller's run, as a helper's call reads it (:class:`~nbagent.loop.run.Run` is the
+    one; named by what is read, so this room imports no loop)."""
+
+    id: str
+    approver: Any
+    agent: Any
+    _budget: Budget | None
+    _usage: Usage
+    _requests: int
+
+    def emit(self, event: Any) -> None: ...
+
 
 #: The helper: an Agent (named by what it does, not its class, so this imports no agent).
 Agent = Any
@@ -215,7 +228,7 @@ def _left(caller: Run | None) -> tuple[Budget | None, bool]:
     return Budget(tokens=tokens, requests=requests), False
 
 
-def _charge(caller: Run | None, run: Run) -> None:
+def _charge(caller: Run | None, run: Any) -> None:
     """The helper's tokens and requests count as the caller's."""
     final = run.final
     if caller is None or final is None:

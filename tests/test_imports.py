@@ -149,10 +149,12 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "inspection": ("nbagent.inspection",),
     "approvals": ("nbagent.approvals",),
     "events": ("nbagent.events",),
+    "output": ("nbagent.output",),
     "models": ("nbagent.models",),
     "providers": ("nbagent.providers",),
     "recording": ("nbagent.recording",),
     "mcp": ("nbagent.mcp",),
+    "delegation": ("nbagent.delegation",),
     "loop": ("nbagent.loop",),
     "batch": ("nbagent.batch",),
     "agent": ("nbagent.agent",),
@@ -166,7 +168,17 @@ ROOMS: dict[str, tuple[str, ...]] = {
 
 _WORDS = {"ground", "schema", "vocabulary"}
 _CORE = _WORDS | {"inspection", "approvals", "events"}
-_BELOW_THE_AGENT = _CORE | {"models", "providers", "recording", "mcp", "loop", "batch", "agent"}
+_BELOW_THE_AGENT = _CORE | {
+    "output",
+    "models",
+    "providers",
+    "recording",
+    "mcp",
+    "delegation",
+    "loop",
+    "batch",
+    "agent",
+}
 
 #: Which rooms each room may import (besides itself). Lower never imports upper: the table is
 #: checked to hold no circle of its own.
@@ -177,15 +189,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "inspection": _WORDS,
     "approvals": _WORDS | {"inspection"},
     "events": _WORDS | {"inspection", "approvals"},
+    "output": _WORDS,
     "models": _WORDS,
     "providers": _WORDS | {"models"},  # "scripted:" / "offline:" model strings
     "recording": _WORDS,
     "mcp": _WORDS,
-    "loop": _CORE | {"providers"},  # a model string, through the providers' face
-    "batch": _CORE | {"providers", "loop"},
-    "agent": _CORE | {"providers", "loop", "batch"},
+    "delegation": _CORE | {"output", "recording"},  # a helper's run recorded with its caller's
+    "loop": _CORE | {"providers", "output", "delegation"},  # a model string: the providers' face
+    "batch": _CORE | {"providers", "output", "loop"},
+    "agent": _CORE | {"providers", "output", "delegation", "loop", "batch"},
     "kernel": _CORE | {"agent"},
-    "telemetry": _CORE | {"agent"},
+    "telemetry": _CORE | {"delegation", "agent"},
     "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry"},
     "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry"},
     "face": set(ROOMS) - {"face"},
