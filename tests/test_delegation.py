@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, Budget
-from nbagent.approval import ScriptedApprover, approve, deny
+from nbagent.approvals.approval import ScriptedApprover, approve, deny
 from nbagent.errors import ToolDefinitionError
 from nbagent.events import HelperEvent, RunStarted, ToolFinished
 from nbagent.generation import Request, Usage

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from nbagent import Agent
-from nbagent.approval import InteractiveApprover
+from nbagent.approvals.approval import InteractiveApprover
 from nbagent.events import AgentEvent, ApprovalRequested, HelperEvent, ToolStarted
 from nbagent.generation import Request
 from nbagent.messages import ToolMessage
