@@ -57,4 +57,5 @@ class NestedRuns:
         for view in self.views.values():
             view.dispose()
         for box in self._boxes:
+            box.layout.close()  # its own layout model, made with it
             box.close()
