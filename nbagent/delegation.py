@@ -63,6 +63,8 @@ __all__ = ["MAX_DEPTH", "agent_tool", "current_run", "helper_call"]
 
 #: How deep helpers of helpers may nest by default (the caller's own run is depth 0).
 MAX_DEPTH = 4
+#: How long a stopped caller waits for its helper's run to wind down (seconds).
+_STOP_WAIT = 5.0
 
 _RUN: contextvars.ContextVar[Run | None] = contextvars.ContextVar("nbagent_run", default=None)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("nbagent_helper_depth", default=0)
@@ -188,11 +190,12 @@ async def _delegate(
         result = await run.result()
     except asyncio.CancelledError:
         run.cancel()
-        if run._task is not None:
-            await asyncio.wait({run._task})  # its history repaired, its calls answered
-            async for event in run.events():  # what it said while stopping, to its end
-                if caller is not None:
-                    caller.emit(HelperEvent(call_id, name, depth, run.id, event))
+        task = run._task
+        if task is not None:  # its history repaired, its calls answered (bounded: never a hang)
+            await asyncio.wait({task}, timeout=_STOP_WAIT)
+        if task is not None and task.done() and caller is not None:
+            for event in run._queue.drain():  # what it said while stopping, to its end
+                caller.emit(HelperEvent(call_id, name, depth, run.id, event))
         _charge(caller, run)
         raise
     _charge(caller, run)

@@ -131,6 +131,18 @@ class EventQueue:
         """Drop every event waiting (the end marker too)."""
         self.items.clear()
 
+    def drain(self) -> list[AgentEvent]:
+        """Every event waiting now, in order, without waiting (up to the end marker)."""
+        out: list[AgentEvent] = []
+        while self.items:
+            item = self.items.popleft()
+            if item is None:
+                self._ended = True
+                break
+            merged = type(item) is _MergedText or type(item) is _MergedArguments
+            out.append(item.build() if merged else item)
+        return out
+
     async def get(self) -> AgentEvent | None:
         """The next event, waiting for one; ``None`` once the run has ended."""
         while not self.items:

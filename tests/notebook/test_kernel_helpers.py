@@ -1,5 +1,6 @@
 """Agents as tools in a real kernel: the helper's run nested in the calling card, its call
-approved there, and Stop on the caller's card stopping both with every call answered."""
+approved there, and Stop on the caller's card (or a kernel interrupt) stopping both with every
+call answered."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import textwrap
 import pytest
 
 from .kernel import Kernel
-from .test_kernel_approval import in_cell, wait_ended
+from .test_kernel_approval import in_cell, run_record, wait_ended
+from .test_kernel_cells import _interrupt
 
 SETUP = """
 import asyncio
@@ -92,6 +94,30 @@ def test_stop_on_the_callers_card_stops_the_helper(ready: Kernel) -> None:
     for stop in stops:  # the caller's Stop (the nested card's own is hidden and does nothing)
         kernel.click(stop)
     record = wait_ended(kernel, cell)
+    assert record["stop_reason"] == "cancelled"
+    assert "slow.txt" not in kernel.eval("ran")
+    history = kernel.eval(
+        "[type(m).__name__ for m in nbagent.notebook.current_session().agent.messages]"
+    )
+    assert history[-1] == "ToolMessage"  # every call answered
+
+
+def test_a_kernel_interrupt_stops_the_caller_and_the_helper(ready: Kernel) -> None:
+    kernel = ready
+    if not in_cell(kernel):
+        pytest.skip("this kernel cannot take clicks while a cell runs (ipykernel < 7.4)")
+    since = kernel.mark()
+    cell = kernel.submit("%agent --new --approve ask -o interrupted slow.txt")
+    approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    kernel.click(approve[0])
+    kernel.wait_for(
+        lambda: any("approved by you" in t and "running" in t for t in kernel.html_texts(since)),
+        what="the helper's call running",
+    )
+    waited = _interrupt(kernel, cell)
+    assert waited < 10, f"the interrupted cell took {waited:.1f} s to end"
+    assert kernel.replies[cell]["content"]["ename"] == "KeyboardInterrupt"
+    record = kernel.wait_for(lambda: run_record(kernel, cell), what="the static output")
     assert record["stop_reason"] == "cancelled"
     assert "slow.txt" not in kernel.eval("ran")
     history = kernel.eval(
