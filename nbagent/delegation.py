@@ -127,7 +127,7 @@ def agent_tool(
     if output is not None:
         output_spec(output, error=ToolDefinitionError)  # refused now, not at the first call
 
-    async def run_helper(context: ToolContext) -> ToolResult:
+    async def run_helper(context: ToolContext) -> ToolResult | str:
         arguments = context.input
         if given is None:
             prompt = str(arguments.get("prompt", ""))
@@ -156,7 +156,7 @@ async def _delegate(
     output: Any,
     max_steps: int | None,
     max_depth: int,
-) -> ToolResult:
+) -> ToolResult | str:
     caller = current_run()
     depth = _DEPTH.get() + 1
     if depth > max_depth:
@@ -240,7 +240,7 @@ def _charge(caller: Run | None, run: Any) -> None:
     caller._requests += run._requests
 
 
-def _answer(name: str, result: Any, typed: bool) -> ToolResult:
+def _answer(name: str, result: Any, typed: bool) -> ToolResult | str:
     stop = result.stop_reason
     if stop == "failed":
         error = result.error
@@ -260,4 +260,4 @@ def _answer(name: str, result: Any, typed: bool) -> ToolResult:
     text = result.text or f"({name} gave no answer)"
     if stop in ("max_steps", "length", "budget", "repeated_call"):
         text += f"\n\n({name} stopped early: {stop.replace('_', ' ')})"
-    return ToolResult((TextPart(text),))
+    return text  # plain text: the loop turns it into the result without a thread

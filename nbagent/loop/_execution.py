@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..content import TextPart, ToolResult, error_result, stable_text
+from ..content import ToolResult, error_result, stable_text
 from ..events import AbandonedCall, CallStatus, abandonment_is_shown
 from ..redact import redact_secrets
 from ..tools import Tool, ToolCall, ToolContext
@@ -157,13 +157,10 @@ _SCALARS = (str, int, float, bool, type(None))
 
 def _plain(value: Any, room: int = 256) -> bool:
     """Whether turning ``value`` into a result runs no user code: a builtin scalar (exact
-    type, so no subclass's ``__str__``), a small list, tuple or dict of such values, or a
-    ToolResult of text alone with no value for the person (an agent used as a tool gives one)."""
+    type, so no subclass's ``__str__``), or a small list, tuple or dict of such values."""
     kind = type(value)
     if kind in _SCALARS:
         return True
-    if kind is ToolResult:
-        return value.value is None and all(type(p) is TextPart for p in value.content)
     if kind in (list, tuple):
         items: Any = value
     elif kind is dict:
