@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._eventqueue import EventQueue
+    from ._snapshots import HistoryLog
     from ._timing import TimelineBuilder
     from .approval import Approver
     from .content import ToolResult
@@ -80,6 +81,7 @@ class LoopState(RunState, Protocol):
     exchanges: list[Exchange]
     final: RunResult | None
     _queue: EventQueue
+    _history: HistoryLog
     _keep_events: bool
     _timeline: TimelineBuilder
     _start_index: int

@@ -71,7 +71,7 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
     agent = run.agent
     generator: Generator = agent.generator
     request = Request(
-        messages=tuple(agent.messages),
+        messages=run._history.snapshot(agent.messages),
         model=getattr(generator, "model", ""),
         tools=run.definitions,
         instructions=agent.instructions,

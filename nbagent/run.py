@@ -36,6 +36,7 @@ from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE
 from ._history import check_calls, history_message
 from ._repeats import RepeatGuard
+from ._snapshots import HistoryLog
 from ._stepmode import pause
 from ._timing import TimelineBuilder
 from ._turn import BudgetSpent, over_budget, stream_turn
@@ -119,6 +120,7 @@ class Run:
         )
         self._continuing = continuing  # no new prompt: the run answers the history as it is
         self._repeats = RepeatGuard(self.limits, agent.generator)
+        self._history = HistoryLog()  # what each request sends, without a copy per step
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
