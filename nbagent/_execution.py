@@ -88,12 +88,16 @@ def _cancelled_from_outside() -> bool:
     return bool(cancelling is not None and cancelling())
 
 
+#: Values copy_json hands back as they are without a look inside (immutable, and no container).
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of a parsed JSON value (objects and arrays are new; the rest is immutable)."""
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAVES else copy_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        return [v if type(v) in _LEAVES else copy_json(v) for v in value]
     return value
 
 
