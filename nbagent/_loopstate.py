@@ -83,6 +83,7 @@ class LoopState(RunState, Protocol):
     _queue: EventQueue
     _history: HistoryLog
     _keep_events: bool
+    _heard: bool
     _timeline: TimelineBuilder
     _start_index: int
     _answer: Answer | None

@@ -109,6 +109,9 @@ class Run:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.final: RunResult | None = None
         self._keep_events = True
+        #: Whether anyone but the timeline hears the run's events (a reader, an observer):
+        #: events only they would read are not built otherwise.
+        self._heard = True
         self._timeline = TimelineBuilder()
         self._observers = tuple(agent.observers)
         self._budget = budget
@@ -145,6 +148,7 @@ class Run:
     def discard_events(self) -> None:
         """Nobody will read :meth:`events`: keep none (``Agent.run`` only wants the result)."""
         self._keep_events = False
+        self._heard = bool(self._observers)
         self._queue.clear()
 
     def done(self) -> bool:
