@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, Tool
-from nbagent._snapshots import HistoryLog, HistorySnapshot
+from nbagent.loop._snapshots import HistoryLog, HistorySnapshot
 from nbagent.messages import Message, user
 from nbagent.models import Call, ScriptedModel, Turn
 

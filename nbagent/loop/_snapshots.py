@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from .messages import Message
+from ..messages import Message
 
 __all__ = ["HistoryLog", "HistorySnapshot"]
 
