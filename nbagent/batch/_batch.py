@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 from ..approvals.approval import Approver, InteractiveApprover, approval_policy
 from ..approvals.rules import RuleApprover
 from ..errors import BatchInputError
+from ..output._spec import ANSWER_TOOL, OutputSpec, output_spec
 from ._checkpoint import CheckpointWriter, UnwritableRowError, load_checkpoint
 from ._fingerprint import Fingerprint, differences, fingerprint
 from ._inputs import MAX_INPUTS, Item, prepare
-from ._output import ANSWER_TOOL, OutputSpec, output_spec
 from ._progress import BatchProgress, Reporter, default_reporter
 from ._rows import BatchRow, describe_error, done_rows_of_table, make_table, not_run, ordered
 from ._run import Gate, MappedAgent, RunPlan, run_item

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from ..generation import Generator, Options
     from ..limits import Limits
     from ..messages import Message
+    from ..output._spec import OutputSpec
     from ..tools import Tool
-    from ._output import OutputSpec
 
 __all__ = ["DrivenBatch", "WorkerSpec", "run_on_dask", "worker_spec", "worker_spec_bytes"]
 

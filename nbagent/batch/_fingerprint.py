@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._digest import definition_digest as _definition
 from .._digest import digest as _digest
+from ..output._spec import ANSWER_TOOL
 from ..redact import redact_secrets
-from ._output import ANSWER_TOOL
 
 if TYPE_CHECKING:
     from ..approvals.approval import Approver

@@ -107,7 +107,7 @@ def done_rows_of_table(table: Any) -> list[BatchRow]:
             continue
         result = record.get("result")
         output = record.get("output")
-        from ._output import to_json
+        from ..output._spec import to_json
 
         usage = getattr(result, "usage", None)
         rows.append(

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import RateLimitError
+from ..output._spec import OutputSpec, to_json
 from ._inputs import Item
-from ._output import OutputSpec, to_json
 from ._rows import BatchRow, describe_error
 
 if TYPE_CHECKING:
