@@ -20,6 +20,7 @@ from .provenance import (
     follow_up_from_metadata,
     from_metadata,
     is_follow_up,
+    read_output,
     sha256_digest,
 )
 
@@ -32,5 +33,6 @@ __all__ = [
     "follow_up_from_metadata",
     "from_metadata",
     "is_follow_up",
+    "read_output",
     "sha256_digest",
 ]
