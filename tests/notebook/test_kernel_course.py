@@ -246,3 +246,49 @@ def test_a_refusal_record_reads_back_strictly(kernel: Kernel, tmp_path: Path) ->
     assert record is not None
     raw = next(o["metadata"]["nbagent"] for o in outputs if "nbagent" in o.get("metadata", {}))
     assert from_metadata(raw) == record
+
+
+# what the gateways answer, as their sources and docs give it: LiteLLM's proxy turns a
+# BudgetExceededError into ProxyException(type="budget_exceeded", code=400) (429 in newer
+# releases); OpenRouter answers 402 with {"error": {"code": 402, "message": ...}}
+LITELLM_BUDGET = {
+    "error": {
+        "message": "Budget has been exceeded! Current cost: 0.0123, Max budget: 0.01",
+        "type": "budget_exceeded",
+        "param": None,
+        "code": "400",
+    }
+}
+OPENROUTER_CREDITS = {
+    "error": {
+        "code": 402,
+        "message": "Insufficient credits. Add more using https://openrouter.ai/credits",
+        "metadata": {"limit_source": "openrouter_key_limit"},
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (400, LITELLM_BUDGET, "the budget of this key is spent (Budget has been exceeded!"),
+        (429, LITELLM_BUDGET, "the budget of this key is spent"),
+        (402, OPENROUTER_CREDITS, "refused the request for want of credits (HTTP 402: Insuff"),
+    ],
+)
+def test_a_gateways_spending_refusal_reads_as_one_sentence_and_is_not_retried(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path, status: int, body: Any, words: str
+) -> None:
+    course(kernel, tmp_path, f'models = ["{MODEL}"]\n')
+    for _ in range(3):
+        gateway.error(status, body)
+    text, record, _ = run(kernel, f"%agent -m {MODEL} --new hello")
+    assert words in text, text
+    line = next(line for line in text.splitlines() if words in line)
+    assert line.startswith("Error: SpendingLimitError: OpenAI ")
+    # one sentence of nbagent's around the gateway's own words (quoted in parentheses)
+    assert one_sentence(re.sub(r"\(.*\)", "(…)", line.split(": ", 2)[2]))
+    assert len(gateway.requests) == 1  # a spent budget is never asked again
+    assert gateway.headers[0]["authorization"] == f"Bearer {SECRET}"  # the student's own key
+    assert record is not None and record.stop_reason == "failed"
+    assert SECRET not in text
