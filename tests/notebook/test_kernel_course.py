@@ -130,6 +130,17 @@ def test_the_same_policy_leaves_a_lesson_alone_and_the_run_carries_its_record(
     raw = json.dumps(outputs)
     assert SECRET not in raw  # not in the record, not in the outputs
     assert "price unknown" not in text
+    assert "$0.00006" in text  # 82 in, 17 out at gpt-4.1-mini's price, in the footer
+
+
+def test_a_model_with_no_known_price_says_so_and_never_guesses(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "live = true\n")
+    gateway.sse(wire.openai_text("hi"))
+    text, record, _ = run(kernel, "%agent -m openai:no-such-model-7 --new hello")
+    assert record is not None and record.cost_usd is None and record.mode == "live"
+    assert "price unknown" in text and "$" not in text
 
 
 def test_a_model_the_course_does_not_allow_is_refused(
