@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,52 @@ def test_options_the_course_turns_off_are_refused(
     text, _, _ = run(kernel, f"%agent -m {MODEL} --approve auto tidy up")
     assert "--approve=auto" in text and "auto_approve = false" in text
     assert gateway.requests == []
+
+
+def test_mcp_servers_off_refuses_a_run_while_one_is_connected(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    pytest.importorskip("mcp", reason="the mcp SDK is not installed (the mcp extra)")
+    from ..mcp.conftest import DEMO
+
+    course(kernel, tmp_path, "mcp = false\n")
+    kernel.execute(f"%agent mcp add demo -- {sys.executable} {DEMO} stdio", timeout=60)
+    try:
+        text, record, _ = run(kernel, f"%agent -m {MODEL} --new use the tools")
+    finally:
+        kernel.execute("%agent mcp remove demo", timeout=60)
+    assert "MCP servers are off in this notebook, and demo is connected" in text
+    assert "mcp = false" in text and one_sentence(text)
+    assert record is not None and record.refused
+    assert gateway.requests == []
+
+
+LOOKUP = '@tool\ndef lookup(word: str) -> str:\n    """Look a word up."""\n    return word\n'
+
+
+def test_a_run_budget_stops_the_run_before_its_next_request(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "[budget.run]\nrequests = 1\n")
+    kernel.execute(LOOKUP)
+    gateway.sse(
+        wire.openai_sse(
+            [
+                wire.oa_chunk({"role": "assistant", "content": ""}),
+                wire.oa_chunk({"tool_calls": [wire.oa_call(0, "c1", "lookup", '{"word": "a"}')]}),
+                wire.oa_chunk({}, "tool_calls"),
+                wire.oa_usage(82, 17),
+            ]
+        )
+    )
+    gateway.sse(wire.openai_text("never sent"))
+    try:
+        _, record, _ = run(kernel, f"%agent -m {MODEL} --new look up a")
+    finally:
+        kernel.execute("del lookup\nnbagent.current_session().unregister('lookup')")
+    assert record is not None and record.stop_reason == "budget", record
+    assert len(gateway.requests) == 1
+    assert [c.tool for c in record.calls] == ["lookup"] and record.calls[0].decision == "not asked"
 
 
 def test_live_off_replays_the_courses_recording_and_refuses_what_has_none(
