@@ -384,8 +384,9 @@ class KernelToolkit(Sequence[Tool]):
                     + " after this step."
                 )
         process: list[str] = []
+        loaded: list[str] = []
         if "process" in state and "process_now" in state:
-            process = state["process"].changes(state["process_now"], state["imports"])
+            process, loaded = state["process"].changes(state["process_now"], state["imports"])
         if _refuse_exit(self.shell):
             notes.append(
                 "The snippet asked the kernel to exit (exit() or quit()): refused, the kernel "
@@ -416,7 +417,15 @@ class KernelToolkit(Sequence[Tool]):
             shell=self.shell,
             reader=reader,
         )
-        made = result(outcome, ending, diff, status=snippet.status, notes=notes, process=process)
+        made = result(
+            outcome,
+            ending,
+            diff,
+            status=snippet.status,
+            notes=notes,
+            process=process,
+            loaded=loaded,
+        )
         if for_person and isinstance(made.value, tuple):
             shown = tuple(Shown("text", note, "Undo") for note in for_person)
             made = dataclasses.replace(made, value=(*made.value, *shown))
