@@ -105,9 +105,10 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
         step, words = int(words[-1]), words[:-2]
     runs = words or None
     report = kit.undo(runs, step=step)
-    undone = tuple(dict.fromkeys(label.split()[0] for label in report.snippets if label.startswith("run-")))
-    record = FollowUp("undone", undone).to_metadata() if undone else {}
-    display(_report_bundle(report), raw=True, metadata={"nbagent": record} if record else {})  # type: ignore[no-untyped-call]
+    labels = [label.split()[0] for label in report.snippets if label.startswith("run-")]
+    undone = tuple(dict.fromkeys(labels))  # the runs whose snippets were undone, once each
+    metadata = {"nbagent": FollowUp("undone", undone).to_metadata()} if undone else {}
+    display(_report_bundle(report), raw=True, metadata=metadata)  # type: ignore[no-untyped-call]
     with _lock:
         retired = [
             d for d, (run, _) in _live.items() if step is None and (runs is None or run in runs)
