@@ -350,3 +350,38 @@ def test_a_gateways_spending_refusal_reads_as_one_sentence_and_is_not_retried(
     assert gateway.headers[0]["authorization"] == f"Bearer {SECRET}"  # the student's own key
     assert record is not None and record.stop_reason == "failed"
     assert SECRET not in text
+
+
+def test_the_default_model_is_used_when_nothing_names_one(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, f'models = ["{MODEL}"]\ndefault_model = "{MODEL}"\n')
+    kernel.execute("nbagent.current_session().set_model(None)")
+    gateway.sse(wire.openai_text("hi"))
+    _, record, _ = run(kernel, "%agent --new hello")
+    assert record is not None and record.model == MODEL and record.mode == "live"
+    assert gateway.requests[0]["model"] == "gpt-4.1-mini"
+
+
+def test_an_unknown_notebook_in_the_exam_folder_is_still_an_exam(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    """nbclient and jupyter execute name no notebook: the kernel's folder stands in."""
+    course(kernel, tmp_path, '[[notebooks]]\nmatch = "exams/*.ipynb"\nai = false\n')
+    (tmp_path / "exams").mkdir()
+    kernel.execute(
+        "os.environ.pop('JPY_SESSION_NAME', None)\n_was = os.getcwd()\n"
+        f"os.chdir({str(tmp_path / 'exams')!r})\n"
+        "_saved_session = globals().pop('__session__', None)"
+    )
+    try:
+        text, record, outputs = run(kernel, f"%agent -m {MODEL} my key is {SECRET}")
+        msg_id = kernel.submit("%agent policy")
+        kernel.finish(msg_id)
+        shown = kernel.cell_text(msg_id)
+    finally:
+        kernel.execute("os.chdir(_was)\n__session__ = _saved_session")
+    assert "AI is off here" in text and record is not None and record.ai_off
+    assert SECRET not in json.dumps(outputs) and "my key is ***" in record.prompt
+    assert "notebook: unknown" in shown and "notebooks[1]" in shown
+    assert gateway.requests == []
