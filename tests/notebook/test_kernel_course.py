@@ -172,8 +172,9 @@ def test_mcp_servers_off_refuses_a_run_while_one_is_connected(
     pytest.importorskip("mcp", reason="the mcp SDK is not installed (the mcp extra)")
     from ..mcp.conftest import DEMO
 
-    course(kernel, tmp_path, "mcp = false\n")
+    course(kernel, tmp_path, "mcp = true\n")  # connected while it was allowed
     kernel.execute(f"%agent mcp add demo -- {sys.executable} {DEMO} stdio", timeout=60)
+    course(kernel, tmp_path, "mcp = false\n")
     try:
         text, record, _ = run(kernel, f"%agent -m {MODEL} --new use the tools")
     finally:
@@ -182,6 +183,14 @@ def test_mcp_servers_off_refuses_a_run_while_one_is_connected(
     assert "mcp = false" in text and one_sentence(text)
     assert record is not None and record.refused
     assert gateway.requests == []
+    msg_id = kernel.submit(f"%agent mcp add other -- {sys.executable} {DEMO} stdio")
+    kernel.finish(msg_id, timeout=60)
+    said = kernel.cell_text(msg_id)
+    assert "MCP servers are off in this notebook, so 'other' was not started" in said
+    assert (
+        one_sentence(said)
+        and kernel.eval("'other' in nbagent.current_session().mcp_servers") is False
+    )
 
 
 LOOKUP = '@tool\ndef lookup(word: str) -> str:\n    """Look a word up."""\n    return word\n'
