@@ -5,8 +5,9 @@ notebooks (:mod:`.policy`), what a run's tokens cost (:mod:`._prices`), and the 
 record every ``%agent`` cell's output carries under the ``"nbagent"`` metadata key
 (:mod:`.provenance`), which the class report reads back from submitted notebooks.
 
-It may import the core and :mod:`nbagent.recording`; never IPython, ipywidgets or the HTTP
-client. The notebook front end imports it, never the other way round.
+May import: the core (ground, vocabulary, :mod:`nbagent.schema`, :mod:`nbagent.inspection`,
+:mod:`nbagent.approvals`, :mod:`nbagent.events`) and :mod:`nbagent.recording`; never IPython,
+ipywidgets or the HTTP client. The front ends import it, never the other way round.
 """
 
 from __future__ import annotations

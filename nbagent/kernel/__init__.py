@@ -23,6 +23,9 @@ working directory, ``sys.path``, environment variables, imports) are said in its
 The toolkit keeps a :class:`~._journal.Journal` of the snippets: :meth:`KernelToolkit.undo`
 puts back what a run's snippets changed, :meth:`KernelToolkit.cells` gives their code as cells.
 In a notebook: ``%agent --kernel …``, ``%agent undo``, ``%agent cells``.
+
+May import (docs/architecture.md): the core rooms, ground to events, and the agent; never a
+front end.
 """
 
 from __future__ import annotations
