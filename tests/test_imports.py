@@ -144,6 +144,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
         "nbagent.content",
         "nbagent.generation",
         "nbagent.messages",
+        "nbagent._prices",
         "nbagent.tools",
     ),
     "inspection": ("nbagent.inspection",),
@@ -160,6 +161,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "agent": ("nbagent.agent",),
     "kernel": ("nbagent.kernel",),
     "telemetry": ("nbagent.telemetry",),
+    # a course: the teacher's policy, the provenance each cell carries, the class report
+    "course": ("nbagent.course",),
     "notebook": ("nbagent.notebook",),
     "terminal": ("nbagent.terminal",),
     # the package's face (it loads what it hands on) and ``python -m nbagent``
@@ -200,8 +203,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "agent": _CORE | {"providers", "output", "delegation", "loop", "batch"},
     "kernel": _CORE | {"agent"},
     "telemetry": _CORE | {"delegation", "agent"},
-    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry"},
-    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry"},
+    "course": _CORE | {"recording"},
+    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course"},
+    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course"},
     "face": set(ROOMS) - {"face"},
 }
 

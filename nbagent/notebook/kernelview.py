@@ -25,6 +25,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..course.provenance import FollowUp, sha256_digest
 from ..redact import redact_secrets
 from .render import fenced
 
@@ -104,7 +105,10 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
         step, words = int(words[-1]), words[:-2]
     runs = words or None
     report = kit.undo(runs, step=step)
-    display(_report_bundle(report), raw=True)  # type: ignore[no-untyped-call]
+    labels = [label.split()[0] for label in report.snippets if label.startswith("run-")]
+    undone = tuple(dict.fromkeys(labels))  # the runs whose snippets were undone, once each
+    metadata = {"nbagent": FollowUp("undone", undone).to_metadata()} if undone else {}
+    display(_report_bundle(report), raw=True, metadata=metadata)  # type: ignore[no-untyped-call]
     with _lock:
         retired = [
             d for d, (run, _) in _live.items() if step is None and (runs is None or run in runs)
@@ -228,12 +232,15 @@ def cells_command(session: Session, shell: Any, words: list[str]) -> None:
         f"The code of {steps} is in a new cell below (JupyterLab, Notebook 7); run it to redo "
         "the work without the agent. Where no cell appears (nbclient, jupyter execute), here it is:"
     )
+    # which runs' code became a cell, and the cell's digest: the report finds the new cell by it
+    record = FollowUp("cells", tuple(r for r in ran if r), sha256_digest(source))
     display(  # type: ignore[no-untyped-call]
         {
             "text/plain": f"{said}\n\n{source}",
             "text/markdown": f"{said}\n\n{fenced(source, 'python')}",
         },
         raw=True,
+        metadata={"nbagent": record.to_metadata()},
     )
 
 
