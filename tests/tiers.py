@@ -15,7 +15,7 @@ from typing import Any
 #: The marks that keep a test out of the fast tier, each with what it stands for.
 MARKS = {
     "browser": "drives JupyterLab or Notebook 7 in chromium (tests/browser/)",
-    "conformance": "plays the npm MCP conformance suite (tests/mcp/test_conformance.py)",
+    "conformance": "plays the npm MCP conformance suite (tests/mcp/test_conformance*.py)",
     "real_model": "loads a real model (local:smollm2 through llama.cpp)",
     "slow": "among the slowest tests (8 s or more), or a kernel test on ipykernel 6.29",
 }
@@ -27,6 +27,10 @@ FAST = "not (" + " or ".join(MARKS) + ")"
 BY_PATH = {
     "browser/": "browser",
     "mcp/test_conformance.py": "conformance",
+    "mcp/test_conformance_auth_metadata.py": "conformance",
+    "mcp/test_conformance_auth_scopes.py": "conformance",
+    "mcp/test_conformance_auth_clients.py": "conformance",
+    "mcp/test_conformance_auth_checks.py": "conformance",
     "providers/test_local_server.py": "real_model",
     "notebook/test_kernel_local.py": "real_model",
 }
@@ -116,7 +120,14 @@ SLOW_KERNEL_PARAM = ("kernel_python", "ipykernel-6.29")
 #: against), so that pytest-xdist may spread them over its workers; every other module's tests
 #: run on one worker, so that its shared kernel or server starts once (scripts/test now uses
 #: ``--dist loadfile``, which keeps every module, these too, on one worker in its order).
-SPREAD = ("mcp/test_conformance.py", "test_notebooks.py")
+SPREAD = (
+    "mcp/test_conformance.py",
+    "mcp/test_conformance_auth_metadata.py",
+    "mcp/test_conformance_auth_scopes.py",
+    "mcp/test_conformance_auth_clients.py",
+    "mcp/test_conformance_auth_checks.py",
+    "test_notebooks.py",
+)
 
 
 def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
@@ -134,3 +145,4 @@ def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
     if params.get(key) == value:
         found.append("slow")
     return found
+

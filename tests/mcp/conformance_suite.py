@@ -1,5 +1,6 @@
 """The official MCP conformance suite against nbagent's client (npm
-``@modelcontextprotocol/conformance``, pinned by tests/mcp/conformance/package-lock.json).
+``@modelcontextprotocol/conformance``, pinned by tests/mcp/conformance/package-lock.json): what
+the test modules ``tests/mcp/test_conformance*.py`` share.
 
 For each client scenario that applies, at each spec version the suite plays it in, the suite
 starts its scripted server, runs :mod:`tests.mcp.conformance_client` (nbagent's public API:
@@ -12,6 +13,11 @@ test holds nbagent to that: it must refuse exactly in :data:`REFUSES`, saying it
 in, and sign in everywhere else. The scenarios played are in :data:`PLAYED`; those that do not
 apply are listed with why in :data:`~tests.mcp.conformance_client.NOT_PLAYED` and in
 docs/howto/mcp.md. Every scenario the pinned suite lists must be in exactly one of the two.
+
+The scenarios are played by five test modules, one per part of the protocol (:data:`PARTS`):
+each scenario run starts the suite and the client afresh and shares nothing with the others,
+and pytest-xdist (``--dist loadfile``) keeps a module on one worker, so one module of 58 runs
+was the longest stretch of a parallel CI run.
 
 scripts/test installs the suite and the Node.js >= 22 it runs on into .venv/conformance; the
 tests skip, saying why, where that install is missing.
@@ -30,10 +36,7 @@ from typing import Any
 
 import pytest
 
-from .conformance_client import NOT_PLAYED, PLANS
-from .conftest import NO_SDK, ROOT
-
-pytest.importorskip("mcp", reason=NO_SDK)
+from .conftest import ROOT
 
 SUITE_VERSION = "0.2.0-alpha.12"
 PACKAGES = ROOT / ".venv" / "conformance" / "node_modules"
@@ -95,6 +98,54 @@ PLAYED: dict[str, tuple[str, ...]] = {
     "auth/client-credentials-basic": ("extension",),
 }
 
+#: Which test module plays which scenarios (``tests/mcp/test_conformance_<part>.py``, the
+#: exchanges in ``test_conformance.py``): every played scenario in exactly one part.
+PARTS: dict[str, tuple[str, ...]] = {
+    "exchanges": tuple(name for name in PLAYED if not name.startswith("auth/")),
+    "auth_metadata": (
+        "auth/metadata-default",
+        "auth/metadata-var1",
+        "auth/metadata-var2",
+        "auth/metadata-var3",
+        "auth/basic-cimd",
+    ),
+    "auth_scopes": (
+        "auth/scope-from-www-authenticate",
+        "auth/scope-from-scopes-supported",
+        "auth/scope-omitted-when-undefined",
+        "auth/scope-step-up",
+        "auth/scope-retry-limit",
+    ),
+    "auth_clients": (
+        "auth/pre-registration",
+        "auth/token-endpoint-auth-basic",
+        "auth/token-endpoint-auth-post",
+        "auth/token-endpoint-auth-none",
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
+        "auth/client-credentials-basic",
+    ),
+    "auth_checks": (
+        "auth/resource-mismatch",
+        "auth/offline-access-scope",
+        "auth/offline-access-not-supported",
+        "auth/authorization-server-migration",
+        "auth/iss-supported",
+        "auth/iss-not-advertised",
+        "auth/iss-supported-missing",
+        "auth/iss-wrong-issuer",
+        "auth/iss-unexpected",
+        "auth/iss-normalized",
+        "auth/metadata-issuer-mismatch",
+    ),
+}
+
+
+def runs(part: str) -> list[tuple[str, str]]:
+    """The (scenario, spec version) runs of one part, for ``pytest.mark.parametrize``."""
+    return [(name, version) for name in PARTS[part] for version in PLAYED[name]]
+
+
 #: The auth scenarios in which nbagent must refuse to sign in (the suite checks that no
 #: token, or no code, went where it must not), and what it refuses: the client must exit 1
 #: saying it could not sign in. In every other played scenario it must sign in and exit 0.
@@ -147,31 +198,8 @@ def listed_scenarios() -> dict[str, tuple[str, ...]]:
     return {name: tuple(tags.split(",")) for name, tags in found}
 
 
-def test_the_installed_suite_is_the_pinned_version() -> None:
-    version = run_suite("--version", timeout=60)
-    assert version.stdout.strip() == SUITE_VERSION, version.stdout + version.stderr
-
-
-def test_every_scenario_of_the_suite_is_played_or_listed_as_not_applying() -> None:
-    listed = listed_scenarios()
-    accounted = [*PLAYED, *NOT_PLAYED]
-    assert len(accounted) == len(set(accounted)), "a scenario is in two lists"
-    assert sorted(listed) == sorted(accounted), (
-        f"new in the suite: {sorted(set(listed) - set(accounted))}; "
-        f"gone from it: {sorted(set(accounted) - set(listed))}"
-    )
-    for name, versions in PLAYED.items():
-        tags = tuple(v for v in listed[name] if v != "extension") or ("extension",)
-        assert versions == tags, f"{name} is played in {tags}, not {versions}"
-    assert set(PLAYED) == set(PLANS), "a played scenario has no plan in the client, or the reverse"
-    assert set(REFUSES) <= set(PLAYED)
-
-
-@pytest.mark.parametrize(
-    ("scenario", "version"),
-    [(name, version) for name, versions in PLAYED.items() for version in versions],
-)
-def test_the_suite_passes_nbagent_on(scenario: str, version: str, tmp_path: Path) -> None:
+def play(scenario: str, version: str, tmp_path: Path) -> None:
+    """Play one scenario at one spec version and hold nbagent to the suite's verdict."""
     client = shlex.join([sys.executable, str(CLIENT)])
     arguments = ["client", "--command", client, "--scenario", scenario, "-o", str(tmp_path)]
     if version != "extension":
