@@ -146,3 +146,35 @@ def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
         found.append("slow")
     return found
 
+
+#: What a test costs, roughly, in seconds on the project's 2-core machine in a parallel run,
+#: by its costliest tier mark, or by its running in a kernel: the figures only order the
+#: modules for pytest-xdist, costliest first (:func:`by_cost`), so that no long module starts
+#: last and runs on alone while the other workers have nothing left to do. Measured (Dec 2026,
+#: -n 2): a conformance scenario 2.7 s alone and
+#: 5-20 s under load, a kernel test 0.7 s on average (0.1 s for a magic line, 5 s for a
+#: record and replay), most other tests a few milliseconds. They overrate modules of many
+#: quick kernel tests, which then start early, where it costs nothing.
+COST = {"browser": 25.0, "real_model": 15.0, "slow": 5.0, "conformance": 4.0, "kernel": 0.5}
+#: Any other test.
+COST_OTHER = 0.05
+
+
+def cost(marks: list[str], fixtures: tuple[str, ...]) -> float:
+    """The rough cost of one test with these tier marks and fixtures (see :data:`COST`)."""
+    if "kernel" in fixtures or "kernel_python" in fixtures:
+        marks = [*marks, "kernel"]
+    return max((COST[mark] for mark in marks if mark in COST), default=COST_OTHER)
+
+
+def by_cost(items: list[Any], path_of: Any) -> list[Any]:
+    """``items`` module by module, the costliest module first, each module's own order kept
+    (stable: pytest's ordering of a module's tests by their fixtures' parameters holds)."""
+    totals: dict[str, float] = {}
+    for item in items:
+        marks = [m.name for m in item.iter_markers() if m.name in MARKS]
+        fixtures = tuple(getattr(item, "fixturenames", ()))
+        path = path_of(item)
+        totals[path] = totals.get(path, 0.0) + cost(marks, fixtures)
+    first = {path: index for index, path in enumerate(sorted(totals, key=lambda p: -totals[p]))}
+    return sorted(items, key=lambda item: first[path_of(item)])
