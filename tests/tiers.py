@@ -151,11 +151,12 @@ def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
 #: by its costliest tier mark, or by its running in a kernel: the figures only order the
 #: modules for pytest-xdist, costliest first (:func:`by_cost`), so that no long module starts
 #: last and runs on alone while the other workers have nothing left to do. Measured (Dec 2026,
-#: -n 2): a conformance scenario 2.7 s alone and
-#: 5-20 s under load, a kernel test 0.7 s on average (0.1 s for a magic line, 5 s for a
-#: record and replay), most other tests a few milliseconds. They overrate modules of many
-#: quick kernel tests, which then start early, where it costs nothing.
-COST = {"browser": 25.0, "real_model": 15.0, "slow": 5.0, "conformance": 4.0, "kernel": 0.5}
+#: -n 2, the machine loaded by other work): a browser module 26-140 s a test, its JupyterLab's
+#: start included (a lesson under Run All 15-40 s); a conformance scenario 2.7 s alone, 5-20 s
+#: under load; a kernel test 0.7 s on average (0.1 s for a magic line, 5 s for a record and
+#: replay); most other tests a few milliseconds. They overrate modules of many quick kernel
+#: tests, which then start early, where it costs nothing.
+COST = {"browser": 50.0, "real_model": 15.0, "slow": 5.0, "conformance": 4.0, "kernel": 0.5}
 #: Any other test.
 COST_OTHER = 0.05
 
