@@ -182,26 +182,14 @@ def test_a_kernel_shut_down_mid_run_leaves_a_finished_output(
         cell = k.submit("%agent Delete a")
         k.wait_for(lambda: k.buttons("Approve", enabled=True, since=since))
         k.km.shutdown_wait_time = 60.0  # a loaded machine: let it finish rather than be killed
-        k.km.shutdown_kernel(now=False)  # returns once the kernel's process has ended
-        reason = "the kernel shut down before the run ended"
-        # (a background run on ipykernel 6 may be cancelled by the loop first)
-        said = [reason] if in_cell(k) else []
-
-        def finished() -> bool:
-            """The live output replaced by the finished one, saying why it ended."""
-            outputs = k.cell_outputs(cell)
-            html = k.cell_text(cell, "text/html")
-            live = [o for o in outputs if WIDGET_MIME in o.get("data", {})]
-            return not live and all(t in html for t in ["I will delete it.", "cancelled", *said])
-
-        # read what the kernel sent (several updates, some after its shutdown_reply, from its
-        # exit hooks) until the output is the finished one, rather than until 1 s of quiet
-        k.wait_for(finished, what="the finished output saying the kernel shut down")
+        k.km.shutdown_kernel(now=False)
+        k.drain(1.0)
         outputs = k.cell_outputs(cell)
         assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
         html = k.cell_text(cell, "text/html")
         assert "I will delete it." in html and "cancelled" in html
-        assert all(t in html for t in said)
+        if in_cell(k):  # (a background run on ipykernel 6 may be cancelled by the loop first)
+            assert "the kernel shut down before the run ended" in html
     finally:
         k.kc.stop_channels()
         if k.km.is_alive():
