@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,7 @@ import pytest
 
 from nbagent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 
-from .tiers import SPREAD, marks_for
+from .tiers import SPREAD, by_cost, marks_for
 
 
 def assert_history_valid(messages: Sequence[Message]) -> None:
@@ -38,10 +38,15 @@ def history_valid():  # type: ignore[no-untyped-def]
 _HERE = Path(__file__).parent
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # around the other hooks: before -m deselects, after pytest sorts
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Iterator[None]:
     """Mark each test with its tier and, under pytest-xdist, put each module's tests in one
-    xdist_group (one worker), but those of the modules tests/tiers.py lets be spread."""
+    xdist_group (one worker), but those of the modules tests/tiers.py lets be spread. Then,
+    on a pytest-xdist worker (the workers collect; the controller hands their modules out in
+    the order collected, scripts/test passing --no-loadscope-reorder), order the modules
+    costliest first, each module's tests in the order pytest gave them by their fixtures."""
     xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         path = item.path.relative_to(_HERE).as_posix()
@@ -51,3 +56,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
         if xdist and path not in SPREAD:
             item.add_marker(pytest.mark.xdist_group(path))
+    yield
+    if hasattr(config, "workerinput"):
+        items[:] = by_cost(items, lambda item: item.path.relative_to(_HERE).as_posix())

@@ -227,7 +227,7 @@ def test_the_readme_s_script_adds(tmp_path: Path) -> None:
 def test_the_conformance_tables_name_every_scenario_and_where_it_is_played() -> None:
     pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs it)")
     from tests.mcp.conformance_client import NOT_PLAYED
-    from tests.mcp.test_conformance import PLAYED
+    from tests.mcp.conformance_suite import PLAYED
 
     played: dict[str, tuple[str, ...]] = {}
     not_played: set[str] = set()

@@ -15,7 +15,7 @@ from typing import Any
 #: The marks that keep a test out of the fast tier, each with what it stands for.
 MARKS = {
     "browser": "drives JupyterLab or Notebook 7 in chromium (tests/browser/)",
-    "conformance": "plays the npm MCP conformance suite (tests/mcp/test_conformance.py)",
+    "conformance": "plays the npm MCP conformance suite (tests/mcp/test_conformance*.py)",
     "real_model": "loads a real model (local:smollm2 through llama.cpp)",
     "slow": "among the slowest tests (8 s or more), or a kernel test on ipykernel 6.29",
 }
@@ -27,6 +27,10 @@ FAST = "not (" + " or ".join(MARKS) + ")"
 BY_PATH = {
     "browser/": "browser",
     "mcp/test_conformance.py": "conformance",
+    "mcp/test_conformance_auth_metadata.py": "conformance",
+    "mcp/test_conformance_auth_scopes.py": "conformance",
+    "mcp/test_conformance_auth_clients.py": "conformance",
+    "mcp/test_conformance_auth_checks.py": "conformance",
     "providers/test_local_server.py": "real_model",
     "notebook/test_kernel_local.py": "real_model",
 }
@@ -116,7 +120,14 @@ SLOW_KERNEL_PARAM = ("kernel_python", "ipykernel-6.29")
 #: against), so that pytest-xdist may spread them over its workers; every other module's tests
 #: run on one worker, so that its shared kernel or server starts once (scripts/test now uses
 #: ``--dist loadfile``, which keeps every module, these too, on one worker in its order).
-SPREAD = ("mcp/test_conformance.py", "test_notebooks.py")
+SPREAD = (
+    "mcp/test_conformance.py",
+    "mcp/test_conformance_auth_metadata.py",
+    "mcp/test_conformance_auth_scopes.py",
+    "mcp/test_conformance_auth_clients.py",
+    "mcp/test_conformance_auth_checks.py",
+    "test_notebooks.py",
+)
 
 
 def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
@@ -134,3 +145,37 @@ def marks_for(path: str, name: str, params: dict[str, Any]) -> list[str]:
     if params.get(key) == value:
         found.append("slow")
     return found
+
+
+#: What a test costs, roughly, in seconds on the project's 2-core machine in a parallel run,
+#: by its costliest tier mark, or by its running in a kernel: the figures only order the
+#: modules for pytest-xdist, costliest first (:func:`by_cost`), so that no long module starts
+#: last and runs on alone while the other workers have nothing left to do. Measured (Dec 2026,
+#: -n 2, the machine loaded by other work): a browser module 26-140 s a test, its JupyterLab's
+#: start included (a lesson under Run All 15-40 s); a conformance scenario 2.7 s alone, 5-20 s
+#: under load; a kernel test 0.7 s on average (0.1 s for a magic line, 5 s for a record and
+#: replay); most other tests a few milliseconds. They overrate modules of many quick kernel
+#: tests, which then start early, where it costs nothing.
+COST = {"browser": 50.0, "real_model": 15.0, "slow": 5.0, "conformance": 4.0, "kernel": 0.5}
+#: Any other test.
+COST_OTHER = 0.05
+
+
+def cost(marks: list[str], fixtures: tuple[str, ...]) -> float:
+    """The rough cost of one test with these tier marks and fixtures (see :data:`COST`)."""
+    if "kernel" in fixtures or "kernel_python" in fixtures:
+        marks = [*marks, "kernel"]
+    return max((COST[mark] for mark in marks if mark in COST), default=COST_OTHER)
+
+
+def by_cost(items: list[Any], path_of: Any) -> list[Any]:
+    """``items`` module by module, the costliest module first, each module's own order kept
+    (stable: pytest's ordering of a module's tests by their fixtures' parameters holds)."""
+    totals: dict[str, float] = {}
+    for item in items:
+        marks = [m.name for m in item.iter_markers() if m.name in MARKS]
+        fixtures = tuple(getattr(item, "fixturenames", ()))
+        path = path_of(item)
+        totals[path] = totals.get(path, 0.0) + cost(marks, fixtures)
+    first = {path: index for index, path in enumerate(sorted(totals, key=lambda p: -totals[p]))}
+    return sorted(items, key=lambda item: first[path_of(item)])

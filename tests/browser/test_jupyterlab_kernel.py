@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from .course import page_problems
 from .lab import (
     BUTTONS,
     CHROMIUM,
@@ -52,7 +53,6 @@ from .lab import (
     running_lab,
     wait_for,
 )
-from .test_course_in_jupyterlab import page_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "11_the_agent_in_your_kernel.ipynb"

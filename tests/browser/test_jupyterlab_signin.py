@@ -33,6 +33,7 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs the extra)")
 
 from ..mcp.oauth import leaked, oauth_server, stats
+from .course import page_problems
 from .lab import (
     BUTTONS,
     CHROMIUM,
@@ -46,7 +47,6 @@ from .lab import (
     running_lab,
     wait_for,
 )
-from .test_course_in_jupyterlab import page_problems
 
 SIGN_IN = "signin.ipynb"
 INTERRUPT = "interrupt.ipynb"

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from .lab import CHROMIUM, Lab, faint_text, missing, open_in_notebook7, running_lab
-from .test_course_in_jupyterlab import (
+from .course import (
     EXPECTED,
     SHOTS,
     WIDE_IMAGES,
@@ -27,6 +26,7 @@ from .test_course_in_jupyterlab import (
     page_problems,
     run_all,
 )
+from .lab import CHROMIUM, Lab, faint_text, missing, open_in_notebook7, running_lab
 from .test_jupyterlab_kernel import LESSON, inserted_cells
 
 ROOT = Path(__file__).resolve().parents[2]

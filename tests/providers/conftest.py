@@ -32,7 +32,7 @@ class Reply:
     content_type: str = "text/event-stream"
     framing: Literal["chunked", "length", "close"] = "chunked"
     delay: float = 0.0  # seconds between pieces; 0 still yields to the loop between them
-    before_headers: float = 0.0  # wait this long before the status line
+    before_headers: float = 0.0  # wait this long before the status line (or the client leaving)
     end: Literal["finish", "drop", "hang"] = "finish"
 
 
@@ -56,6 +56,7 @@ class Server:
         self.connections = 0  # ever opened
         self.open = 0  # open now
         self.disconnects: list[float] = []  # monotonic time of each close
+        self.abandoned = 0  # requests the client gave up on before the status line came
         self.changed = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -142,8 +143,9 @@ class Server:
         self, reply: Reply, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Write one response; False when the connection must not be reused."""
-        if reply.before_headers:
-            await asyncio.sleep(reply.before_headers)
+        if reply.before_headers and await _left_within(reader, reply.before_headers):
+            self.abandoned += 1
+            return False
         pieces = [reply.body] if isinstance(reply.body, bytes) else list(reply.body)
         reason = (
             HTTPStatus(reply.status).phrase
@@ -180,6 +182,15 @@ class Server:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         return reply.framing != "close"
+
+
+async def _left_within(reader: asyncio.StreamReader, seconds: float) -> bool:
+    """Wait ``seconds``, or until the client closes its end first (True then). A request has
+    been read whole, so all a client sends while it waits for its reply is its leaving."""
+    try:
+        return await asyncio.wait_for(reader.read(1), seconds) == b""
+    except asyncio.TimeoutError:
+        return False
 
 
 @pytest.fixture

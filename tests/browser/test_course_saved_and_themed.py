@@ -1,0 +1,130 @@
+"""The course's runs kept: a notebook saved, its kernel shut down and reopened in JupyterLab
+still reads as runs (text, cards, images, no "model not found"), and ``jupyter nbconvert --to
+html`` shows the same; and the lessons' runs stay readable in the dark theme.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+from typing import Any
+
+import pytest
+
+from .course import (  # noqa: F401 (fixtures)
+    SHOTS,
+    browser,
+    forget_kernel,
+    lab,
+    output_text,
+    page_problems,
+    run_all,
+)
+from .lab import Lab, faint_text, menu, open_notebook
+
+
+def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) -> None:  # noqa: F811
+    name = "04_rich_results.ipynb"
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    try:
+        open_notebook(page, lab, name)
+        run_all(page)
+        menu(page, "File", "Save Notebook")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                saved = json.loads((lab.root / name).read_text())
+            except json.JSONDecodeError:  # read while JupyterLab was writing it
+                saved = {"cells": []}
+            if any(c.get("outputs") for c in saved["cells"]):
+                break
+            time.sleep(0.3)
+        menu(page, "Kernel", "Shut Down Kernel")
+        time.sleep(1.0)
+        page.close()
+        for kernel in lab.api("/api/kernels"):
+            try:
+                lab.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+            except urllib.error.HTTPError as error:
+                # the shut-down kernel may be listed and gone by the time we ask
+                if error.code != 404:
+                    raise
+
+        page = browser.new_page(viewport={"width": 1100, "height": 1000})
+        page.goto(lab.page_url(name))
+        page.locator(".jp-OutputArea-output").first.wait_for(timeout=60_000)
+        time.sleep(2.0)  # widget outputs would fail to render by now
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "course-reopened.png"), full_page=True)
+        assert page_problems(page) == []
+        shown = output_text(page)
+        for text in ("⚙ sketch", "⚙ temperatures", "You: Show me the temperatures.", "finished"):
+            assert text in shown, text
+        assert page.locator(".jp-OutputArea-output img").count() >= 2
+    finally:
+        page.close()
+
+    saved_path = lab.root / name
+    raw = saved_path.read_text()
+    assert "application/vnd.jupyter.widget-view+json" not in raw
+    html_path = lab.home / "export.html"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "jupyter", "nbconvert", "--to", "html"),
+            *(str(saved_path), "--output", str(html_path)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    exported = html_path.read_text()
+    for text in ("⚙ sketch", "temperatures", "Pune", "data:image/png;base64"):
+        assert text in exported, text
+    assert "widget-view+json" not in exported
+
+
+DARK = "JupyterLab Dark"
+
+
+@pytest.mark.timeout(400)  # four lessons under Run All
+def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None:  # noqa: F811
+    """Settings > Theme > JupyterLab Dark, as a person does, then Run All on the lessons with
+    failed, cancelled and denied calls: no text of a run may be dark on dark (a saved error
+    result was red on grey at 1.8:1)."""
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    themes = "/lab/api/settings/@jupyterlab/apputils-extension:themes"
+    try:
+        forget_kernel(lab, "05_streaming_and_control.ipynb")
+        open_notebook(page, lab, "05_streaming_and_control.ipynb")
+        menu(page, "Settings", "Theme", DARK)
+        page.wait_for_function(
+            "() => document.body.dataset.jpThemeName === 'JupyterLab Dark'", timeout=30_000
+        )
+        for name in (
+            "05_streaming_and_control.ipynb",
+            "03_approvals.ipynb",
+            "11_the_agent_in_your_kernel.ipynb",
+            "12_step_and_fork.ipynb",
+        ):
+            if name != "05_streaming_and_control.ipynb":
+                page.close()
+                page = browser.new_page(viewport={"width": 1100, "height": 1000})
+                forget_kernel(lab, name)
+                open_notebook(page, lab, name)
+            run_all(page)
+            assert page.evaluate("() => document.body.dataset.jpThemeLight") == "false"
+            assert page_problems(page) == []
+            assert faint_text(page) == [], name
+            SHOTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"course-dark-{name[:2]}.png"))
+    except Exception:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "course-dark-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+        # the other tests of this server expect the light theme
+        lab.api(themes, method="PUT", body={"raw": json.dumps({"theme": "JupyterLab Light"})})

@@ -1,0 +1,20 @@
+"""The MCP conformance suite's auth scenarios of how the client authenticates to the token
+endpoint (pre-registered clients, basic, post, none, client credentials), and the 2025-03-26
+metadata fallbacks. How they are played and judged: :mod:`tests.mcp.conformance_suite`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import NO_SDK
+
+pytest.importorskip("mcp", reason=NO_SDK)
+
+from .conformance_suite import play, runs
+
+
+@pytest.mark.parametrize(("scenario", "version"), runs("auth_clients"))
+def test_the_suite_passes_nbagent_on(scenario: str, version: str, tmp_path: Path) -> None:
+    play(scenario, version, tmp_path)
