@@ -3,7 +3,9 @@
 This room holds what a course adds to a notebook: the policy file a teacher ships beside the
 notebooks (:mod:`.policy`), what a run's tokens cost (:mod:`._prices`), and the provenance
 record every ``%agent`` cell's output carries under the ``"nbagent"`` metadata key
-(:mod:`.provenance`), which the class report reads back from submitted notebooks.
+(:mod:`.provenance`), which the class report reads back from submitted notebooks
+(:mod:`.report`: one row per notebook, with flags; :mod:`.runs_report`: one notebook's runs,
+as ``%agent report`` shows them).
 
 It may import the core and :mod:`nbagent.recording`; never IPython, ipywidgets or the HTTP
 client. The notebook front end imports it, never the other way round.
@@ -22,15 +24,34 @@ from .provenance import (
     is_follow_up,
     sha256_digest,
 )
+from .report import (
+    FLAGS,
+    CoursePolicy,
+    NotebookRow,
+    class_report,
+    read_class,
+    write_csv,
+    write_html,
+)
+from .runs_report import runs_bundle, runs_text
 
 __all__ = [
+    "FLAGS",
     "CallRecord",
+    "CoursePolicy",
     "FollowUp",
+    "NotebookRow",
     "Provenance",
     "ProvenanceError",
     "SnippetRecord",
+    "class_report",
     "follow_up_from_metadata",
     "from_metadata",
     "is_follow_up",
+    "read_class",
+    "runs_bundle",
+    "runs_text",
     "sha256_digest",
+    "write_csv",
+    "write_html",
 ]

@@ -1,0 +1,296 @@
+"""The class report: one row per submitted notebook, with the flags a teacher acts on.
+
+:func:`read_class` reads every notebook under the folders given (see :mod:`._submissions` for
+who is the student and what is read) and returns :class:`NotebookRow` values;
+:func:`class_report` returns the same as a ``pandas.DataFrame``; :func:`write_csv` and
+:func:`write_html` write them as a CSV file and as a static HTML table (every value escaped, no
+script). ``python -m nbagent report FOLDER…`` does all three.
+
+The flags (:data:`FLAGS`): runs in a notebook the course policy marks AI off, runs under another
+policy than the course's, outputs that do not match their run's recording, run records removed
+or tampered with, and notebooks that could not be read. A flag is a question for the teacher,
+not a verdict: a policy edited on purpose by the teacher mid-course shows as another digest too.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._scan import NotebookScan, scan_notebook
+from ._submissions import Found, file_digest, find_notebooks, read_notebook
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "FLAGS",
+    "CoursePolicy",
+    "NotebookRow",
+    "class_report",
+    "read_class",
+    "write_csv",
+    "write_html",
+]
+
+#: Each flag's name and what it asks the teacher to look at.
+FLAGS: dict[str, str] = {
+    "unreadable": "the notebook could not be read (the row says why)",
+    "ai_off": "runs in a notebook the course policy marks AI off",
+    "other_policy": "runs under another policy than the course's (or none)",
+    "output_mismatch": "an output or recording that is not what the run recorded",
+    "metadata_removed": "an %agent run whose output carries no nbagent record",
+    "metadata_tampered": "an nbagent record that nbagent would not have written",
+    "too_large": "more cells or runs than a report reads",
+}
+
+
+@dataclass(frozen=True)
+class CoursePolicy:
+    """The course's own policy, as the report compares submissions with it: the file's
+    digest (``sha256:`` of its bytes) and which notebooks it marks AI off (``ai_off(notebook)``
+    gives the teacher's message, or None)."""
+
+    source: str
+    digest: str
+    ai_off: Callable[[str], str | None] = lambda _notebook: None
+
+
+@dataclass(frozen=True)
+class NotebookRow:
+    """One submitted notebook in the class report (see the module for the flags)."""
+
+    student: str
+    notebook: str
+    runs: int = 0
+    live: int = 0
+    replayed: int = 0
+    offline: int = 0
+    refused: int = 0
+    models: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    #: runs whose price is unknown (not counted in ``cost_usd``)
+    unpriced_runs: int = 0
+    policy_digests: str = ""
+    flags: str = ""
+    problems: str = ""
+    error: str = ""
+    path: str = ""
+
+    @property
+    def flag_list(self) -> list[str]:
+        return self.flags.split(";") if self.flags else []
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(NotebookRow))
+
+
+def load_policy(path: str | os.PathLike[str]) -> CoursePolicy:
+    """The course policy file at ``path``, for comparing submissions with it."""
+    target = Path(path)
+    digest = file_digest(target, limit=2**20)
+    return CoursePolicy(str(target), digest, _ai_off_rules(target))
+
+
+def _ai_off_rules(path: Path) -> Callable[[str], str | None]:
+    """Which notebooks the policy marks AI off, read by the policy's own parser."""
+    import importlib
+
+    try:
+        policy_module: Any = importlib.import_module("nbagent.course.policy")
+    except ImportError:  # the policy room is not there: no AI-off rules to compare with
+        return lambda _notebook: None
+    parsed = policy_module.load(path)
+
+    def ai_off(notebook: str) -> str | None:
+        rules = parsed.for_notebook(notebook)
+        return rules.ai_off_message if rules.ai_off else None
+
+    return ai_off
+
+
+def _row_of(found: Found, course: CoursePolicy | None) -> NotebookRow:
+    def failed(why: str) -> NotebookRow:
+        return NotebookRow(
+            found.student, found.notebook, flags="unreadable", error=why[:500], path=str(found.path)
+        )
+
+    try:
+        notebook = read_notebook(found)
+    except ValueError as exc:
+        return failed(str(exc))
+    folder = Path(os.path.realpath(found.path)).parent
+    try:
+        scan = scan_notebook(notebook, found.root, folder)
+    except RecursionError:  # cannot happen within MAX_DEPTH, but a row is never a crash
+        return failed("nested too deeply to read")
+    del notebook
+    return _summarise(scan, found, course)
+
+
+def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) -> NotebookRow:
+    runs = scan.runs
+    modes = {"live": 0, "replayed": 0, "offline": 0}
+    refused = 0
+    models: dict[str, None] = {}
+    digests: dict[str, None] = {}
+    cost = 0.0
+    unpriced = 0
+    ai_off_message = course.ai_off(found.notebook) if course is not None else None
+    for run in runs:
+        if run.refused is not None:
+            refused += 1
+        else:
+            modes[run.mode] += 1
+            if run.model:
+                models[run.model] = None
+            if run.cost_usd is None:
+                unpriced += 1 if run.requests or run.mode == "live" else 0
+            else:
+                cost += run.cost_usd
+        digests[run.policy_digest or "none"] = None
+        if course is not None and run.policy_digest != course.digest:
+            scan.add(
+                "other_policy",
+                f"{run.run_id} ran under policy {_short(run.policy_digest)}, "
+                f"not the course's {_short(course.digest)}",
+            )
+        if run.refused is None and (ai_off_message is not None or run.ai_off):
+            where = "the course policy" if ai_off_message is not None else "its own record"
+            scan.add("ai_off", f"{run.run_id} asked a model in a notebook {where} marks AI off")
+    kinds = dict.fromkeys(p.kind for p in scan.problems)
+    problems = "; ".join(p.text for p in scan.problems)
+    if scan.problems_total > len(scan.problems):
+        problems += f"; and {scan.problems_total - len(scan.problems):,} more"
+    return NotebookRow(
+        found.student,
+        found.notebook,
+        runs=len(runs),
+        live=modes["live"],
+        replayed=modes["replayed"],
+        offline=modes["offline"],
+        refused=refused,
+        models="; ".join(sorted(models)),
+        input_tokens=sum(r.input_tokens for r in runs),
+        output_tokens=sum(r.output_tokens for r in runs),
+        cost_usd=round(cost, 6),
+        unpriced_runs=unpriced,
+        policy_digests="; ".join(_short(d) for d in digests),
+        flags=";".join(k for k in FLAGS if k in kinds),
+        problems=problems[:2_000],
+        path=str(found.path),
+    )
+
+
+def _short(digest: str | None) -> str:
+    if not digest or digest == "none":
+        return "none"
+    return digest[: len("sha256:") + 12]
+
+
+def read_class(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    policy: str | os.PathLike[str] | CoursePolicy | None = None,
+) -> list[NotebookRow]:
+    """One :class:`NotebookRow` per notebook under ``paths`` (folders or notebook files),
+    compared with the course ``policy`` (a file, or None: no policy comparison). Never raises
+    for a submission: a file that cannot be read is a row with its error."""
+    course = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+    return [_row_of(found, course) for found in find_notebooks(paths)]
+
+
+def class_report(
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+    *,
+    policy: str | os.PathLike[str] | CoursePolicy | None = None,
+) -> pandas.DataFrame:
+    """The class report as a DataFrame: one row per notebook, the columns of
+    :class:`NotebookRow` (pandas is imported here, not with nbagent)."""
+    import pandas
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    rows = read_class(paths, policy=policy)
+    return pandas.DataFrame([astuple(r) for r in rows], columns=list(COLUMNS))
+
+
+def _cells(row: NotebookRow) -> list[str]:
+    values = []
+    for value in astuple(row):
+        text = "" if value is None else str(value)
+        if text[:1] in ("=", "+", "-", "@", "\t", "\r"):  # a spreadsheet would run it
+            text = "'" + text
+        values.append(text)
+    return values
+
+
+def to_csv(rows: Sequence[NotebookRow]) -> str:
+    """The rows as CSV text; a value a spreadsheet would take as a formula starts with ``'``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow(_cells(row))
+    return out.getvalue()
+
+
+def write_csv(rows: Sequence[NotebookRow], path: str | os.PathLike[str]) -> Path:
+    """Write the rows as CSV (UTF-8) to ``path``."""
+    target = Path(path)
+    target.write_text(to_csv(rows), encoding="utf-8")
+    return target
+
+
+def write_html(
+    rows: Sequence[NotebookRow], path: str | os.PathLike[str], *, title: str = "Class report"
+) -> Path:
+    """Write the rows as one static HTML page (every value escaped; no script)."""
+    from ._report_html import page
+
+    target = Path(path)
+    target.write_text(page(rows, title=title), encoding="utf-8")
+    return target
+
+
+def summary_lines(rows: Sequence[NotebookRow]) -> list[str]:
+    """A few lines for a terminal: how many notebooks, runs and flags."""
+    flagged = [r for r in rows if r.flags]
+    lines = [f"{len(rows)} notebook(s), {sum(r.runs for r in rows)} run(s), {len(flagged)} flagged"]
+    for row in flagged[:50]:
+        lines.append(f"  {row.student}/{row.notebook}: {row.flags.replace(';', ', ')}")
+    if len(flagged) > 50:
+        lines.append(f"  … and {len(flagged) - 50} more (see the CSV)")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m nbagent report FOLDER…``: write the class report; 0, or 2 for bad usage."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m nbagent report",
+        description="One row per submitted notebook under FOLDER (submissions/<student>/"
+        "<notebook>.ipynb): runs, models, tokens, cost, policy, and flags to look at.",
+    )
+    parser.add_argument("folders", nargs="+", metavar="FOLDER")
+    parser.add_argument("--policy", help="the course's policy file, to compare runs with")
+    parser.add_argument("--csv", default="class-report.csv", help="(default: %(default)s)")
+    parser.add_argument("--html", default="class-report.html", help="(default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        course = load_policy(args.policy) if args.policy else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"cannot read the policy {args.policy}: {exc}")
+    rows = read_class(args.folders, policy=course)
+    for line in summary_lines(rows):
+        print(line)
+    print(f"wrote {write_csv(rows, args.csv)} and {write_html(rows, args.html)}")
+    return 0
