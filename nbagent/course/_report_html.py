@@ -10,10 +10,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import astuple
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .report import NotebookRow
+from ._rows import COLUMNS, FLAGS, NotebookRow
 
 __all__ = ["page"]
 
@@ -40,8 +38,6 @@ def _value(value: object) -> str:
 
 def page(rows: Sequence[NotebookRow], *, title: str = "Class report") -> str:
     """The whole page's text."""
-    from .report import COLUMNS, FLAGS
-
     flagged = sum(1 for r in rows if r.flags)
     out = [
         "<!DOCTYPE html>",

@@ -18,10 +18,11 @@ import csv
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._rows import COLUMNS, FLAGS, NotebookRow
 from ._scan import NotebookScan, scan_notebook
 from ._submissions import Found, file_digest, find_notebooks, read_notebook
 
@@ -38,17 +39,6 @@ __all__ = [
     "write_html",
 ]
 
-#: Each flag's name and what it asks the teacher to look at.
-FLAGS: dict[str, str] = {
-    "unreadable": "the notebook could not be read (the row says why)",
-    "ai_off": "runs in a notebook the course policy marks AI off",
-    "other_policy": "runs under another policy than the course's (or none)",
-    "output_mismatch": "an output or recording that is not what the run recorded",
-    "metadata_removed": "an %agent run whose output carries no nbagent record",
-    "metadata_tampered": "an nbagent record that nbagent would not have written",
-    "too_large": "more cells or runs than a report reads",
-}
-
 
 @dataclass(frozen=True)
 class CoursePolicy:
@@ -59,37 +49,6 @@ class CoursePolicy:
     source: str
     digest: str
     ai_off: Callable[[str], str | None] = lambda _notebook: None
-
-
-@dataclass(frozen=True)
-class NotebookRow:
-    """One submitted notebook in the class report (see the module for the flags)."""
-
-    student: str
-    notebook: str
-    runs: int = 0
-    live: int = 0
-    replayed: int = 0
-    offline: int = 0
-    refused: int = 0
-    models: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = 0.0
-    #: runs whose price is unknown (not counted in ``cost_usd``)
-    unpriced_runs: int = 0
-    policy_digests: str = ""
-    flags: str = ""
-    problems: str = ""
-    error: str = ""
-    path: str = ""
-
-    @property
-    def flag_list(self) -> list[str]:
-        return self.flags.split(";") if self.flags else []
-
-
-COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(NotebookRow))
 
 
 def load_policy(path: str | os.PathLike[str]) -> CoursePolicy:
@@ -166,9 +125,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
             where = "the course policy" if ai_off_message is not None else "its own record"
             scan.add("ai_off", f"{run.run_id} asked a model in a notebook {where} marks AI off")
     kinds = dict.fromkeys(p.kind for p in scan.problems)
-    problems = "; ".join(p.text for p in scan.problems)
-    if scan.problems_total > len(scan.problems):
-        problems += f"; and {scan.problems_total - len(scan.problems):,} more"
+    problems = _problems_text(scan)
     return NotebookRow(
         found.student,
         found.notebook,
@@ -184,9 +141,25 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
         unpriced_runs=unpriced,
         policy_digests="; ".join(_short(d) for d in digests),
         flags=";".join(k for k in FLAGS if k in kinds),
-        problems=problems[:2_000],
+        problems=problems,
         path=str(found.path),
     )
+
+
+def _problems_text(scan: NotebookScan, limit: int = 2_000) -> str:
+    """The problems in one text of at most ``limit`` characters, saying how many are left out."""
+    shown: list[str] = []
+    used = 0
+    for problem in scan.problems:
+        text = problem.text[:500]
+        if used + len(text) + 2 > limit - 40:
+            break
+        shown.append(text)
+        used += len(text) + 2
+    text = "; ".join(shown)
+    if scan.problems_total > len(shown):
+        text += f"; and {scan.problems_total - len(shown):,} more"
+    return text
 
 
 def _short(digest: str | None) -> str:
