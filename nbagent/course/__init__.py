@@ -26,7 +26,6 @@ from .provenance import (
 )
 from .report import (
     FLAGS,
-    CoursePolicy,
     NotebookRow,
     class_report,
     read_class,
@@ -38,7 +37,6 @@ from .runs_report import runs_bundle, runs_text
 __all__ = [
     "FLAGS",
     "CallRecord",
-    "CoursePolicy",
     "FollowUp",
     "NotebookRow",
     "Provenance",

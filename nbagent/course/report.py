@@ -17,21 +17,21 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import astuple, dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import astuple
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._rows import COLUMNS, FLAGS, NotebookRow
 from ._scan import NotebookScan, scan_notebook
-from ._submissions import Found, file_digest, find_notebooks, read_notebook
+from ._submissions import Found, find_notebooks, read_notebook
+from .policy import CoursePolicy, CoursePolicyError, find_policy, load_policy
 
 if TYPE_CHECKING:
     import pandas
 
 __all__ = [
     "FLAGS",
-    "CoursePolicy",
     "NotebookRow",
     "class_report",
     "read_class",
@@ -40,39 +40,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class CoursePolicy:
-    """The course's own policy, as the report compares submissions with it: the file's
-    digest (``sha256:`` of its bytes) and which notebooks it marks AI off (``ai_off(notebook)``
-    gives the teacher's message, or None)."""
-
-    source: str
-    digest: str
-    ai_off: Callable[[str], str | None] = lambda _notebook: None
-
-
-def load_policy(path: str | os.PathLike[str]) -> CoursePolicy:
-    """The course policy file at ``path``, for comparing submissions with it."""
-    target = Path(path)
-    digest = file_digest(target, limit=2**20)
-    return CoursePolicy(str(target), digest, _ai_off_rules(target))
-
-
-def _ai_off_rules(path: Path) -> Callable[[str], str | None]:
-    """Which notebooks the policy marks AI off, read by the policy's own parser."""
-    import importlib
-
-    try:
-        policy_module: Any = importlib.import_module("nbagent.course.policy")
-    except ImportError:  # the policy room is not there: no AI-off rules to compare with
-        return lambda _notebook: None
-    parsed = policy_module.load(path)
-
-    def ai_off(notebook: str) -> str | None:
-        rules = parsed.for_notebook(notebook)
-        return rules.ai_off_message if rules.ai_off else None
-
-    return ai_off
+def _ai_off(course: CoursePolicy | None, notebook: str) -> str | None:
+    """The teacher's message when the course policy marks ``notebook`` (its path below the
+    student's folder, as the policy's globs are written) AI off; else None."""
+    if course is None:
+        return None
+    rules = course.for_notebook(notebook)
+    return None if rules.ai else rules.message or "AI is off for this notebook"
 
 
 def _row_of(found: Found, course: CoursePolicy | None) -> NotebookRow:
@@ -102,7 +76,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
     digests: dict[str, None] = {}
     cost = 0.0
     unpriced = 0
-    ai_off_message = course.ai_off(found.notebook) if course is not None else None
+    ai_off_message = _ai_off(course, found.notebook)
     for run in runs:
         if run.refused is not None:
             refused += 1
@@ -176,7 +150,7 @@ def read_class(
     """One :class:`NotebookRow` per notebook under ``paths`` (folders or notebook files),
     compared with the course ``policy`` (a file, or None: no policy comparison). Never raises
     for a submission: a file that cannot be read is a row with its error."""
-    course = load_policy(policy) if isinstance(policy, (str, os.PathLike)) else policy
+    course = load_policy(Path(policy)) if isinstance(policy, (str, os.PathLike)) else policy
     return [_row_of(found, course) for found in find_notebooks(paths)]
 
 
@@ -254,14 +228,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "<notebook>.ipynb): runs, models, tokens, cost, policy, and flags to look at.",
     )
     parser.add_argument("folders", nargs="+", metavar="FOLDER")
-    parser.add_argument("--policy", help="the course's policy file, to compare runs with")
+    parser.add_argument(
+        "--policy",
+        help="the course's policy file, to compare runs with (default: the first "
+        "nbagent-course.toml from the first FOLDER upward, or NBAGENT_COURSE_POLICY)",
+    )
+    parser.add_argument("--no-policy", action="store_true", help="compare with no policy")
     parser.add_argument("--csv", default="class-report.csv", help="(default: %(default)s)")
     parser.add_argument("--html", default="class-report.html", help="(default: %(default)s)")
     args = parser.parse_args(argv)
-    try:
-        course = load_policy(args.policy) if args.policy else None
-    except (OSError, ValueError) as exc:
-        parser.error(f"cannot read the policy {args.policy}: {exc}")
+    found = None if args.no_policy else args.policy or find_policy(Path(args.folders[0]))
+    course = None
+    if found is not None:
+        try:
+            course = load_policy(Path(found))
+        except CoursePolicyError as exc:
+            parser.error(f"cannot read the policy: {exc}")
+        print(f"course policy: {found} ({course.digest[:19]}…)")
+    else:
+        print("course policy: none (runs are not compared with a policy)")
     rows = read_class(args.folders, policy=course)
     for line in summary_lines(rows):
         print(line)

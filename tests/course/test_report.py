@@ -4,7 +4,6 @@ else, one row per notebook, as a DataFrame, CSV and static HTML, and the command
 from __future__ import annotations
 
 import csv
-import fnmatch
 import json
 import subprocess
 import sys
@@ -13,24 +12,33 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nbagent.course import FLAGS, CoursePolicy, class_report, read_class, write_csv, write_html
+from nbagent.course import FLAGS, class_report, read_class, write_csv, write_html
+from nbagent.course.policy import CoursePolicy, load_policy
 from nbagent.course._samples import FLAGGED, write_samples
 from nbagent.course._scan import SUBCOMMANDS, is_run_line
 from nbagent.course.provenance import sha256_digest
 
-POLICY = b'[course]\nname = "Data 101"\n'
+POLICY = b"""version = 1
+models = ["openai:*", "anthropic:*"]
+
+[[notebooks]]
+match = ["exams/*.ipynb"]
+ai = false
+message = "This is an exam: no AI."
+"""
+_COURSE: list[CoursePolicy] = []
 
 
 def course() -> CoursePolicy:
-    def ai_off(notebook: str) -> str | None:
-        return "AI is off in exams" if fnmatch.fnmatch(notebook, "exams/*.ipynb") else None
-
-    return CoursePolicy("nbagent-course.toml", sha256_digest(POLICY), ai_off)
+    return _COURSE[0]
 
 
 @pytest.fixture(scope="module")
 def submissions(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("class") / "submissions"
+    root = tmp_path_factory.mktemp("class")
+    (root / "nbagent-course.toml").write_bytes(POLICY)
+    _COURSE[:] = [load_policy(root / "nbagent-course.toml")]
+    folder = root / "submissions"
     write_samples(folder, 10, policy=POLICY)
     return folder
 
@@ -102,14 +110,14 @@ def test_csv_and_html_hold_every_row_and_the_html_is_static(
 
 
 def test_command_line_writes_both_files(submissions: Path, tmp_path: Path) -> None:
-    policy = tmp_path / "nbagent-course.toml"
-    policy.write_bytes(POLICY)
-    done = subprocess.run(
-        [sys.executable, "-m", "nbagent", "report", str(submissions), "--policy", str(policy),
+    done = subprocess.run(  # the policy is found from the folder upward
+        [sys.executable, "-m", "nbagent", "report", str(submissions),
          "--csv", str(tmp_path / "c.csv"), "--html", str(tmp_path / "c.html")],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert f"course policy: {submissions.parent / 'nbagent-course.toml'}" in done.stdout
+    assert "student-exam-run/exams/final.ipynb: ai_off" in done.stdout
     assert "flagged" in done.stdout and "student-own-policy/homework-1.ipynb: other_policy" in (
         done.stdout
     )
@@ -122,7 +130,8 @@ def test_a_missing_policy_file_is_a_usage_error(tmp_path: Path) -> None:
         [sys.executable, "-m", "nbagent", "report", str(tmp_path), "--policy", "nope.toml"],
         capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 2 and "cannot read the policy nope.toml" in done.stderr
+    assert done.returncode == 2 and "cannot read the policy" in done.stderr
+    assert "nope.toml" in done.stderr
 
 
 def test_subcommand_words_are_the_magic_grammar_s() -> None:
