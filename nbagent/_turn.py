@@ -63,7 +63,14 @@ def over_budget(run: LoopState, step: int) -> bool:
         return False
     if budget.requests is not None and run._requests >= budget.requests:
         return True
-    return budget.tokens is not None and run._usage.total_tokens >= budget.tokens
+    if budget.tokens is not None and run._usage.total_tokens >= budget.tokens:
+        return True
+    if budget.usd is not None:
+        from ._prices import cost_usd
+
+        spent = cost_usd(run.agent.generator, run._usage)
+        return spent is None or spent >= budget.usd  # no price: the bound cannot be kept
+    return False
 
 
 async def stream_turn(run: LoopState, step: int) -> Answer:

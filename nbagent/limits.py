@@ -61,8 +61,9 @@ _OPTIONAL = frozenset({"max_repeats"})
 
 @dataclass(frozen=True)
 class Budget:
-    """What one run may spend: ``tokens`` (input + output, summed over its model requests) and
-    ``requests`` (model requests). ``None`` leaves a bound off.
+    """What one run may spend: ``tokens`` (input + output, summed over its model requests),
+    ``requests`` (model requests) and ``usd`` (dollars, priced from the maintained table of
+    :mod:`nbagent._prices`; the ``prices`` extra). ``None`` leaves a bound off.
 
     ``requests`` counts every request sent, not only the steps: a retry (after an overloaded or
     rate-limited answer, a dropped connection, an answer that broke off mid-stream) is a
@@ -73,15 +74,27 @@ class Budget:
     answered and the history valid, instead of an alert after the fact. One answer can still
     go over the token budget (its size is only known once it arrived): bound that with
     ``Options(max_tokens=...)``.
+
+    A run on a model with no known price cannot keep a ``usd`` bound: it stops before its
+    first request, as a spent budget does (a price is never guessed).
     """
 
     tokens: int | None = None
     requests: int | None = None
+    usd: float | None = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
             if value is None:
+                continue
+            if item.name == "usd":
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or not (0 < value < float("inf"))
+                ):
+                    raise ValueError(f"Budget.usd must be a positive number or None, not {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Budget.{item.name} must be a positive integer or None")

@@ -22,6 +22,7 @@ from .provenance import (
     follow_up_from_metadata,
     from_metadata,
     is_follow_up,
+    read_output,
     sha256_digest,
 )
 from .report import (
@@ -47,6 +48,7 @@ __all__ = [
     "from_metadata",
     "is_follow_up",
     "read_class",
+    "read_output",
     "runs_bundle",
     "runs_text",
     "sha256_digest",

@@ -98,8 +98,13 @@ def _run_output(run: Provenance, answer: str, cell_id: str) -> dict[str, Any]:
             "text/markdown": f"**{run.run_id}** · {run.model}\n\n{answer}\n\n*{footer}*",
             "text/plain": f"{run.run_id} · {run.model}\n{answer}\n{footer}",
         },
-        "metadata": {"nbagent": run.to_metadata()},
-    }
+        # as the notebook writes it: the run view's own record, the provenance inside it
+        "metadata": {"nbagent": {"version": 1, "run_id": run.run_id, "prompt": run.prompt,
+                                 "model": run.model, "stop_reason": run.stop_reason,
+                                 "usage": {"input_tokens": run.input_tokens,
+                                           "output_tokens": run.output_tokens},
+                                 "provenance": run.to_metadata()}},
+    }  # fmt: skip
 
 
 def _student_notebook(
@@ -156,7 +161,7 @@ def _student_notebook(
         if flag == "metadata_removed" and number == 1:
             output["metadata"] = {}
         if flag == "metadata_tampered" and number == 1:
-            output["metadata"]["nbagent"]["tokens"]["input"] = -5000
+            output["metadata"]["nbagent"]["provenance"]["tokens"]["input"] = -5000
         cell["outputs"] = [output]
         cells.append(cell)
     path = notebook_dir / "homework-1.ipynb"

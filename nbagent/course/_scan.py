@@ -143,7 +143,9 @@ def _looks_like_a_record(value: object) -> bool:
 
 
 def _records(cell: Mapping[str, Any]) -> tuple[list[object], bool]:
-    """The values under ``"nbagent"`` in a cell's metadata and its outputs', and whether the
+    """The values under ``"nbagent"`` in a cell's metadata and its outputs' (where
+    :func:`~.provenance.read_output` looks: a run's output holds its provenance inside the run
+    view's own record, under ``"provenance"``), and whether the
     outputs show something (a display, a result) beside streams and errors."""
     found: list[object] = []
     shown = False
@@ -194,6 +196,8 @@ def _read_cell(scan: NotebookScan, cell: Mapping[str, Any], number: int) -> int:
     found, _ = _records(cell)
     seen: set[str] = set()
     for value in found:
+        if isinstance(value, Mapping) and "provenance" in value:
+            value = value["provenance"]  # a run's output: its record holds the provenance
         if is_follow_up(value):
             try:
                 scan.follow_ups.append(follow_up_from_metadata(value))

@@ -35,6 +35,7 @@ __all__ = [
     "follow_up_from_metadata",
     "from_metadata",
     "is_follow_up",
+    "read_output",
     "sha256_digest",
 ]
 
@@ -198,6 +199,22 @@ class FollowUp:
 
 
 # --- the strict readers --------------------------------------------------------------------
+
+
+def read_output(metadata: object) -> Provenance | FollowUp | None:
+    """The record an output's ``metadata`` carries, wherever nbagent puts it: a run's output
+    holds its run record under ``"nbagent"`` with the provenance under ``"provenance"`` in it;
+    a follow-up (``%agent cells``, ``%agent undo``) and a refused cell hold theirs under
+    ``"nbagent"`` itself. None when the output has no nbagent record; ProvenanceError when
+    it has one that is not valid."""
+    if not isinstance(metadata, Mapping) or KEY not in metadata:
+        return None
+    value = metadata[KEY]
+    if isinstance(value, Mapping) and "provenance" in value:
+        value = value["provenance"]
+    if is_follow_up(value):
+        return follow_up_from_metadata(value)
+    return from_metadata(value)
 
 
 def is_follow_up(value: object) -> bool:

@@ -74,7 +74,10 @@ def _calls(run: Provenance) -> list[str]:
 
 
 def _kept(run: Provenance, fate: str | None, kept: str) -> str:
-    return _KEPT_WORDS.get(fate or kept, fate or kept)
+    """A snippet undone on its own stays undone; else what a later command did with the run's
+    code (made into cells, undone), else what the run's record says."""
+    chosen = kept if kept == "undone" else fate or kept
+    return _KEPT_WORDS.get(chosen, chosen)
 
 
 def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
@@ -87,7 +90,10 @@ def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
     tokens_out = sum(r.output_tokens for r in runs)
     priced = [r.cost_usd for r in asked if r.cost_usd is not None]
     unknown = sum(1 for r in asked if r.cost_usd is None and r.mode == "live")
-    cost = f"${sum(priced):.4f}" + (f" (+{unknown} run(s) of unknown price)" if unknown else "")
+    if live:
+        cost = f"${sum(priced):.4f}" + (f" (+{unknown} of unknown price)" if unknown else "")
+    else:
+        cost = "no cost (no live run)"
     models = sorted({r.model for r in asked if r.model})
     head = (
         f"{len(runs)} run(s): {live} live, {replayed} replayed, {offline} offline, "

@@ -103,6 +103,12 @@ def _report(session: Session, shell: Any, words: list[str]) -> None:
     show(session, shell, words)
 
 
+def _policy(session: Session, shell: Any, words: list[str]) -> None:
+    from .courseview import show_policy
+
+    show_policy(session, shell, words)
+
+
 def _compare(session: Session, _shell: Any, words: list[str]) -> None:
     """``%agent compare run-3 run-5``: the two runs side by side (static: it survives saving)."""
     from IPython.display import display
@@ -157,6 +163,7 @@ COMMANDS: dict[str, Command] = {
     "config": Command(lambda s, sh, _w: report.config(s, detect(sh))),
     "usage": Command(lambda s, _sh, _w: report.usage(s), scan=False),
     "report": Command(_report, scan=False),
+    "policy": Command(_policy, scan=False),
     "mcp": Command(servers.run, scan=False, awaited=servers.run_awaited),
     "undo": Command(_undo, scan=False),
     "cells": Command(_cells, scan=False),

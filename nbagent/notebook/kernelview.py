@@ -103,8 +103,12 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
     if len(words) >= 2 and words[-2] == "step":
         step, words = int(words[-1]), words[:-2]
     runs = words or None
+    whole = runs if runs is not None else [r for r in [kit.journal.last_run()] if r]
     report = kit.undo(runs, step=step)
-    display(_report_bundle(report), raw=True)  # type: ignore[no-untyped-call]
+    metadata = {}
+    if step is None and whole:  # a whole run's code undone: the record says so
+        metadata = {"nbagent": _follow_up(session, "undone", whole, None)}
+    display(_report_bundle(report), raw=True, metadata=metadata)  # type: ignore[no-untyped-call]
     with _lock:
         retired = [
             d for d, (run, _) in _live.items() if step is None and (runs is None or run in runs)
@@ -234,7 +238,18 @@ def cells_command(session: Session, shell: Any, words: list[str]) -> None:
             "text/markdown": f"{said}\n\n{fenced(source, 'python')}",
         },
         raw=True,
+        metadata={"nbagent": _follow_up(session, "cells", [r for r in ran if r], source)},
     )
+
+
+def _follow_up(session: Session, action: str, runs: list[str], source: str | None) -> Any:
+    """What a command did with runs' code, as the course record (``FollowUp``) its output
+    carries, kept by the session for ``%agent report``."""
+    from ..course import FollowUp, sha256_digest
+
+    follow = FollowUp(action, tuple(runs), sha256_digest(source) if source else None)  # type: ignore[arg-type]
+    session.follow_ups.append(follow)
+    return follow.to_metadata()
 
 
 def _escape(text: str) -> str:

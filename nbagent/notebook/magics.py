@@ -26,7 +26,7 @@ from ..approval import InteractiveApprover
 from ..errors import NbagentError
 from ..limits import Budget
 from ..rules import RuleApprover
-from . import commands, kernelview, outputs
+from . import commands, coursegate, courserecord, kernelview, outputs
 from .frontend import (
     approver_for,
     awaiting_cells_take_clicks,
@@ -71,6 +71,10 @@ def _load_model(generator: object) -> None:
     outputs.note(str(load()))
 
 
+def _budget(tokens: int | None) -> Budget | None:
+    return Budget(tokens=tokens) if tokens else None
+
+
 @dataclass
 class _Plan:
     """One parsed request: the prompt and its options."""
@@ -88,6 +92,7 @@ class _Plan:
     kernel: bool = False
     step: bool = False
     fork: tuple[str, int] | None = None  # run id, step
+    course: Any = None  # what the course policy granted (coursegate.Granted)
 
 
 @magics_class
@@ -135,7 +140,7 @@ class AgentMagics(Magics):
         if found is not None and found[0].run is not None:
             return self._run_command(*found)
         plan = self._parse(line, cell, local_ns, found)
-        if plan is None:
+        if plan is None or not coursegate.admit(self.session, self.shell, plan):
             return None
         job, pending = self._job(plan, awaited=False)
         self.session.submit(job)
@@ -153,7 +158,7 @@ class AgentMagics(Magics):
                 show_problems(self.session.scan())
             return await command.awaited(self.session, self.shell, words)
         plan = self._parse(line, cell, None, found)
-        if plan is None:
+        if plan is None or not coursegate.admit(self.session, self.shell, plan):
             return None
         job, output = self._job(plan, awaited=True)
         queued = self.session.submit(job)
@@ -358,6 +363,7 @@ class AgentMagics(Magics):
                     namespace = self._namespace()
                     if mode != "background" or namespace.get(output) is pending:
                         namespace[output] = job.result
+                courserecord.finished(session, job, plan.course)
                 outputs.run_ended(job.view, static_segments=mode != "background")
                 if plan.kernel and use_widgets:
                     kernelview.offer_undo(session, job.run.id if job.run else None)
@@ -371,7 +377,7 @@ class AgentMagics(Magics):
             approver=approver,
             mode=mode,
             max_steps=plan.max_steps,
-            budget=Budget(tokens=plan.budget) if plan.budget else None,
+            budget=plan.course.budget if plan.course else _budget(plan.budget),
             tools=run_tools,
             reset=plan.new and plan.fork is None,
             step=step,
@@ -400,9 +406,12 @@ class AgentMagics(Magics):
         store = self.session.recordings
         pace: Pace = plan.pace or ("readable" if widgets else "instant")  # type: ignore[assignment]
         mode: RecordMode = "replay" if unavailable else plan.recording
+        replay_only = plan.course is not None and plan.course.replay_only
 
         def model_for(agent: Agent, prompt: str, tools: list[str] | None) -> Choice:
-            configured = not unavailable and model_configured(self.session.model_spec)
+            configured = (
+                not unavailable and not replay_only and model_configured(self.session.model_spec)
+            )
             return choose(agent, prompt, tools, mode, store, pace, configured)
 
         return model_for

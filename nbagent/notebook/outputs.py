@@ -64,6 +64,16 @@ def show_live(view: View, display_id: str) -> None:
     _display(data, {}, display_id)
 
 
+def _record(view: View, transcript: Any) -> dict[str, Any]:
+    """The run's record for its output's metadata, with its course provenance (set on the
+    view as ``provenance`` when the run ended) under ``"provenance"``."""
+    record = transcript.to_metadata()
+    provenance = getattr(view, "provenance", None)
+    if provenance is not None:
+        record["provenance"] = provenance
+    return dict(record)
+
+
 def run_ended(view: View, *, static_segments: bool) -> None:
     """Replace a live view by the run's static outputs and close its widgets.
 
@@ -77,7 +87,7 @@ def run_ended(view: View, *, static_segments: bool) -> None:
     bundles = run_outputs(
         transcript,
         inline_images=not static_segments,
-        metadata={"nbagent": transcript.to_metadata()},
+        metadata={"nbagent": _record(view, transcript)},
     )
     with _lock:
         first = ids[0]
@@ -103,7 +113,7 @@ def refresh(view: View) -> None:
     bundles = run_outputs(
         transcript,
         inline_images=len(ids) == 1,
-        metadata={"nbagent": transcript.to_metadata()},
+        metadata={"nbagent": _record(view, transcript)},
     )
     if len(bundles) != len(ids):
         return  # the layout changed: leave the outputs as they are rather than mix them up

@@ -156,6 +156,8 @@ class Choice:
     finish: Callable[[RunResult | None], str | None]
     #: after the run: how it departed from the recording it replayed, if it ended early
     departed: Callable[[RunResult | None], str | None] = _nothing
+    #: the recording it replays, as shown (relative to the notebook's folder)
+    source: str | None = None
 
 
 def model_configured(spec: object) -> bool:
@@ -261,7 +263,9 @@ def _replaying(
         )
         return replayer.unplayed(request)
 
-    return Choice(replayer, f"replaying {found.name}", after_replay, departed)
+    return Choice(
+        replayer, f"replaying {found.name}", after_replay, departed, _shown(found, store.base)
+    )
 
 
 def why_not_saved(error: BaseException) -> str:

@@ -190,6 +190,8 @@ class Job:
         self.step = step  # step mode: a pause before each request and each batch of calls
         self.continuing = continuing  # no prompt: the run answers the conversation as it is
         self.saved: str | None = None  # the recording this run was saved to
+        self.generator: Any = None  # the model the run used, once it started
+        self.replayed_from: str | None = None  # the recording it replayed
         self.run: Run | None = None
         self.task: asyncio.Task[RunResult] | None = None
         self.result: RunResult | None = None
@@ -229,6 +231,8 @@ class Job:
         own = agent.generator
         if choice is not None and choice.generator is not None:
             agent.generator = choice.generator  # for this run only: runs never interleave
+        self.generator = agent.generator  # what the run's record names (and prices)
+        self.replayed_from = choice.source if choice is not None else None
         result: RunResult | None = None
         try:
             with abandoned_calls_shown():  # the card says so: no stderr beside it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import describe_config, resolve_generator
+from ._config import describe_config, model_id, resolve_generator
 
 if TYPE_CHECKING:
     from ._preflight import SchemaProblem, ToolSchemaWarning, configured_providers, preflight
@@ -29,6 +29,7 @@ __all__ = [
     "ToolSchemaWarning",
     "configured_providers",
     "describe_config",
+    "model_id",
     "preflight",
     "resolve_generator",
     "strict_schema",

@@ -49,7 +49,7 @@ from ..errors import ConfigurationError
 from ..generation import Generator
 from ._keys import check_key_destination, clean_api_key
 
-__all__ = ["describe_config", "resolve_generator"]
+__all__ = ["describe_config", "model_id", "resolve_generator"]
 
 PROVIDERS = (
     "openai",
@@ -257,6 +257,18 @@ def resolve_generator(
         )
     settings.update(overrides)
     return OpenAIChat(resolved.model, **settings)
+
+
+def model_id(spec: str | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``(provider, model)`` a model string names, as :func:`resolve_generator` reads it
+    (``gpt-4.1`` is ``("openai", "gpt-4.1")``; no model anywhere is ``("offline", "offline")``);
+    no key is looked at. Raises :class:`ConfigurationError` for a string it cannot read."""
+    env = os.environ if environ is None else environ
+    text = spec if spec else _env(env, "NBAGENT_MODEL")
+    if not text:
+        return "offline", "offline"
+    provider, model = _parse(text)
+    return (provider, model) if provider != "offline" else ("offline", "offline")
 
 
 def describe_config(

@@ -62,7 +62,9 @@ def test_rows_count_runs_modes_tokens_and_cost(submissions: Path) -> None:
     assert (exam.runs, exam.refused, exam.live, exam.models) == (1, 1, 0, "")
     homework = rows[("student-001", "homework-1.ipynb")]
     nb = json.loads(Path(homework.path).read_text())
-    records = [o["metadata"]["nbagent"] for c in nb["cells"] for o in c.get("outputs", [])]
+    records = [
+        o["metadata"]["nbagent"]["provenance"] for c in nb["cells"] for o in c.get("outputs", [])
+    ]
     assert homework.runs == len(records) >= 2
     assert homework.live == sum(r["mode"] == "live" for r in records)
     assert homework.replayed == sum(r["mode"] == "replayed" for r in records)

@@ -10,7 +10,7 @@ from typing import Any
 import nbformat
 
 from .kernel import Kernel
-from .test_kernel_approval import wait_ended
+from .test_kernel_approval import setup_run, wait_ended
 from .test_kernel_snippets import _start, _turns
 
 PROMPT = "tidy <script>alert(1)</script> with sk-abcdefghijklmnopqrstuvwxyz0123456789"
@@ -37,25 +37,55 @@ def test_report_lists_each_run_with_its_calls_and_code_and_survives_saving(
     _start(kernel, _turns("made = 41 + 1", "junk = 'x'"))
     first = kernel.submit(f"%agent --new --kernel --approve auto {PROMPT}")
     wait_ended(kernel, first)
-    kernel.execute("%agent undo run-1 step 2", allow_errors=True)
+    run_id = kernel.eval("nbagent.notebook.current_session().jobs[-1].run.id")
+    undo = kernel.submit(f"%agent undo {run_id} step 2")
+    kernel.finish(undo)
+    cells = kernel.submit(f"%agent cells {run_id}")
+    kernel.finish(cells)
     report = kernel.submit("%agent report")
     kernel.finish(report)
     reopened = _saved_and_reopened(
         kernel,
-        [(f"%agent --kernel {PROMPT}", first), ("%agent report", report)],
+        [
+            (f"%agent --kernel {PROMPT}", first),
+            (f"%agent undo {run_id} step 2", undo),
+            (f"%agent cells {run_id}", cells),
+            ("%agent report", report),
+        ],
         tmp_path / "n.ipynb",
     )
-    (output,) = [o for o in reopened.cells[1].outputs if o.output_type == "display_data"]
+    (output,) = [o for o in reopened.cells[3].outputs if o.output_type == "display_data"]
     shown, plain = output.data["text/html"], output.data["text/plain"]
     assert "<script" not in shown and html.escape("<script>alert(1)</script>") in shown
     assert "sk-abcdefghijklmnopqrstuvwxyz" not in shown + plain  # a secret never lands
     assert "application/vnd.jupyter.widget-view+json" not in output.data  # static: no widget
-    run_id = kernel.eval("nbagent.notebook.current_session().jobs[-1].run.id")
-    assert f"{run_id} · " in plain and "run_python: auto, done" in plain, plain
+    assert f"{run_id} · offline stand-in · scripted" in plain, plain
+    assert "call run_python: auto, done" in plain, plain
     assert "made = 41 + 1" in shown and "junk = &#x27;x&#x27;" in shown
-    assert "code (kept in the kernel): made = 41 + 1" in plain
-    assert "code (undone (%agent undo)): junk = 'x'" in plain
-    assert "1 run(s)" in plain and "tokens" in plain
+    assert "code (kept as cells (%agent cells)): made = 41 + 1" in plain, plain
+    assert "code (undone (%agent undo)): junk = 'x'" in plain, plain
+    assert "1 run(s): 0 live, 0 replayed, 1 offline, 0 refused" in plain
+    assert "no cost (no live run)" in plain and "models: scripted" in plain
+
+
+def test_the_class_report_reads_a_notebook_the_kernel_saved(kernel: Kernel, tmp_path: Path) -> None:
+    from nbagent.course import read_class
+
+    setup_run(kernel, '["Hello <b>there</b>."]')
+    first = kernel.submit("%agent --new say hello")
+    wait_ended(kernel, first)
+    report = kernel.submit("%agent report")
+    kernel.finish(report)
+    (tmp_path / "ada").mkdir()
+    _saved_and_reopened(
+        kernel,
+        [("%agent say hello", first), ("%agent report", report)],
+        tmp_path / "ada" / "a.ipynb",
+    )
+    (row,) = read_class([tmp_path])
+    assert (row.student, row.notebook, row.runs, row.offline) == ("ada", "a.ipynb", 1, 1), row
+    assert row.flags == "" and row.problems == "", row
+    assert row.models == "scripted"
 
 
 def test_report_with_no_run_says_so(kernel: Kernel) -> None:

@@ -1,0 +1,248 @@
+"""The course policy in a real kernel: each rule refuses in one sentence naming the rule and the
+file, and nothing reaches the model server (a loopback OpenAI-compatible server counts every
+request); allowed runs carry their provenance record in the output's metadata."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from nbagent.course.provenance import Provenance, from_metadata, read_output
+
+from ..course.gateway import Gateway
+from ..providers import wire
+from .conftest import SECRET
+from .kernel import Kernel
+
+MODEL = "openai:gpt-4.1-mini"
+
+
+@pytest.fixture
+def gateway(kernel: Kernel) -> Any:
+    with Gateway() as server:
+        kernel.execute(
+            f"import os\nos.environ['OPENAI_BASE_URL'] = {server.url!r}\n"
+            "import nbagent.notebook.courserecord as _cg\n_cg._sessions.clear()"
+        )
+        yield server
+
+
+def course(kernel: Kernel, folder: Path, policy: str, notebook: str = "lesson.ipynb") -> bytes:
+    """Write the policy and an empty notebook into ``folder``; the kernel runs that notebook
+    (JPY_SESSION_NAME, as jupyter-server sets it). Returns the policy's bytes."""
+    data = textwrap.dedent(policy).encode()
+    (folder / "nbagent-course.toml").write_bytes(data)
+    path = folder / notebook
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(), path)
+    kernel.execute(
+        f"os.environ['JPY_SESSION_NAME'] = {str(path)!r}\n"
+        "os.environ.pop('NBAGENT_COURSE_POLICY', None)"
+    )
+    return data
+
+
+def run(kernel: Kernel, line: str) -> tuple[str, Provenance | None, list[dict[str, Any]]]:
+    """Run one %agent line to its end: the cell's text, the run's provenance, its outputs."""
+    msg_id = kernel.submit(line)
+    kernel.finish(msg_id, allow_errors=True)
+
+    def record() -> Provenance | None:
+        for output in kernel.cell_outputs(msg_id):
+            found = read_output(output.get("metadata", {}))
+            if isinstance(found, Provenance):
+                return found
+        return None
+
+    found = kernel.wait_for(record, what="the run's record")
+    return kernel.cell_text(msg_id), found, kernel.cell_outputs(msg_id)
+
+
+def one_sentence(text: str) -> bool:
+    """One line, ending in a full stop, with no full stop followed by a new sentence inside."""
+    line = text.strip()
+    return "\n" not in line and line.endswith(".") and not re.search(r"[.!?]\s+[A-Z]", line)
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def test_ai_off_in_an_exam_answers_with_the_teachers_message_and_sends_nothing(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    data = course(
+        kernel,
+        tmp_path,
+        """
+        [[notebooks]]
+        match = "exams/*.ipynb"
+        ai = false
+        message = "This is the exam: work on your own."
+        """,
+        notebook="exams/final.ipynb",
+    )
+    text, record, outputs = run(kernel, f"%agent -m {MODEL} what is 2 + 2?")
+    assert "AI is off here: This is the exam: work on your own" in text
+    assert "notebooks[1].ai = false" in text and "nbagent-course.toml" in text
+    assert one_sentence(text)
+    assert gateway.requests == []
+    assert record is not None and record.ai_off and record.refused
+    assert record.policy_digest == digest(data)
+    assert record.policy_source == "../nbagent-course.toml"  # relative to exams/
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%agent what is 2 + 2?")
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    nb.cells = [cell]
+    nbformat.validate(nb)
+
+
+def test_the_same_policy_leaves_a_lesson_alone_and_the_run_carries_its_record(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    data = course(
+        kernel,
+        tmp_path,
+        """
+        models = ["openai:gpt-4.1-*"]
+        [[notebooks]]
+        match = "exams/*.ipynb"
+        ai = false
+        """,
+    )
+    gateway.sse(wire.openai_text(f"four (my key is {SECRET})"))
+    text, record, outputs = run(kernel, f"%agent -m {MODEL} --new what is 2 + 2? {SECRET}")
+    assert len(gateway.requests) == 1
+    assert record is not None and record.refused is None and not record.ai_off
+    assert record.mode == "live" and record.model == MODEL and record.provider == "openai"
+    assert (record.input_tokens, record.output_tokens, record.requests) == (82, 17, 1)
+    assert record.cost_usd is not None and record.cost_usd > 0
+    assert record.policy_digest == digest(data) and record.policy_source == "nbagent-course.toml"
+    assert record.stop_reason == "finished"
+    assert record.output_digest is not None
+    raw = json.dumps(outputs)
+    assert SECRET not in raw  # not in the record, not in the outputs
+    assert "price unknown" not in text
+
+
+def test_a_model_the_course_does_not_allow_is_refused(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, 'models = ["openai:gpt-4.1-mini", "anthropic:claude-*"]\n')
+    text, record, _ = run(kernel, "%agent -m openai:gpt-4o hello")
+    assert "The model openai:gpt-4o is not allowed here" in text and one_sentence(text)
+    assert "rule `models = [" in text and "nbagent-course.toml" in text
+    assert gateway.requests == []
+    assert record is not None and record.refused and not record.ai_off
+
+
+def test_options_the_course_turns_off_are_refused(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "kernel_tools = false\nauto_approve = false\n")
+    text, _, _ = run(kernel, f"%agent -m {MODEL} --kernel sum the list")
+    assert "kernel tools (--kernel) are off" in text and "kernel_tools = false" in text
+    text, _, _ = run(kernel, f"%agent -m {MODEL} --approve auto tidy up")
+    assert "--approve=auto" in text and "auto_approve = false" in text
+    assert gateway.requests == []
+
+
+def test_live_off_replays_the_courses_recording_and_refuses_what_has_none(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "live = true\n")
+    gateway.sse(wire.openai_text("Paris."))
+    _, recorded, _ = run(kernel, f"%agent -m {MODEL} --new capital of France?")
+    assert recorded is not None and recorded.mode == "live" and recorded.recording
+    course(kernel, tmp_path, "live = false\n")
+    text, replayed, _ = run(kernel, f"%agent -m {MODEL} --new capital of France?")
+    assert len(gateway.requests) == 1  # the replay sent nothing
+    assert replayed is not None and replayed.mode == "replayed", text
+    assert replayed.recording_digest is not None and replayed.cost_usd == 0
+    assert replayed.output_digest == recorded.output_digest
+    text, refused, _ = run(kernel, f"%agent -m {MODEL} --new capital of Spain?")
+    assert "Live calls are off here" in text and "live = false" in text
+    assert refused is not None and refused.refused
+    assert len(gateway.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("limit", "words"),
+    [
+        ("requests = 1", "1 requests of 1"),
+        ("tokens = 50", "99 tokens of 50"),
+        ("usd = 0.00001", "of 1e-05"),
+    ],
+)
+def test_each_session_budget_refuses_once_spent(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path, limit: str, words: str
+) -> None:
+    course(kernel, tmp_path, f"[budget.session]\n{limit}\n")
+    gateway.sse(wire.openai_text("one"))
+    _, first, _ = run(kernel, f"%agent -m {MODEL} --new count to one")
+    assert first is not None and first.refused is None and len(gateway.requests) == 1
+    text, second, _ = run(kernel, f"%agent -m {MODEL} --new count to two")
+    assert "The session budget is spent" in text and "budget.session." in text, text
+    assert words in text
+    assert second is not None and second.refused
+    assert len(gateway.requests) == 1
+
+
+def test_the_notebook_budget_counts_across_runs(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "[budget.notebook]\nrequests = 1\n", notebook="hw/one.ipynb")
+    gateway.sse(wire.openai_text("one"))
+    run(kernel, f"%agent -m {MODEL} --new count to one")
+    kernel.execute("_cg._sessions.clear()")  # a new kernel session: the notebook's total stays
+    text, _, _ = run(kernel, f"%agent -m {MODEL} --new count to two")
+    assert "The notebook budget is spent: this notebook used 1" in text, text
+    assert len(gateway.requests) == 1
+
+
+def test_a_money_budget_on_a_model_with_no_price_is_refused(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "[budget.run]\nusd = 0.5\n")
+    text, _, _ = run(kernel, "%agent -m openai:no-such-model-7 hello")
+    assert "the price of openai:no-such-model-7 is unknown" in text
+    assert "budget.run.usd = 0.5" in text
+    assert gateway.requests == []
+
+
+def test_a_policy_that_does_not_read_refuses_every_run_saying_why(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "ai = false\nbudgett = 3\n")
+    text, _, _ = run(kernel, f"%agent -m {MODEL} hello")
+    assert "budgett: unknown key" in text and "nbagent-course.toml" in text
+    assert gateway.requests == []
+
+
+def test_agent_policy_shows_the_rules_the_file_and_the_digest(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    data = course(kernel, tmp_path, "live = false\n[budget.run]\ntokens = 500\n")
+    msg_id = kernel.submit("%agent policy")
+    kernel.finish(msg_id)
+    text = kernel.cell_text(msg_id)
+    assert digest(data) in text
+    assert str(tmp_path / "nbagent-course.toml") in text
+    assert "live calls: false  (live)" in text
+    assert "budget per run: 500 tokens" in text
+    assert "JPY_SESSION_NAME" in text
+
+
+def test_a_refusal_record_reads_back_strictly(kernel: Kernel, tmp_path: Path) -> None:
+    course(kernel, tmp_path, "ai = false\n")
+    _, record, outputs = run(kernel, "%agent hello")
+    assert record is not None
+    raw = next(o["metadata"]["nbagent"] for o in outputs if "nbagent" in o.get("metadata", {}))
+    assert from_metadata(raw) == record
