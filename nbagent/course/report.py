@@ -77,6 +77,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
     cost = 0.0
     unpriced = 0
     ai_off_message = _ai_off(course, found.notebook)
+    others: dict[str, list[str]] = {}  # another policy's digest -> the runs made under it
     for run in runs:
         if run.refused is not None:
             refused += 1
@@ -90,14 +91,17 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
                 cost += run.cost_usd
         digests[run.policy_digest or "none"] = None
         if course is not None and run.policy_digest != course.digest:
-            scan.add(
-                "other_policy",
-                f"{run.run_id} ran under policy {_short(run.policy_digest)}, "
-                f"not the course's {_short(course.digest)}",
-            )
+            others.setdefault(run.policy_digest or "none", []).append(run.run_id)
         if run.refused is None and (ai_off_message is not None or run.ai_off):
             where = "the course policy" if ai_off_message is not None else "its own record"
             scan.add("ai_off", f"{run.run_id} asked a model in a notebook {where} marks AI off")
+    for digest, ids in others.items():
+        assert course is not None
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        scan.add(
+            "other_policy",
+            f"{shown} ran under policy {_short(digest)}, not the course's {_short(course.digest)}",
+        )
     kinds = dict.fromkeys(p.kind for p in scan.problems)
     problems = _problems_text(scan)
     return NotebookRow(
