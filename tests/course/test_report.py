@@ -13,9 +13,9 @@ import nbformat
 import pytest
 
 from nbagent.course import FLAGS, class_report, read_class, write_csv, write_html
-from nbagent.course.policy import CoursePolicy, load_policy
 from nbagent.course._samples import FLAGGED, write_samples
 from nbagent.course._scan import SUBCOMMANDS, is_run_line
+from nbagent.course.policy import CoursePolicy, load_policy
 from nbagent.course.provenance import sha256_digest
 
 POLICY = b"""version = 1
