@@ -22,10 +22,14 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; vertical-align: top; text
 th { background: #f3f3f3; position: sticky; top: 0; }
 tr.flagged td { background: #fff4e5; }
 td.flags { color: #a33; font-weight: 600; }
-td.wide { max-width: 40em; overflow-wrap: anywhere; }
+td.wide { min-width: 16em; max-width: 36em; overflow-wrap: anywhere; }
+td.path { font-size: 0.8em; color: #555; overflow-wrap: anywhere; min-width: 12em; }
 """
 
-_WIDE = frozenset({"problems", "error", "models", "path", "policy_digests"})
+_WIDE = frozenset({"problems", "error"})
+#: The page's column order: what to act on first, the file's path last (the CSV keeps the
+#: order of :class:`~._rows.NotebookRow`).
+_ORDER = ("student", "notebook", "flags", "problems", "error")
 
 
 def _value(value: object) -> str:
@@ -39,6 +43,7 @@ def _value(value: object) -> str:
 def page(rows: Sequence[NotebookRow], *, title: str = "Class report") -> str:
     """The whole page's text."""
     flagged = sum(1 for r in rows if r.flags)
+    columns = [*_ORDER, *(c for c in COLUMNS if c not in _ORDER and c != "path"), "path"]
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -53,14 +58,16 @@ def page(rows: Sequence[NotebookRow], *, title: str = "Class report") -> str:
         *(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in FLAGS.items()),
         "</ul></details>",
         "<table><thead><tr>",
-        *(f"<th>{html.escape(c)}</th>" for c in COLUMNS),
+        *(f"<th>{html.escape(c)}</th>" for c in columns),
         "</tr></thead><tbody>",
     ]
     for row in rows:
         css = ' class="flagged"' if row.flags else ""
         out.append(f"<tr{css}>")
-        for name, value in zip(COLUMNS, astuple(row), strict=True):
-            kind = "flags" if name == "flags" else "wide" if name in _WIDE else ""
+        values = dict(zip(COLUMNS, astuple(row), strict=True))
+        for name in columns:
+            value = values[name]
+            kind = name if name in ("flags", "path") else "wide" if name in _WIDE else ""
             cls = f' class="{kind}"' if kind else ""
             out.append(f"<td{cls}>{html.escape(_value(value))}</td>")
         out.append("</tr>")
