@@ -100,3 +100,35 @@ def test_report_takes_no_words(kernel: Kernel) -> None:
     kernel.finish(cell, allow_errors=True)
     reply = kernel.replies[cell]["content"]
     assert reply["status"] == "error" and "report" in reply["evalue"], reply
+
+
+def test_a_recorded_run_checks_out_against_its_recording_until_it_is_edited(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    from nbagent.course import read_class
+
+    setup_run(kernel, '["The answer is 42."]')
+    cell = kernel.submit("%agent --new --record what is the answer")
+    wait_ended(kernel, cell)
+    store = Path(kernel.eval("str(nbagent.notebook.current_session().recordings.folder)"))
+    student = tmp_path / "submissions" / "ada"
+    student.mkdir(parents=True)
+    notebook = _saved_and_reopened(
+        kernel, [("%agent --record what is", cell)], tmp_path / "n.ipynb"
+    )
+    (record,) = [
+        o.metadata["nbagent"]["provenance"]
+        for o in notebook.cells[0].outputs
+        if "provenance" in o.get("metadata", {}).get("nbagent", {})
+    ]
+    assert record["recording"] and record["recording_digest"] and record["output_digest"]
+    # handed in as it was saved: the recording where the record says, beside the notebook
+    copy = student / record["recording"]
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes((store / Path(record["recording"]).name).read_bytes())
+    nbformat.write(notebook, str(student / "hw.ipynb"))
+    (row,) = read_class([tmp_path / "submissions"])
+    assert row.flags == "" and row.runs == 1, row  # the answer is the recorded one
+    copy.write_text(copy.read_text().replace("The answer is 42.", "The answer is 41."))
+    (row,) = read_class([tmp_path / "submissions"])
+    assert row.flags == "output_mismatch" and "the recording changed since the run" in row.problems
