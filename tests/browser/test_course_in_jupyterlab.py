@@ -98,6 +98,14 @@ EXPECTED = {
         "Paris is fine; for Oslo, pack a raincoat and boots.",
         "they first differ at step 2",
     ],
+    "13_running_a_course": [
+        "This is an exam: AI is off",
+        "ai_off: True | requests sent: 0",
+        "AI use in this notebook",
+        "2 run(s): 0 live, 0 replayed, 2 offline, 0 refused",
+        "student-exam-run/exams/final.ipynb [ai_off]",
+        "17 notebook(s), 29 run(s), 6 flagged",
+    ],
 }
 #: How many step-mode pauses a person meets in each lesson under Run All (each gets Next).
 PAUSES = {"12_step_and_fork": 3}
@@ -290,6 +298,59 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
     for text in ("⚙ sketch", "temperatures", "Pune", "data:image/png;base64"):
         assert text in exported, text
     assert "widget-view+json" not in exported
+
+
+def _save_and_close(page: Any, lab: Lab, name: str) -> None:
+    """File > Save, wait for the outputs on disk, shut the kernel down, close the page."""
+    menu(page, "File", "Save Notebook")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            saved = json.loads((lab.root / name).read_text())
+        except json.JSONDecodeError:  # read while JupyterLab was writing it
+            saved = {"cells": []}
+        if any(c.get("outputs") for c in saved["cells"]):
+            break
+        time.sleep(0.3)
+    menu(page, "Kernel", "Shut Down Kernel")
+    time.sleep(1.0)
+    page.close()
+
+
+def test_the_report_reads_after_saving_and_reopening(lab: Lab, browser: Any) -> None:
+    """Lesson 13 under Run All, saved, its kernel shut down, reopened: ``%agent report`` is
+    still there as a table (static HTML, no widget), and the exam's refusal reads as one line."""
+    name = "13_running_a_course.ipynb"
+    forget_kernel(lab, name)
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    try:
+        open_notebook(page, lab, name)
+        run_all(page)
+        assert page_problems(page) == []
+        _save_and_close(page, lab, name)
+        page = browser.new_page(viewport={"width": 1100, "height": 1000})
+        page.goto(lab.page_url(name))
+        page.locator(".jp-OutputArea-output").first.wait_for(timeout=60_000)
+        time.sleep(2.0)  # widget outputs would fail to render by now
+        assert page_problems(page) == []
+        report = page.locator(".jp-OutputArea-output", has_text="AI use in this notebook")
+        assert report.count() == 1
+        table = report.locator("table").first
+        assert "What is the weather in" in table.inner_text()
+        assert "offline stand-in" in table.inner_text()
+        refusal = page.locator(".jp-OutputArea-output", has_text="This is an exam: AI is off")
+        assert refusal.count() >= 1
+        SHOTS.mkdir(exist_ok=True)
+        report.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "course-report-reopened.png"))
+    except Exception:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "course-report-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+    saved = (lab.root / name).read_text()
+    assert "application/vnd.jupyter.widget-view+json" not in saved
 
 
 DARK = "JupyterLab Dark"
