@@ -16,13 +16,14 @@ course policy's globs are matched against.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .._strict_json import StrictJSONError, _depth_exceeds, strict_loads
 
@@ -131,10 +132,11 @@ def find_notebooks(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Found]:
             )
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; OSError (or ValueError saying
-    the size) otherwise. Opened without blocking (a FIFO would hang) and without following a
-    final symlink the caller has not resolved."""
+@contextlib.contextmanager
+def _open_regular(path: Path, limit: int) -> Iterator[tuple[BinaryIO, int]]:
+    """The open file and its size, when ``path`` is a regular file of at most ``limit`` bytes
+    (ValueError saying why not; OSError when it cannot be opened). Opened without blocking (a
+    FIFO would hang) and without following a final symlink the caller has not resolved."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
     handle = os.open(path, flags)
     with os.fdopen(handle, "rb") as file:
@@ -145,24 +147,24 @@ def read_bounded(path: Path, limit: int) -> bytes:
             raise ValueError(
                 f"{_size(info.st_size)}, more than the limit of {_size(limit)}: not read"
             )
-        data = file.read(info.st_size + 1)  # one byte more shows that it grew meanwhile
-        if len(data) > limit:
-            raise ValueError(f"larger than the limit of {_size(limit)}: not read")
+        yield file, info.st_size
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; OSError (or ValueError saying
+    why) otherwise (see :func:`_open_regular`)."""
+    with _open_regular(path, limit) as (file, size):
+        data = file.read(size + 1)  # one byte more shows that it grew meanwhile
+    if len(data) > limit:
+        raise ValueError(f"larger than the limit of {_size(limit)}: not read")
     return data
 
 
 def file_digest(path: Path, limit: int = 4 * 2**30) -> str:
     """``sha256:`` and the hex digest of a regular file's bytes, read in chunks (bounded
     memory whatever its size); OSError/ValueError as :func:`read_bounded`."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-    handle = os.open(path, flags)
-    with os.fdopen(handle, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > limit:
-            raise ValueError(f"{_size(info.st_size)}, more than the limit of {_size(limit)}")
-        hasher = hashlib.sha256()
+    hasher = hashlib.sha256()
+    with _open_regular(path, limit) as (file, _):
         while chunk := file.read(2**20):
             hasher.update(chunk)
     return "sha256:" + hasher.hexdigest()

@@ -240,25 +240,30 @@ def test_run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
         page.close()
 
 
+def _save_and_close(page: Any, lab: Lab, name: str) -> None:
+    """File > Save, wait for the outputs on disk, shut the kernel down, close the page."""
+    menu(page, "File", "Save Notebook")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            saved = json.loads((lab.root / name).read_text())
+        except json.JSONDecodeError:  # read while JupyterLab was writing it
+            saved = {"cells": []}
+        if any(c.get("outputs") for c in saved["cells"]):
+            break
+        time.sleep(0.3)
+    menu(page, "Kernel", "Shut Down Kernel")
+    time.sleep(1.0)
+    page.close()
+
+
 def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) -> None:
     name = "04_rich_results.ipynb"
     page = browser.new_page(viewport={"width": 1100, "height": 1000})
     try:
         open_notebook(page, lab, name)
         run_all(page)
-        menu(page, "File", "Save Notebook")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                saved = json.loads((lab.root / name).read_text())
-            except json.JSONDecodeError:  # read while JupyterLab was writing it
-                saved = {"cells": []}
-            if any(c.get("outputs") for c in saved["cells"]):
-                break
-            time.sleep(0.3)
-        menu(page, "Kernel", "Shut Down Kernel")
-        time.sleep(1.0)
-        page.close()
+        _save_and_close(page, lab, name)
         for kernel in lab.api("/api/kernels"):
             try:
                 lab.api(f"/api/kernels/{kernel['id']}", method="DELETE")
@@ -298,23 +303,6 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
     for text in ("⚙ sketch", "temperatures", "Pune", "data:image/png;base64"):
         assert text in exported, text
     assert "widget-view+json" not in exported
-
-
-def _save_and_close(page: Any, lab: Lab, name: str) -> None:
-    """File > Save, wait for the outputs on disk, shut the kernel down, close the page."""
-    menu(page, "File", "Save Notebook")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            saved = json.loads((lab.root / name).read_text())
-        except json.JSONDecodeError:  # read while JupyterLab was writing it
-            saved = {"cells": []}
-        if any(c.get("outputs") for c in saved["cells"]):
-            break
-        time.sleep(0.3)
-    menu(page, "Kernel", "Shut Down Kernel")
-    time.sleep(1.0)
-    page.close()
 
 
 def test_the_report_reads_after_saving_and_reopening(lab: Lab, browser: Any) -> None:

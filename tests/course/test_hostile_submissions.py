@@ -53,6 +53,16 @@ def _row(folder: Path, student: str) -> Any:
     return row
 
 
+def _row_and_peak(folder: Path, student: str) -> tuple[Any, int]:
+    """The student's row, and the most memory Python held while the report read it."""
+    tracemalloc.start()
+    try:
+        row = _row(folder, student)
+        return row, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [
@@ -82,12 +92,7 @@ def test_a_huge_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     path.parent.mkdir()
     with path.open("wb") as file:  # 1 GiB, sparse: no disk used, but every byte would be read
         file.truncate(2**30)
-    tracemalloc.start()
-    try:
-        row = _row(tmp_path, "mallory")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    row, peak = _row_and_peak(tmp_path, "mallory")
     assert "1,024.0 MiB, more than the limit" in row.error and row.flags == "unreadable"
     assert peak < 2 * 2**20, f"{peak:,} bytes held to refuse it"
 
@@ -96,12 +101,7 @@ def test_memory_per_file_is_bounded_by_the_size_limit(tmp_path: Path) -> None:
     blob = "x" * (MAX_NOTEBOOK_BYTES - 1000)  # just under the limit: it is read and parsed
     _write(tmp_path, "big", "hw.ipynb", _notebook(
         {"cell_type": "markdown", "id": "m", "metadata": {}, "source": blob}))  # fmt: skip
-    tracemalloc.start()
-    try:
-        row = _row(tmp_path, "big")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    row, peak = _row_and_peak(tmp_path, "big")
     assert row.error == "" and row.runs == 0
     assert peak < 6 * MAX_NOTEBOOK_BYTES, f"{peak:,} bytes for a {MAX_NOTEBOOK_BYTES:,}-byte file"
 
