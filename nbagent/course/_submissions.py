@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .._strict_json import StrictJSONError, _depth_exceeds, strict_loads
+from ..schema._strict_json import StrictJSONError, _depth_exceeds, strict_loads
 
 __all__ = [
     "MAX_DEPTH",

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._paths import glob_regex
+from ..approvals._paths import glob_regex
 from ..errors import NbagentError
 from .provenance import sha256_digest
 
