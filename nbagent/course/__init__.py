@@ -34,12 +34,13 @@ from .report import (
     write_csv,
     write_html,
 )
-from .runs_report import runs_bundle, runs_text
+from .runs_report import NotebookReport, notebook_report, runs_bundle, runs_text
 
 __all__ = [
     "FLAGS",
     "CallRecord",
     "FollowUp",
+    "NotebookReport",
     "NotebookRow",
     "Provenance",
     "ProvenanceError",
@@ -48,6 +49,7 @@ __all__ = [
     "follow_up_from_metadata",
     "from_metadata",
     "is_follow_up",
+    "notebook_report",
     "read_class",
     "read_output",
     "runs_bundle",

@@ -114,6 +114,13 @@ def find_notebooks(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Found]:
         left_out = 0
         for folder, dirs, files in os.walk(top, followlinks=False, onerror=None):
             dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.startswith("."))
+            for name in [d for d in dirs if (Path(folder) / d).is_symlink()]:
+                dirs.remove(name)  # os.walk would not go in either: say so, in a row
+                if count < MAX_NOTEBOOKS:
+                    count += 1
+                    linked = _found(top, real_top, Path(folder) / name)
+                    yield Found(linked.student, linked.notebook + "/", linked.path, linked.root,
+                                "a link to a folder: not followed")  # fmt: skip
             for name in sorted(files):
                 if not name.endswith(".ipynb") or name.startswith("."):
                     continue

@@ -1,4 +1,5 @@
-"""One notebook's AI use, as a static summary: what ``%agent report`` shows.
+"""One notebook's AI use, as a static summary: what ``%agent report`` shows, and what
+:func:`notebook_report` reads back from a saved notebook's file.
 
 :func:`runs_bundle` turns run records (:class:`~.provenance.Provenance`) and what later
 commands did with their code (:class:`~.provenance.FollowUp`) into a plain mimebundle: escaped
@@ -10,13 +11,16 @@ so every one is escaped and credential-shaped text is shown as ``***``.
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..redact import redact_secrets
 from .provenance import FollowUp, Provenance
 
-__all__ = ["fate_of", "runs_bundle", "runs_text"]
+__all__ = ["NotebookReport", "fate_of", "notebook_report", "runs_bundle", "runs_text"]
 
 _MODE_WORDS = {"live": "live", "replayed": "replayed", "offline": "offline stand-in"}
 _KEPT_WORDS = {
@@ -102,10 +106,15 @@ def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
     return head, ", ".join(models) or "none"
 
 
-def runs_text(runs: Sequence[Provenance], follow_ups: Sequence[FollowUp] = ()) -> str:
-    """The plain-text summary (the bundle's ``text/plain``)."""
+_NONE_YET = "No %agent run in this notebook's session yet."
+
+
+def runs_text(
+    runs: Sequence[Provenance], follow_ups: Sequence[FollowUp] = (), *, empty: str = _NONE_YET
+) -> str:
+    """The plain-text summary (the bundle's ``text/plain``); ``empty``: what it says of none."""
     if not runs:
-        return "No %agent run in this notebook's session yet."
+        return empty
     head, models = _totals(runs)
     lines = ["AI use in this notebook", head, f"models: {models}", ""]
     for run in runs:
@@ -131,9 +140,11 @@ def _row(cells: Sequence[str], tag: str = "td") -> str:
     return "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
 
 
-def runs_bundle(runs: Sequence[Provenance], follow_ups: Sequence[FollowUp] = ()) -> dict[str, Any]:
+def runs_bundle(
+    runs: Sequence[Provenance], follow_ups: Sequence[FollowUp] = (), *, empty: str = _NONE_YET
+) -> dict[str, Any]:
     """``text/html`` (escaped tables) and ``text/plain`` of the runs, for a static output."""
-    plain = runs_text(runs, follow_ups)
+    plain = runs_text(runs, follow_ups, empty=empty)
     if not runs:
         return {"text/plain": plain, "text/html": f"<p><em>{_esc(plain)}</em></p>"}
     head, models = _totals(runs)
@@ -204,3 +215,63 @@ def _details(run: Provenance, fate: str | None) -> list[str]:
             f"<pre>{_esc(code)}</pre>"
         )
     return out
+
+
+_NONE_SAVED = "No %agent run is recorded in this notebook."
+
+
+@dataclass(frozen=True)
+class NotebookReport:
+    """One saved notebook's AI use, read from its file (:func:`notebook_report`): displayed in
+    a notebook it is the same static summary as ``%agent report``; ``str()`` gives the text.
+    ``problems`` are what the class report would flag in it; ``error`` why it was not read."""
+
+    path: Path
+    runs: tuple[Provenance, ...] = ()
+    follow_ups: tuple[FollowUp, ...] = ()
+    problems: tuple[str, ...] = ()
+    error: str | None = None
+
+    def _notes(self) -> list[str]:
+        if self.error is not None:
+            return [f"{self.path.name} was not read: {self.error}"]
+        return [f"to look at: {p}" for p in self.problems]
+
+    def __str__(self) -> str:
+        if self.error is not None:
+            return "\n".join(self._notes())
+        return "\n".join([runs_text(self.runs, self.follow_ups, empty=_NONE_SAVED), *self._notes()])
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The notebook's rich display (IPython's hook): escaped HTML and its plain twin."""
+        if self.error is not None:
+            text = str(self)
+            return {"text/plain": text, "text/html": f"<p>{_esc(text)}</p>"}
+        bundle = runs_bundle(self.runs, self.follow_ups, empty=_NONE_SAVED)
+        notes = self._notes()
+        if notes:
+            items = "".join(f"<li>{_esc(n)}</li>" for n in notes)
+            bundle["text/html"] += f"<ul>{items}</ul>"
+            bundle["text/plain"] = str(self)
+        return bundle
+
+
+def notebook_report(path: str | os.PathLike[str]) -> NotebookReport:
+    """Read one saved notebook's runs from its file, as untrusted as any submission (see
+    :mod:`nbagent.course.report`): never run, bounded, each problem said."""
+    from ._scan import scan_notebook
+    from ._submissions import Found, read_notebook
+
+    target = Path(path)
+    folder = Path(os.path.realpath(target)).parent
+    try:
+        notebook = read_notebook(Found(folder.name, target.name, target, folder))
+    except ValueError as exc:
+        return NotebookReport(target, error=str(exc))
+    scan = scan_notebook(notebook, folder, folder)
+    return NotebookReport(
+        target,
+        tuple(scan.runs),
+        tuple(scan.follow_ups),
+        tuple(p.text for p in scan.problems),
+    )

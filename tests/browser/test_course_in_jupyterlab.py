@@ -104,6 +104,7 @@ EXPECTED = {
         "AI use in this notebook",
         "2 run(s): 0 live, 0 replayed, 2 offline, 0 refused",
         "student-exam-run/exams/final.ipynb [ai_off]",
+        "to look at: run-1 (nbagent-recordings/run-1-3.json): the answer in the cell",
         "17 notebook(s), 29 run(s), 6 flagged",
     ],
 }

@@ -113,10 +113,11 @@ def test_a_symlink_out_of_the_folder_is_not_followed(tmp_path: Path) -> None:
     (folder / "mallory").mkdir(parents=True)
     (folder / "mallory" / "hw.ipynb").symlink_to(secret)
     (folder / "mallory" / "more").symlink_to(outside / "teacher", target_is_directory=True)
-    rows = [r for r in read_class([folder]) if r.student == "mallory"]
-    assert len(rows) == 1  # the linked folder is not walked into
-    (row,) = rows
-    assert "symlink to a file outside the folder" in row.error and row.runs == 0
+    rows = {r.notebook: r for r in read_class([folder]) if r.student == "mallory"}
+    assert set(rows) == {"hw.ipynb", "more/"}  # the linked folder is not walked into
+    assert "symlink to a file outside the folder" in rows["hw.ipynb"].error
+    assert rows["more/"].error == "a link to a folder: not followed"
+    assert all(r.runs == 0 and r.flags == "unreadable" for r in rows.values())
 
 
 def test_a_symlink_inside_the_folder_is_read(tmp_path: Path) -> None:

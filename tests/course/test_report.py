@@ -168,3 +168,33 @@ def test_the_course_room_imports_no_front_end_and_no_pandas() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_one_notebook_s_report_read_from_its_file(submissions: Path) -> None:
+    from nbagent.course import notebook_report
+
+    edited = notebook_report(submissions / "student-edited-answer" / "homework-1.ipynb")
+    text = str(edited)
+    assert text.startswith("AI use in this notebook\n4 run(s): 2 live, 2 replayed")
+    assert "to look at: run-1 (nbagent-recordings/run-1-3.json): the answer in the cell" in text
+    bundle = edited._repr_mimebundle_()
+    assert bundle["text/plain"] == text and "<table>" in bundle["text/html"]
+    broken = notebook_report(submissions / "student-broken-file" / "homework-1.ipynb")
+    assert str(broken).startswith("homework-1.ipynb was not read: not valid JSON")
+    assert broken.runs == () and "<table>" not in broken._repr_mimebundle_()["text/html"]
+
+
+def test_a_notebook_report_escapes_what_the_file_holds(tmp_path: Path) -> None:
+    from nbagent.course import Provenance, notebook_report
+
+    record = Provenance("run-1", "<script>alert(1)</script>", "openai:<b>x</b>", "openai", "live")
+    output = {"output_type": "display_data", "data": {"text/plain": "x"},
+              "metadata": {"nbagent": {"provenance": record.to_metadata()}}}  # fmt: skip
+    cell = {"cell_type": "code", "id": "a", "metadata": {}, "execution_count": 1,
+            "source": "%agent hi", "outputs": [output]}  # fmt: skip
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                "nbformat_minor": 5}))  # fmt: skip
+    shown = notebook_report(path)._repr_mimebundle_()["text/html"]
+    assert "<script" not in shown and "<b>" not in shown
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "openai:&lt;b&gt;x" in shown
