@@ -98,4 +98,6 @@ def usd_text(cost: float | None) -> str:
         return "price unknown"
     if cost == 0:
         return "$0"
+    if cost < 0.01:  # a student's run costs fractions of a cent: keep its digits
+        return "$" + f"{cost:.6f}".rstrip("0").rstrip(".") if cost >= 5e-7 else "<$0.000001"
     return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"

@@ -19,6 +19,7 @@
     │   │   ├── PermissionDeniedError     403 — the key may not use this model/endpoint
     │   │   ├── NotFoundError             404 — wrong model name or base URL
     │   │   ├── RateLimitError            429 — retried, then raised
+    │   │   ├── SpendingLimitError        402 / a gateway's budget_exceeded — never retried
     │   │   └── ServerError               5xx / 408 / 409 — retried, then raised
     │   ├── ProviderConnectionError      could not connect / connection dropped (retried)
     │   ├── ProviderTimeoutError         connect or read timeout
@@ -70,6 +71,7 @@ __all__ = [
     "RunInProgressError",
     "SchemaError",
     "ServerError",
+    "SpendingLimitError",
     "StreamError",
     "ToolDefinitionError",
 ]
@@ -189,6 +191,12 @@ class RateLimitError(ProviderError):
     """HTTP 429: too many requests; retried with backoff before this is raised."""
 
     retryable = True
+
+
+class SpendingLimitError(ProviderError):
+    """The key's budget or credits are spent: HTTP 402 (OpenRouter), or a gateway's
+    ``budget_exceeded`` error (LiteLLM's proxy, on 400 or 429). Never retried: asking again
+    costs a request and cannot succeed until someone raises the limit."""
 
 
 class ServerError(ProviderError):

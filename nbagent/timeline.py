@@ -71,6 +71,8 @@ class Timeline:
     stop_reason: str = ""
     steps: int = 0
     lanes: int = 1
+    #: what the run cost, as words (``$0.0012``, ``price unknown``); empty when not priced
+    cost: str = ""
 
     def svg(self, width: int = 720) -> str:
         """The picture as a standalone SVG (escaped: tool names are text, never markup)."""
@@ -126,8 +128,10 @@ class Timeline:
                 out.append(
                     f'<text x="{x + 3:.1f}" y="{y + 11}" fill="#ffffff">{html.escape(text)}</text>'
                 )
-        legend = f"{self.steps} step{'s' if self.steps != 1 else ''} · {_seconds(self.total)}" + (
-            f" · {self.stop_reason}" if self.stop_reason else ""
+        legend = (
+            f"{self.steps} step{'s' if self.steps != 1 else ''} · {_seconds(self.total)}"
+            + (f" · {self.stop_reason}" if self.stop_reason else "")
+            + (f" · {self.cost}" if self.cost else "")
         )
         out.append(f'<text x="{left}" y="{height - 6}" fill="#444">{html.escape(legend)}</text>')
         keys = [("model", "model"), ("tool", "tool")]
@@ -166,6 +170,8 @@ class Timeline:
         parts = [steps, calls, _seconds(self.total)]
         if waits:
             parts.append(f"{_seconds(waits)} waiting for a person")
+        if self.cost:
+            parts.append(self.cost)
         return "timeline: " + ", ".join(parts)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._prices import cost_usd
+from .._prices import cost_usd, usd_text
 from ..course.provenance import Provenance
 from ..generation import Usage
 from ..redact import redact_secrets
@@ -239,5 +239,8 @@ def finished(session: Session, job: Any, granted: Any) -> None:
     if record is None:
         return
     job.view.provenance = record.to_metadata()
+    transcript = getattr(job.view, "transcript", None)
+    if transcript is not None and record.mode == "live":  # a replay or offline model: no bill
+        transcript.cost_text = usd_text(record.cost_usd)
     usage = Usage(record.input_tokens, record.output_tokens)
     record_spending(session, course, usage, record.requests, record.cost_usd)

@@ -25,6 +25,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..course.provenance import FollowUp, sha256_digest
 from ..redact import redact_secrets
 from .render import fenced
 
@@ -103,11 +104,12 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
     if len(words) >= 2 and words[-2] == "step":
         step, words = int(words[-1]), words[:-2]
     runs = words or None
-    whole = runs if runs is not None else [r for r in [kit.journal.last_run()] if r]
     report = kit.undo(runs, step=step)
+    labels = [label.split()[0] for label in report.snippets if label.startswith("run-")]
+    undone = tuple(dict.fromkeys(labels))  # the runs whose snippets were undone, once each
     metadata = {}
-    if step is None and whole:  # a whole run's code undone: the record says so
-        metadata = {"nbagent": _follow_up(session, "undone", whole, None)}
+    if undone and step is None:  # whole runs undone (one step's undo: its snippet says so)
+        metadata = {"nbagent": _follow_up(session, FollowUp("undone", undone))}
     display(_report_bundle(report), raw=True, metadata=metadata)  # type: ignore[no-untyped-call]
     with _lock:
         retired = [
@@ -232,24 +234,23 @@ def cells_command(session: Session, shell: Any, words: list[str]) -> None:
         f"The code of {steps} is in a new cell below (JupyterLab, Notebook 7); run it to redo "
         "the work without the agent. Where no cell appears (nbclient, jupyter execute), here it is:"
     )
+    # which runs' code became a cell, and the cell's digest: the report finds the new cell by it
+    record = FollowUp("cells", tuple(r for r in ran if r), sha256_digest(source))
     display(  # type: ignore[no-untyped-call]
         {
             "text/plain": f"{said}\n\n{source}",
             "text/markdown": f"{said}\n\n{fenced(source, 'python')}",
         },
         raw=True,
-        metadata={"nbagent": _follow_up(session, "cells", [r for r in ran if r], source)},
+        metadata={"nbagent": _follow_up(session, record)},
     )
 
 
-def _follow_up(session: Session, action: str, runs: list[str], source: str | None) -> Any:
-    """What a command did with runs' code, as the course record (``FollowUp``) its output
-    carries, kept by the session for ``%agent report``."""
-    from ..course import FollowUp, sha256_digest
-
-    follow = FollowUp(action, tuple(runs), sha256_digest(source) if source else None)  # type: ignore[arg-type]
-    session.follow_ups.append(follow)
-    return follow.to_metadata()
+def _follow_up(session: Session, record: FollowUp) -> dict[str, Any]:
+    """What a command did with runs' code, kept by the session for ``%agent report``, as the
+    record (:class:`~nbagent.course.FollowUp`) its output carries."""
+    session.follow_ups.append(record)
+    return record.to_metadata()
 
 
 def _escape(text: str) -> str:

@@ -55,8 +55,10 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _CREDENTIAL_HEADER = re.compile(r"authorization|cookie|key|token|secret", re.IGNORECASE)
 
 
-def run(session: Session, _shell: Any, words: list[str]) -> None:
+def run(session: Session, shell: Any, words: list[str]) -> None:
     """Do what the words say, as the grammar matched them (see :data:`USAGE`)."""
+    if words[0] in ("add", "login") and _course_refuses(shell, words[1]):
+        return
     if words == ["list"]:
         show(session)
     elif words[0] == "remove":
@@ -65,6 +67,21 @@ def run(session: Session, _shell: Any, words: list[str]) -> None:
         _sign(session, words[0], words[1])
     else:
         _add(session, words[1], words[2:])
+
+
+def _course_refuses(shell: Any, name: str) -> bool:
+    """A course policy with ``mcp = false``: say so (one sentence, naming the rule and the
+    file) instead of starting or signing in to a server."""
+    from .coursegate import current
+
+    course = current(shell)
+    if course.policy is None or course.rules.mcp:
+        return False
+    print(
+        f"MCP servers are off in this notebook, so {name!r} was not started "
+        f"({course.where('mcp')})."
+    )
+    return True
 
 
 async def run_awaited(session: Session, shell: Any, words: list[str]) -> None:
@@ -79,6 +96,8 @@ async def run_awaited(session: Session, shell: Any, words: list[str]) -> None:
     signs_in = words[:1] == ["login"] or (words[:1] == ["add"] and "--url" in words)
     if not signs_in:
         run(session, shell, words)
+        return
+    if _course_refuses(shell, words[1]):
         return
     try:
         await in_a_worker(lambda: run(session, shell, words), THREAD_JOIN)

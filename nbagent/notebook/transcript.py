@@ -9,6 +9,7 @@ the run itself showed. How it reads in words is :mod:`.wording`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -97,6 +98,8 @@ class Transcript:
     error: str | None = None
     saved_to: str | None = None
     not_saved: str | None = None  # why the run's recording could not be written
+    #: what the run cost, in words (``$0.0012``, ``price unknown``), once it ended; "": not priced
+    cost_text: str = ""
     started: float = field(default_factory=time.monotonic)
     ended: float | None = None
     clock: Any = field(default=time.monotonic, repr=False)
@@ -116,6 +119,8 @@ class Transcript:
         if self.timing is None:
             return None
         built = self.timing.build(self.stop_reason)
+        if self.cost_text:
+            built = dataclasses.replace(built, cost=self.cost_text)
         calls = sum(1 for s in built.spans if s.kind == "tool")
         notable = any(s.kind in ("approval", "retry") for s in built.spans)
         return built if calls >= 2 or notable or built.steps >= 4 else None
@@ -304,7 +309,8 @@ class Transcript:
         state = STOP_WORDS.get(self.stop_reason or "", self.stop_reason or "running")
         tokens = f"{self.usage.input_tokens:,} in / {self.usage.output_tokens:,} out tokens"
         plural = "" if self.steps == 1 else "s"
-        return f"{state} · {self.steps} step{plural} · {tokens} · {seconds(self.elapsed)}"
+        cost = f" · {self.cost_text}" if self.cost_text else ""
+        return f"{state} · {self.steps} step{plural} · {tokens}{cost} · {seconds(self.elapsed)}"
 
     def call_line(self, record: CallRecord, now: float | None = None) -> str:
         """Status words of one call: decision, status, time."""

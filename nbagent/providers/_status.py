@@ -25,6 +25,7 @@ __all__ = [
     "parse_retry_after",
     "read_bounded",
     "retryable_status",
+    "spending_refusal",
     "status_error",
     "wait_too_long",
 ]
@@ -132,12 +133,46 @@ def _advice(status: int, model: str, base_url: str, key_env: str) -> str:
     return "What to do: check the request and the base URL."
 
 
+def spending_refusal(status: int, body: bytes, provider: str) -> str | None:
+    """One sentence for a refusal because the key's money is spent, or None for another error.
+
+    LiteLLM's proxy answers a spent budget (of a key, a user, a team) with
+    ``{"error": {"type": "budget_exceeded", "message": "Budget has been exceeded! …"}}``, on
+    HTTP 400 (or 429 in newer versions, where it must not be retried as a rate limit);
+    OpenRouter answers HTTP 402 ``{"error": {"code": 402, "message": "Insufficient credits…"}}``.
+    """
+    try:
+        data = json.loads(body.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        data = None
+    error = data.get("error") if isinstance(data, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    said = " ".join(str(message).split())[:300].rstrip(".") if message else ""
+    if kind == "budget_exceeded":
+        return (
+            f"{provider} (a model gateway) refused the request because the budget of this "
+            f"key is spent ({said or 'budget_exceeded'}): nothing more is sent until whoever "
+            "runs the gateway raises it."
+        )
+    if status == 402:
+        return (
+            f"{provider} refused the request for want of credits (HTTP 402"
+            f"{': ' + said if said else ''}): add credits to the key, or ask whoever runs the "
+            "gateway, then run the cell again."
+        )
+    return None
+
+
 async def status_error(
     response: httpx2.Response, provider: str, model: str, base_url: str, key_env: str
 ) -> tuple[errors.ProviderError, bool]:
     """The typed error for an HTTP error answer (body read and closed), and whether to retry."""
     status = response.status_code
     body = await read_bounded(response)
+    spent = spending_refusal(status, body, provider)
+    if spent is not None:
+        return errors.SpendingLimitError(spent, status=status, provider=provider), False
     detail = error_detail(body) or response.reason_phrase or "no details"
     cls = _STATUS_ERRORS.get(status)
     if cls is None:

@@ -22,7 +22,7 @@ class Gateway:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 owner.requests.append(json.loads(self.rfile.read(length) or b"{}"))
-                owner.headers.append(dict(self.headers))
+                owner.headers.append({k.lower(): v for k, v in self.headers.items()})
                 status, kind, body = (
                     owner.replies.pop(0) if owner.replies else (500, "text/plain", b"no reply")
                 )

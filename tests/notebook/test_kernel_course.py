@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,17 @@ def test_the_same_policy_leaves_a_lesson_alone_and_the_run_carries_its_record(
     raw = json.dumps(outputs)
     assert SECRET not in raw  # not in the record, not in the outputs
     assert "price unknown" not in text
+    assert "$0.00006" in text  # 82 in, 17 out at gpt-4.1-mini's price, in the footer
+
+
+def test_a_model_with_no_known_price_says_so_and_never_guesses(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "live = true\n")
+    gateway.sse(wire.openai_text("hi"))
+    text, record, _ = run(kernel, "%agent -m openai:no-such-model-7 --new hello")
+    assert record is not None and record.cost_usd is None and record.mode == "live"
+    assert "price unknown" in text and "$" not in text
 
 
 def test_a_model_the_course_does_not_allow_is_refused(
@@ -152,6 +164,61 @@ def test_options_the_course_turns_off_are_refused(
     text, _, _ = run(kernel, f"%agent -m {MODEL} --approve auto tidy up")
     assert "--approve=auto" in text and "auto_approve = false" in text
     assert gateway.requests == []
+
+
+def test_mcp_servers_off_refuses_a_run_while_one_is_connected(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    pytest.importorskip("mcp", reason="the mcp SDK is not installed (the mcp extra)")
+    from ..mcp.conftest import DEMO
+
+    course(kernel, tmp_path, "mcp = true\n")  # connected while it was allowed
+    kernel.execute(f"%agent mcp add demo -- {sys.executable} {DEMO} stdio", timeout=60)
+    course(kernel, tmp_path, "mcp = false\n")
+    try:
+        text, record, _ = run(kernel, f"%agent -m {MODEL} --new use the tools")
+    finally:
+        kernel.execute("%agent mcp remove demo", timeout=60)
+    assert "MCP servers are off in this notebook, and demo is connected" in text
+    assert "mcp = false" in text and one_sentence(text)
+    assert record is not None and record.refused
+    assert gateway.requests == []
+    msg_id = kernel.submit(f"%agent mcp add other -- {sys.executable} {DEMO} stdio")
+    kernel.finish(msg_id, timeout=60)
+    said = kernel.cell_text(msg_id)
+    assert "MCP servers are off in this notebook, so 'other' was not started" in said
+    assert (
+        one_sentence(said)
+        and kernel.eval("'other' in nbagent.current_session().mcp_servers") is False
+    )
+
+
+LOOKUP = '@tool\ndef lookup(word: str) -> str:\n    """Look a word up."""\n    return word\n'
+
+
+def test_a_run_budget_stops_the_run_before_its_next_request(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, "[budget.run]\nrequests = 1\n")
+    kernel.execute(LOOKUP)
+    gateway.sse(
+        wire.openai_sse(
+            [
+                wire.oa_chunk({"role": "assistant", "content": ""}),
+                wire.oa_chunk({"tool_calls": [wire.oa_call(0, "c1", "lookup", '{"word": "a"}')]}),
+                wire.oa_chunk({}, "tool_calls"),
+                wire.oa_usage(82, 17),
+            ]
+        )
+    )
+    gateway.sse(wire.openai_text("never sent"))
+    try:
+        _, record, _ = run(kernel, f"%agent -m {MODEL} --new look up a")
+    finally:
+        kernel.execute("del lookup\nnbagent.current_session().unregister('lookup')")
+    assert record is not None and record.stop_reason == "budget", record
+    assert len(gateway.requests) == 1
+    assert [c.tool for c in record.calls] == ["lookup"] and record.calls[0].decision == "not asked"
 
 
 def test_live_off_replays_the_courses_recording_and_refuses_what_has_none(
@@ -246,3 +313,84 @@ def test_a_refusal_record_reads_back_strictly(kernel: Kernel, tmp_path: Path) ->
     assert record is not None
     raw = next(o["metadata"]["nbagent"] for o in outputs if "nbagent" in o.get("metadata", {}))
     assert from_metadata(raw) == record
+
+
+# what the gateways answer, as their sources and docs give it: LiteLLM's proxy turns a
+# BudgetExceededError into ProxyException(type="budget_exceeded", code=400) (429 in newer
+# releases); OpenRouter answers 402 with {"error": {"code": 402, "message": ...}}
+LITELLM_BUDGET = {
+    "error": {
+        "message": "Budget has been exceeded! Current cost: 0.0123, Max budget: 0.01",
+        "type": "budget_exceeded",
+        "param": None,
+        "code": "400",
+    }
+}
+OPENROUTER_CREDITS = {
+    "error": {
+        "code": 402,
+        "message": "Insufficient credits. Add more using https://openrouter.ai/credits",
+        "metadata": {"limit_source": "openrouter_key_limit"},
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (400, LITELLM_BUDGET, "the budget of this key is spent (Budget has been exceeded!"),
+        (429, LITELLM_BUDGET, "the budget of this key is spent"),
+        (402, OPENROUTER_CREDITS, "refused the request for want of credits (HTTP 402: Insuff"),
+    ],
+)
+def test_a_gateways_spending_refusal_reads_as_one_sentence_and_is_not_retried(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path, status: int, body: Any, words: str
+) -> None:
+    course(kernel, tmp_path, f'models = ["{MODEL}"]\n')
+    for _ in range(3):
+        gateway.error(status, body)
+    text, record, _ = run(kernel, f"%agent -m {MODEL} --new hello")
+    assert words in text, text
+    line = next(line for line in text.splitlines() if words in line)
+    assert line.startswith("Error: SpendingLimitError: OpenAI ")
+    # one sentence of nbagent's around the gateway's own words (quoted in parentheses)
+    assert one_sentence(re.sub(r"\(.*\)", "(…)", line.split(": ", 2)[2]))
+    assert len(gateway.requests) == 1  # a spent budget is never asked again
+    assert gateway.headers[0]["authorization"] == f"Bearer {SECRET}"  # the student's own key
+    assert record is not None and record.stop_reason == "failed"
+    assert SECRET not in text
+
+
+def test_the_default_model_is_used_when_nothing_names_one(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    course(kernel, tmp_path, f'models = ["{MODEL}"]\ndefault_model = "{MODEL}"\n')
+    kernel.execute("nbagent.current_session().set_model(None)")
+    gateway.sse(wire.openai_text("hi"))
+    _, record, _ = run(kernel, "%agent --new hello")
+    assert record is not None and record.model == MODEL and record.mode == "live"
+    assert gateway.requests[0]["model"] == "gpt-4.1-mini"
+
+
+def test_an_unknown_notebook_in_the_exam_folder_is_still_an_exam(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    """nbclient and jupyter execute name no notebook: the kernel's folder stands in."""
+    course(kernel, tmp_path, '[[notebooks]]\nmatch = "exams/*.ipynb"\nai = false\n')
+    (tmp_path / "exams").mkdir()
+    kernel.execute(
+        "os.environ.pop('JPY_SESSION_NAME', None)\n_was = os.getcwd()\n"
+        f"os.chdir({str(tmp_path / 'exams')!r})\n"
+        "_saved_session = globals().pop('__session__', None)"
+    )
+    try:
+        text, record, outputs = run(kernel, f"%agent -m {MODEL} my key is {SECRET}")
+        msg_id = kernel.submit("%agent policy")
+        kernel.finish(msg_id)
+        shown = kernel.cell_text(msg_id)
+    finally:
+        kernel.execute("os.chdir(_was)\n__session__ = _saved_session")
+    assert "AI is off here" in text and record is not None and record.ai_off
+    assert SECRET not in json.dumps(outputs) and "my key is ***" in record.prompt
+    assert "notebook: unknown" in shown and "notebooks[1]" in shown
+    assert gateway.requests == []

@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from nbagent.course.provenance import FollowUp, Provenance, read_output, sha256_digest
 from nbagent.kernel import RUNNING_NOTE
 from nbagent.notebook.render import CODE_COLORS
 
@@ -263,6 +264,15 @@ def test_cells_come_below_in_order_and_headless_sees_the_code(kernel: Kernel) ->
     assert text.index("step_one = 1") < text.index("step_two = step_one + 1") < text.index("# 1/0")
     assert f"# nbagent {run_id} · step 1" in text and "(left out: it raised an error)" in text
     assert "step_two = step_one + 1" in kernel.cell_text(cells)  # for headless runs too
+    # provenance: the run's record lists its snippets, and the command's output says which
+    # runs' code became the new cell, with that cell's digest (the report finds the cell by it)
+    found = [read_output(o.get("metadata", {})) for o in kernel.cell_outputs(cells)]
+    (follow_up,) = [f for f in found if isinstance(f, FollowUp)]
+    assert follow_up.action == "cells" and follow_up.runs == (run_id,)
+    assert follow_up.code_digest == sha256_digest(text)
+    records = [read_output(o.get("metadata", {})) for o in kernel.cell_outputs(cell)]
+    (record,) = [r for r in records if isinstance(r, Provenance)]
+    assert [s.code for s in record.snippets] == ["step_one = 1", "step_two = step_one + 1", "1/0"]
 
 
 def test_a_recorded_analysis_replays_with_no_model_and_no_network(
