@@ -70,6 +70,9 @@ class NotebookScan:
     problems_total: int = 0
     #: ``%agent`` cells that show no run (not executed, or only an error): not a problem.
     unrun_cells: int = 0
+    #: Each recording read once per notebook: its digest (or why not), its final answer.
+    recordings: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
+    answers: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
 
     def add(self, kind: str, text: str) -> None:
         self.problems_total += 1
@@ -255,22 +258,34 @@ def _check_recording(scan: NotebookScan, run: Provenance, root: Path, folder: Pa
     except ValueError:
         scan.add("output_mismatch", f"{label}: the recording is a link out of the submission")
         return
-    if not real.exists():
-        return  # not handed in: nothing to check against (the row says so)
-    try:
-        digest = file_digest(real)
-    except (OSError, ValueError) as exc:
-        scan.add("output_mismatch", f"{label}: the recording cannot be read ({exc})")
+    if not real.exists():  # not handed in: nothing to check against (a note, not a flag)
+        scan.add("unchecked", f"{label}: the recording is not in the submission, so not checked")
         return
-    if run.recording_digest is not None and digest != run.recording_digest:
+    known = scan.recordings.get(real)  # several runs may name one recording: read it once
+    if known is None:
+        try:
+            known = file_digest(real)
+        except (OSError, ValueError) as exc:
+            known = exc
+        scan.recordings[real] = known
+    if isinstance(known, Exception):
+        scan.add("output_mismatch", f"{label}: the recording cannot be read ({known})")
+        return
+    if run.recording_digest is not None and known != run.recording_digest:
         scan.add("output_mismatch", f"{label}: the recording changed since the run")
         return
     if run.output_digest is None:
         return
-    try:
-        answer = _recorded_answer(real)
-    except (OSError, ValueError, UnicodeDecodeError, RecordingError) as exc:
-        scan.add("output_mismatch", f"{label}: the recording is not readable ({str(exc)[:200]})")
+    answer = scan.answers.get(real)
+    if answer is None:
+        try:
+            answer = _recorded_answer(real)
+        except (OSError, ValueError, UnicodeDecodeError, RecordingError) as exc:
+            answer = exc
+        scan.answers[real] = answer
+    if isinstance(answer, Exception):
+        why = str(answer)[:200]
+        scan.add("output_mismatch", f"{label}: the recording is not readable ({why})")
         return
     if sha256_digest(answer) != run.output_digest:
         scan.add("output_mismatch", f"{label}: the answer in the cell is not the recorded one")

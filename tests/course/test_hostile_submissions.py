@@ -212,3 +212,27 @@ def test_many_problems_make_a_bounded_row_that_counts_the_rest(tmp_path: Path) -
     shown = row.problems.count("is an %agent run")
     assert row.flags == "metadata_removed" and row.problems.endswith(f"; and {500 - shown} more")
     assert len(row.problems) <= 2000 and shown > 10
+
+
+def test_a_recording_not_handed_in_is_said_but_not_flagged(tmp_path: Path) -> None:
+    record = _record(recording="nbagent-recordings/gone.json", recording_digest=sha256_digest(b"x"))
+    _write(tmp_path, "ada", "hw.ipynb", _notebook(_run_cell(record)))
+    (row,) = read_class([tmp_path])
+    assert row.flags == "" and row.runs == 1
+    assert "the recording is not in the submission, so not checked" in row.problems
+
+
+def test_every_run_naming_an_unreadable_recording_is_said(tmp_path: Path) -> None:
+    folder = tmp_path / "ada"
+    (folder / "nbagent-recordings").mkdir(parents=True)
+    (folder / "nbagent-recordings" / "r.json").write_text("not a recording")
+    digest = sha256_digest(b"not a recording")
+    cells = [
+        _run_cell(_record(run_id=f"run-{n}", recording="nbagent-recordings/r.json",
+                          recording_digest=digest, output_digest=sha256_digest("hi")))
+        for n in range(1, 4)
+    ]  # fmt: skip
+    _write(tmp_path, "ada", "hw.ipynb", _notebook(*cells))
+    (row,) = read_class([tmp_path])
+    assert row.flags == "output_mismatch"
+    assert row.problems.count("the recording is not readable") == 3  # said for each run
