@@ -145,6 +145,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
         "nbagent.content",
         "nbagent.generation",
         "nbagent.messages",
+        "nbagent._prices",
         "nbagent.tools",
     ),
     "inspection": ("nbagent.inspection",),
@@ -159,6 +160,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "agent": ("nbagent.agent",),
     "kernel": ("nbagent.kernel",),
     "telemetry": ("nbagent.telemetry",),
+    # a course: the teacher's policy, the provenance each cell carries, the class report
     "course": ("nbagent.course",),
     "notebook": ("nbagent.notebook",),
     "terminal": ("nbagent.terminal",),
@@ -188,7 +190,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "agent": _CORE | {"providers", "loop", "batch"},
     "kernel": _CORE | {"agent"},
     "telemetry": _CORE | {"agent"},
-    "course": _WORDS | {"approvals", "recording"},  # the policy's globs; recordings' answers
+    "course": _CORE | {"recording"},
     "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course"},
     "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course"},
     "face": set(ROOMS) - {"face"},

@@ -7,9 +7,9 @@ record every ``%agent`` cell's output carries under the ``"nbagent"`` metadata k
 (:mod:`.report`: one row per notebook, with flags; :mod:`.runs_report`: one notebook's runs,
 as ``%agent report`` shows them).
 
-May import (docs/architecture.md): the ground, :mod:`nbagent.schema`, the vocabulary, the
-approvals (the policy's globs) and :mod:`nbagent.recording`; never IPython, ipywidgets or the
-HTTP client. The front ends import it, never the other way round.
+May import: the core (ground, vocabulary, :mod:`nbagent.schema`, :mod:`nbagent.inspection`,
+:mod:`nbagent.approvals`, :mod:`nbagent.events`) and :mod:`nbagent.recording`; never IPython,
+ipywidgets or the HTTP client. The front ends import it, never the other way round.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def _build(where: Path) -> Path:
     want = {
         "ipykernel": VERSION,
         "root": str(ROOT),
-        "extra": ["pandas", "matplotlib"],
+        "extra": ["pandas", "matplotlib", "prices"],
         "pyproject": project,  # a new dependency must reach this venv too
     }
     if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
@@ -49,7 +49,8 @@ def _build(where: Path) -> Path:
     subprocess.run(
         [
             *(str(python), "-m", "pip", "install", "-q"),
-            *(f"ipykernel=={VERSION}", "pandas", "matplotlib", "-e", str(ROOT)),
+            # prices: the course tests read what a run cost in this kernel too
+            *(f"ipykernel=={VERSION}", "pandas", "matplotlib", "-e", f"{ROOT}[prices]"),
         ],
         check=True,
     )
