@@ -54,6 +54,11 @@ def _copy_notebooks() -> None:
     _mirror(ROOT / "notebooks", COURSE, "*.ipynb")
     _mirror(ROOT / "notebooks" / "nbagent-recordings", COURSE / "nbagent-recordings", "*.json")
     _mirror(ROOT / "notebooks" / "data", COURSE / "data", "*.csv")
+    # notebook 13's sample course (a policy and generated submissions): read, never a page
+    sample = COURSE / "sample-course"
+    if sample.exists():
+        shutil.rmtree(sample)
+    shutil.copytree(ROOT / "notebooks" / "sample-course", sample, symlinks=True)
 
 
 _copy_notebooks()
@@ -89,7 +94,13 @@ napoleon_numpy_docstring = False
 # --- pages --------------------------------------------------------------------------------------
 
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "course/.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+exclude_patterns = [
+    "_build",
+    "course/.ipynb_checkpoints",
+    "course/sample-course",
+    "Thumbs.db",
+    ".DS_Store",
+]
 html_theme = "pydata_sphinx_theme"
 html_title = "nbagent"
 html_theme_options = {

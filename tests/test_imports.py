@@ -141,6 +141,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "vocabulary": (
         "nbagent._digest",
         "nbagent._history",
+        "nbagent._prices",
         "nbagent.content",
         "nbagent.generation",
         "nbagent.messages",

@@ -97,6 +97,12 @@ def _cells(session: Session, shell: Any, words: list[str]) -> None:
     cells_command(session, shell, words)
 
 
+def _report(session: Session, shell: Any, words: list[str]) -> None:
+    from .runreport import report as show
+
+    show(session, shell, words)
+
+
 def _policy(session: Session, shell: Any, words: list[str]) -> None:
     from .courseview import show_policy
 
@@ -156,6 +162,7 @@ COMMANDS: dict[str, Command] = {
     "history": Command(lambda s, _sh, _w: report.history(s)),
     "config": Command(lambda s, sh, _w: report.config(s, detect(sh))),
     "usage": Command(lambda s, _sh, _w: report.usage(s), scan=False),
+    "report": Command(_report, scan=False),
     "policy": Command(_policy, scan=False),
     "mcp": Command(servers.run, scan=False, awaited=servers.run_awaited),
     "undo": Command(_undo, scan=False),

@@ -193,6 +193,7 @@ _LISTS = {
     "config": "the model, approval policy and settings in use",
     "recording": "the recordings of this notebook",
     "usage": "tokens per run and per session",
+    "report": "this notebook's AI use: each run, its calls and code (static)",
     "policy": "the course policy in force: its rules, file and digest",
     "stop": "stop the runs in progress",
 }

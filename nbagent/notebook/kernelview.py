@@ -107,7 +107,9 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
     report = kit.undo(runs, step=step)
     labels = [label.split()[0] for label in report.snippets if label.startswith("run-")]
     undone = tuple(dict.fromkeys(labels))  # the runs whose snippets were undone, once each
-    metadata = {"nbagent": FollowUp("undone", undone).to_metadata()} if undone else {}
+    metadata = {}
+    if undone and step is None:  # whole runs undone (one step's undo: its snippet says so)
+        metadata = {"nbagent": _follow_up(session, FollowUp("undone", undone))}
     display(_report_bundle(report), raw=True, metadata=metadata)  # type: ignore[no-untyped-call]
     with _lock:
         retired = [
@@ -240,8 +242,15 @@ def cells_command(session: Session, shell: Any, words: list[str]) -> None:
             "text/markdown": f"{said}\n\n{fenced(source, 'python')}",
         },
         raw=True,
-        metadata={"nbagent": record.to_metadata()},
+        metadata={"nbagent": _follow_up(session, record)},
     )
+
+
+def _follow_up(session: Session, record: FollowUp) -> dict[str, Any]:
+    """What a command did with runs' code, kept by the session for ``%agent report``, as the
+    record (:class:`~nbagent.course.FollowUp`) its output carries."""
+    session.follow_ups.append(record)
+    return record.to_metadata()
 
 
 def _escape(text: str) -> str:

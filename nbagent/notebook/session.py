@@ -139,6 +139,9 @@ class Session:
         self._mcp_tools: dict[str, str] = {}  # tool name -> the MCP server it comes from
         #: per server, its tools left out because a tool of the notebook has their name
         self.mcp_shadowed: dict[str, tuple[str, ...]] = {}
+        #: what ``%agent cells`` / ``%agent undo`` did with runs' code (course FollowUps, for
+        #: ``%agent report``), the newest _KEEP_JOBS
+        self.follow_ups: deque[Any] = deque(maxlen=_KEEP_JOBS)
 
     # --- the model and the conversation ----------------------------------------------------------
 

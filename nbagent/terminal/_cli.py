@@ -51,6 +51,9 @@ examples:
   python -m nbagent --tools my_tools.py              your tools instead of the demo ones
   python -m nbagent --tools mypkg.tools:TOOLS --approve auto 'tidy up'
   NO_COLOR=1 python -m nbagent                       no colors (they are off when piped too)
+  python -m nbagent report submissions/              the class report (a teacher's; see
+                                                     report --help); a prompt that starts
+                                                     with "report" goes after --
 
 exit status:
   0 all runs done, 1 a run failed (or the output could not be written), 2 bad arguments or
@@ -187,7 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     Meant to be the process's last act: when a tool function the loop abandoned (it ignored a
     cancel) is still running, or after a second Ctrl-C, it ends the process at once
     (``os._exit``) instead of waiting for that function, and says so.
+
+    ``report FOLDER…`` is the class report (:mod:`nbagent.course.report`), not a prompt: a
+    prompt that starts with the word ``report`` goes after ``--``.
     """
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["report"]:
+        from ..course.report import main as report_main
+
+        return report_main(words[1:])
     args = build_parser().parse_args(argv)
     try:
         return _main(args)

@@ -9,6 +9,7 @@ reopened and exported, and the dark theme (test_course_saved_and_themed.py).
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import urllib.error
@@ -94,6 +95,15 @@ EXPECTED = {
         "Then no coat needed. | the model read: Oslo: sunny, 25 °C | edited: True",
         "Paris is fine; for Oslo, pack a raincoat and boots.",
         "they first differ at step 2",
+    ],
+    "13_running_a_course": [
+        "This is an exam: AI is off",
+        "ai_off: True | requests sent: 0",
+        "AI use in this notebook",
+        "2 run(s): 0 live, 0 replayed, 2 offline, 0 refused",
+        "student-exam-run/exams/final.ipynb [ai_off]",
+        "to look at: run-1 (nbagent-recordings/run-1-3.json): the answer in the cell",
+        "17 notebook(s), 29 run(s), 6 flagged",
     ],
 }
 #: How many step-mode pauses a person meets in each lesson under Run All (each gets Next).
@@ -228,3 +238,20 @@ def run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
         raise
     finally:
         page.close()
+
+
+def save_and_close(page: Any, lab: Lab, name: str) -> None:
+    """File > Save, wait for the outputs on disk, shut the kernel down, close the page."""
+    menu(page, "File", "Save Notebook")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            saved = json.loads((lab.root / name).read_text())
+        except json.JSONDecodeError:  # read while JupyterLab was writing it
+            saved = {"cells": []}
+        if any(c.get("outputs") for c in saved["cells"]):
+            break
+        time.sleep(0.3)
+    menu(page, "Kernel", "Shut Down Kernel")
+    time.sleep(1.0)
+    page.close()

@@ -22,6 +22,7 @@ from .course import (  # noqa: F401 (fixtures)
     output_text,
     page_problems,
     run_all,
+    save_and_close,
 )
 from .lab import Lab, faint_text, menu, open_notebook
 
@@ -32,19 +33,7 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
     try:
         open_notebook(page, lab, name)
         run_all(page)
-        menu(page, "File", "Save Notebook")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                saved = json.loads((lab.root / name).read_text())
-            except json.JSONDecodeError:  # read while JupyterLab was writing it
-                saved = {"cells": []}
-            if any(c.get("outputs") for c in saved["cells"]):
-                break
-            time.sleep(0.3)
-        menu(page, "Kernel", "Shut Down Kernel")
-        time.sleep(1.0)
-        page.close()
+        save_and_close(page, lab, name)
         for kernel in lab.api("/api/kernels"):
             try:
                 lab.api(f"/api/kernels/{kernel['id']}", method="DELETE")
@@ -128,3 +117,44 @@ def test_text_stays_readable_in_the_dark_theme(lab: Lab, browser: Any) -> None: 
         page.close()
         # the other tests of this server expect the light theme
         lab.api(themes, method="PUT", body={"raw": json.dumps({"theme": "JupyterLab Light"})})
+
+
+def test_the_report_reads_after_saving_and_reopening(lab: Lab, browser: Any) -> None:  # noqa: F811
+    """Lesson 13 under Run All, saved, its kernel shut down, reopened: ``%agent report`` is
+    still there as a table (static HTML, no widget), and the exam's refusal reads as one line."""
+    name = "13_running_a_course.ipynb"
+    forget_kernel(lab, name)
+    page = browser.new_page(viewport={"width": 1100, "height": 1000})
+    try:
+        open_notebook(page, lab, name)
+        run_all(page)
+        assert page_problems(page) == []
+        save_and_close(page, lab, name)
+        page = browser.new_page(viewport={"width": 1100, "height": 1000})
+        page.goto(lab.page_url(name))
+        page.locator(".jp-OutputArea-output").first.wait_for(timeout=60_000)
+        time.sleep(2.0)  # widget outputs would fail to render by now
+        assert page_problems(page) == []
+        report = page.locator(".jp-OutputArea-output", has_text="AI use in this notebook").filter(
+            has_text="What is the weather in"  # this notebook's runs, not a submission's
+        )
+        assert report.count() == 1
+        table = report.locator("table").first
+        assert "What is the weather in" in table.inner_text()
+        assert "offline stand-in" in table.inner_text()
+        refusal = page.locator(".jp-OutputArea-output", has_text="This is an exam: AI is off")
+        assert refusal.count() >= 1
+        SHOTS.mkdir(exist_ok=True)
+        report.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "course-report-reopened.png"))
+    except Exception:
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "course-report-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+    saved = (lab.root / name).read_text()
+    assert "application/vnd.jupyter.widget-view+json" not in saved
+
+
+DARK = "JupyterLab Dark"

@@ -1,0 +1,229 @@
+"""Generated sample submissions: notebooks (and their recordings) shaped as nbagent saves them.
+
+For the teachers' lesson, the class-report benchmark and the tests: :func:`write_samples`
+writes ``<folder>/<student>/<notebook>.ipynb`` for a number of made-up students, with the
+provenance each ``%agent`` output carries and the recordings beside them, and a few students
+whose submissions a teacher should look at (each kind of flag once). Every notebook says in its
+first cell that it was generated. Nothing here talks to a model: the runs never happened.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..recording import Recording, Step
+from .provenance import CallRecord, Provenance, SnippetRecord, sha256_digest
+
+__all__ = ["FLAGGED", "Sample", "write_samples"]
+
+_PROMPTS = (
+    "Which months in sales are unusual for the season?",
+    "Explain the difference between a list and a tuple",
+    "What is the weather in Paris?",
+    "Plot the monthly totals of sales",
+    "Why does my loop print the same value three times?",
+    "Summarise the data set in three sentences",
+)
+_ANSWERS = (
+    "March and October are unusual: both are more than two standard deviations above the mean.",
+    "A list can change after it is made; a tuple cannot, so a tuple can be a dict key.",
+    "Paris: sunny, 21 °C",
+    "I plotted the monthly totals: the peak is in December.",
+    "The loop variable is read when the function runs, not when it is defined.",
+    "The data holds 120 months of sales for three shops; sales grow 4% a year.",
+)
+_MODELS = ("openai:gpt-4.1-mini", "anthropic:claude-haiku-4-5", "openai:gpt-4.1-nano")
+
+#: The students whose samples carry a problem, and the flag each one shows.
+FLAGGED: dict[str, str] = {
+    "student-exam-run": "ai_off",
+    "student-own-policy": "other_policy",
+    "student-edited-answer": "output_mismatch",
+    "student-removed-record": "metadata_removed",
+    "student-tampered": "metadata_tampered",
+    "student-broken-file": "unreadable",
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What :func:`write_samples` wrote for one notebook: where, and the flag expected."""
+
+    student: str
+    path: Path
+    flag: str | None
+
+
+def _cell(source: str, **extra: Any) -> dict[str, Any]:
+    return {"cell_type": "code", "execution_count": None, "id": extra.pop("id"),
+            "metadata": {}, "outputs": [], "source": source, **extra}  # fmt: skip
+
+
+def _markdown(source: str, cell_id: str) -> dict[str, Any]:
+    return {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": source}
+
+
+def _notebook(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def _recording(prompt: str, answer: str, model: str) -> Recording:
+    finish = {"type": "finish", "reason": "stop", "raw_reason": "stop", "t": 400,
+              "usage": {"input_tokens": 240, "output_tokens": 40,
+                        "cache_read_tokens": 0, "cache_write_tokens": 0}}  # fmt: skip
+    request: dict[str, Any] = {"instructions": None, "messages": ["user:0000000000000000"],
+               "options": "0000000000000000", "tool_choice": "auto", "tools": {}}  # fmt: skip
+    events = [{"type": "text", "text": answer, "d": 100, "t": 300}, finish]
+    return Recording([Step(request, events)], model=model, created="2026-11-30T09:00:00+00:00",
+                     prompt=prompt)  # fmt: skip
+
+
+def _run_output(run: Provenance, answer: str, cell_id: str) -> dict[str, Any]:
+    footer = f"finished · 1 step · {run.input_tokens:,} in / {run.output_tokens:,} out tokens"
+    return {
+        "output_type": "display_data",
+        "data": {
+            "text/markdown": f"**{run.run_id}** · {run.model}\n\n{answer}\n\n*{footer}*",
+            "text/plain": f"{run.run_id} · {run.model}\n{answer}\n{footer}",
+        },
+        # as the notebook writes it: the run view's own record, the provenance inside it
+        "metadata": {"nbagent": {"version": 1, "run_id": run.run_id, "prompt": run.prompt,
+                                 "model": run.model, "stop_reason": run.stop_reason,
+                                 "usage": {"input_tokens": run.input_tokens,
+                                           "output_tokens": run.output_tokens},
+                                 "provenance": run.to_metadata()}},
+    }  # fmt: skip
+
+
+def _student_notebook(
+    folder: Path, student: str, index: int, rng: random.Random, policy_digest: str | None,
+    flag: str | None,
+) -> Path:  # fmt: skip
+    notebook_dir = folder / student
+    recordings = notebook_dir / "nbagent-recordings"
+    recordings.mkdir(parents=True, exist_ok=True)
+    cells = [_markdown(f"# Homework 1 ({student})\n\n*Generated sample submission: made by "
+                       "`scripts/make_sample_submissions.py`, not a real student's work.*",
+                       "intro")]  # fmt: skip
+    runs = 2 + index % 3
+    for number in range(1, runs + 1):
+        which = (index + number) % len(_PROMPTS)
+        prompt, answer = _PROMPTS[which], _ANSWERS[which]
+        live = (index + number) % 2 == 0
+        model = _MODELS[(index + number) % len(_MODELS)]
+        name = f"run-{number}-{which}.json"
+        recording = _recording(prompt, answer, model).to_json()
+        (recordings / name).write_text(recording, encoding="utf-8")
+        tokens_in, tokens_out = 200 + rng.randrange(400), 20 + rng.randrange(200)
+        kernel = which == 3
+        run = Provenance(
+            run_id=f"run-{number}",
+            prompt=prompt,
+            model=model,
+            provider=model.split(":", 1)[0],
+            mode="live" if live else "replayed",
+            recording=f"nbagent-recordings/{name}",
+            recording_digest=sha256_digest(recording),
+            policy_digest=policy_digest,
+            policy_source="nbagent-course.toml" if policy_digest else None,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            requests=1 + int(kernel),
+            cost_usd=round((tokens_in * 0.4 + tokens_out * 1.6) / 1e6, 6) if live else 0.0,
+            seconds=round(0.5 + rng.random() * 3, 3),
+            calls=(CallRecord("run_python", "approved", "done"),) if kernel else (),
+            snippets=(SnippetRecord("monthly = sales.resample('ME').sum()\nmonthly.plot()"),)
+            if kernel
+            else (),
+            output_digest=sha256_digest(answer),
+        )
+        cell = _cell(f"%agent {prompt}", id=f"run{number}")
+        output = _run_output(run, answer, cell["id"])
+        if flag == "output_mismatch" and number == 1:  # the answer edited in the notebook file
+            edited = "March and October, as the agent found (it checked every month)."
+            output = _run_output(
+                Provenance(**{**run.__dict__, "output_digest": sha256_digest(edited)}),
+                edited,
+                cell["id"],
+            )
+        if flag == "metadata_removed" and number == 1:
+            output["metadata"] = {}
+        if flag == "metadata_tampered" and number == 1:
+            output["metadata"]["nbagent"]["provenance"]["tokens"]["input"] = -5000
+        cell["outputs"] = [output]
+        cells.append(cell)
+    path = notebook_dir / "homework-1.ipynb"
+    path.write_text(json.dumps(_notebook(cells), indent=1, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _exam(folder: Path, student: str, policy_digest: str | None, ran: bool) -> Path:
+    exam = folder / student / "exams"
+    exam.mkdir(parents=True, exist_ok=True)
+    prompt = "Solve question 2 for me"
+    cells = [_markdown("# Exam\n\n*Generated sample submission, not a real student's work.*",
+                       "intro"), _cell(f"%agent {prompt}", id="ask")]  # fmt: skip
+    if ran:  # the notebook was renamed while it ran, so no AI-off rule matched it
+        answer = "Question 2: the answer is 42."
+        run = Provenance(run_id="run-1", prompt=prompt, model=_MODELS[0], provider="openai",
+                         mode="live", policy_digest=policy_digest,
+                         policy_source="nbagent-course.toml", input_tokens=150,
+                         output_tokens=12, requests=1, cost_usd=0.00008, seconds=0.8,
+                         output_digest=sha256_digest(answer))  # fmt: skip
+        cells[1]["outputs"] = [_run_output(run, answer, "ask")]
+    else:
+        message = "AI is off in exams/*.ipynb (nbagent-course.toml): this is an exam."
+        run = Provenance(run_id="run-1", prompt=prompt, model=None, provider=None,
+                         mode="offline", policy_digest=policy_digest,
+                         policy_source="nbagent-course.toml", ai_off=True, refused=message,
+                         stop_reason="refused")  # fmt: skip
+        cells[1]["outputs"] = [{"output_type": "display_data",
+                                "data": {"text/plain": message, "text/markdown": message},
+                                "metadata": {"nbagent": run.to_metadata()}}]  # fmt: skip
+    path = exam / "final.ipynb"
+    path.write_text(json.dumps(_notebook(cells), indent=1), encoding="utf-8")
+    return path
+
+
+def write_samples(
+    folder: str | Path, count: int = 8, *, policy: bytes | None = None, seed: int = 28
+) -> list[Sample]:
+    """Write ``count`` students' submissions under ``folder`` (at least the flagged ones of
+    :data:`FLAGGED`, then ordinary ones), runs made under the policy whose file's bytes are
+    ``policy`` (None: no policy in force). Returns what was written."""
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    digest = sha256_digest(policy) if policy is not None else None
+    written: list[Sample] = []
+    names = list(FLAGGED)
+    names += [f"student-{n:03d}" for n in range(1, max(0, count - len(names)) + 1)]
+    for index, student in enumerate(names):
+        flag = FLAGGED.get(student)
+        if flag == "unreadable":
+            target = root / student / "homework-1.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text('{"cells": [{"cell_type": "code", "source": "%agent hi"', "utf-8")
+            written.append(Sample(student, target, flag))
+            continue
+        run_flag = (
+            flag if flag in ("output_mismatch", "metadata_removed", "metadata_tampered") else None
+        )
+        own = sha256_digest(b"# my own policy\n") if flag == "other_policy" else digest
+        path = _student_notebook(root, student, index, rng, own, run_flag)
+        written.append(Sample(student, path, flag if flag != "ai_off" else None))
+        exam = _exam(root, student, digest, ran=flag == "ai_off")
+        written.append(Sample(student, exam, "ai_off" if flag == "ai_off" else None))
+    return written
