@@ -272,6 +272,16 @@ GRAMMARS: dict[str, Grammar] = {
         _f(RUN, STEP, Rest("[options] [PROMPT]"), does="a new conversation from RUN at STEP"),
     ),
     "compare": _g("compare", _f(RUN, RUN, does="two runs side by side: where they first differ")),
+    "serve": _g(
+        "serve",
+        _f("stop", does="stop serving"),
+        _f("status", does="what is served, and where"),
+        _f(
+            Rest(("[--kernel]", "[--approve ask|auto]", "[--port PORT]", "[--expose ADDRESS]")),
+            does="serve the notebook's tools over MCP (see docs/howto/serve.md)",
+        ),
+        quoting=True,
+    ),
     "map": _g(
         "map",
         _f(

@@ -139,6 +139,8 @@ class Session:
         self._mcp_tools: dict[str, str] = {}  # tool name -> the MCP server it comes from
         #: per server, its tools left out because a tool of the notebook has their name
         self.mcp_shadowed: dict[str, tuple[str, ...]] = {}
+        #: What ``%agent serve`` serves now (:class:`.serving.ServedSession`), or None.
+        self.served: Any = None
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -567,6 +569,8 @@ class Session:
                 transcript.error = reason
             job.cancel()
             job.abandon()
+        if self.served is not None:  # %agent serve: its server and waiting calls end too
+            self.served.stop("the kernel shut down")
         self.close_mcp_servers()
 
     def stop(self) -> int:

@@ -1,0 +1,546 @@
+"""An MCP server over streamable HTTP, on a thread of its own, serving :class:`ServedCalls`.
+
+The protocol is the official SDK's (its low-level ``Server`` and streamable HTTP session
+manager); what this module adds is what a server that can run code in someone's kernel must
+have, checked in this order for every HTTP request:
+
+1. **The path**: only ``/mcp`` is served (404 for the rest).
+2. **The bearer token** made for this start (``secrets``, 256 bits), compared in constant time
+   (:func:`hmac.compare_digest`): 401 without it or with another. The token is registered with
+   :func:`nbagent.redact.hide_exactly`, and no repr shows it.
+3. **Host and Origin** (DNS rebinding): the SDK's checks, with the host and port this server
+   listens on as the only ones allowed (421 for another Host, 403 for another Origin).
+4. **The body**: at most ``max_body_bytes`` (413 past it, before it is parsed).
+5. **Connections**: at most ``max_connections`` at once (uvicorn answers 503 past it), and at
+   most ``max_calls`` tool calls in progress (a call past it gets a tool error at once).
+
+A call waits on :class:`ServedCalls` (the person, a rule, the tool); meanwhile the client gets
+a progress notification every ``progress_interval`` seconds when it asked for progress, and a
+client that closes its connection (or cancels) has its call cancelled: one that had not run
+then never runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hmac
+import ipaddress
+import json
+import logging
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..content import ImagePart, TextPart, ToolResult
+from ..redact import forget_exactly, hide_exactly
+from ._served import CallRefused, ServedCalls
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+__all__ = ["ServeError", "ServeSettings", "ToolServer", "is_loopback"]
+
+log = logging.getLogger("nbagent")
+
+#: The one path served.
+PATH = "/mcp"
+_GONE_KEY = "nbagent.client_gone"
+
+
+class ServeError(RuntimeError):
+    """The server could not start (a bind refused, a bad setting): says why."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How a served session listens and what it allows (defaults in parentheses).
+
+    ``host`` ("127.0.0.1"): another address than loopback needs ``expose=True``, which says
+    that anyone who reaches it and holds the token may ask for the served tools; ``port`` (0:
+    a free one); ``max_body_bytes`` (2 MiB) of one request; ``max_connections`` (64) HTTP
+    connections at once; ``max_calls`` (16) tool calls in progress at once, waiting ones
+    included; ``progress_interval`` (5 s) between two progress notifications of a waiting
+    call; ``session_idle_timeout`` (30 min) before a silent client's session is dropped.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    expose: bool = False
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_connections: int = 64
+    max_calls: int = 16
+    progress_interval: float = 5.0
+    session_idle_timeout: float = 30 * 60.0
+    #: For the conformance suite only: serve without a token (loopback only).
+    no_token: bool = False
+
+    def __post_init__(self) -> None:
+        if not is_loopback(self.host) and not self.expose:
+            raise ServeError(
+                f"{self.host!r} is not a loopback address: serving there lets anyone who can "
+                "reach it and holds the token ask for these tools (with the kernel tools, run "
+                "code in this kernel). Say so explicitly: expose=True (--expose ADDRESS)."
+            )
+        if self.no_token and not is_loopback(self.host):
+            raise ServeError("no_token is only for loopback addresses")
+        for name in ("max_body_bytes", "max_connections", "max_calls"):
+            if getattr(self, name) < 1:
+                raise ServeError(f"{name} must be at least 1")
+        if not self.progress_interval > 0:
+            raise ServeError("progress_interval must be a positive number of seconds")
+
+
+class _Secret(str):
+    """The token: a str whose repr never shows it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<token hidden>"
+
+
+class ToolServer:
+    """An MCP server for ``calls`` (see the module docs): :meth:`start`, then :attr:`url`;
+    :meth:`stop` ends it and every call still waiting (their cards say so)."""
+
+    def __init__(self, calls: ServedCalls, settings: ServeSettings | None = None) -> None:
+        self.calls = calls
+        self.settings = settings or ServeSettings()
+        self._token = _Secret(secrets.token_urlsafe(32))
+        hide_exactly(self._token)
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._socket: socket.socket | None = None
+        self._inflight = 0
+        self._inflight_lock = threading.Lock()
+        self._futures: set[Any] = set()
+        self.port = 0
+        self.started_at = 0.0
+        self.calls_refused = 0
+        self.connected = threading.Event()  # set by the first request with the token
+        self.on_connect: Any = None
+
+    def __repr__(self) -> str:
+        state = "serving" if self.running else "stopped"
+        return f"<ToolServer {state} at {self.url or '(not started)'}>"
+
+    @property
+    def token(self) -> str:
+        """The bearer token (its repr is hidden; show it only where a person asked for it)."""
+        return self._token
+
+    @property
+    def url(self) -> str:
+        if not self.port:
+            return ""
+        host = self.settings.host
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self.port}{PATH}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # --- starting and stopping ------------------------------------------------------------------
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Bind, start the server thread, and return once it accepts connections."""
+        if self._thread is not None:
+            raise ServeError("this server was already started")
+        settings = self.settings
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((settings.host.strip("[]"), settings.port))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            raise ServeError(f"cannot listen on {settings.host}:{settings.port}: {exc}") from None
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._main, name="nbagent-serve", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._failed is not None:
+            self.stop()
+            why = self._failed or "it did not start in time"
+            raise ServeError(f"the MCP server could not start: {why}")
+        self.started_at = time.time()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the server: open connections close, calls still waiting are cancelled."""
+        for future in list(self._futures):
+            future.cancel()
+        server = self._server
+        if server is not None:
+            server.should_exit = True
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        if self._socket is not None:
+            self._socket.close()
+        forget_exactly(self._token)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # said by start(), or logged once it served
+            self._failed = exc
+            self._ready.set()
+            log.warning("nbagent serve: the server ended: %s", exc)
+
+    async def _serve(self) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self._asgi(),
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            limit_concurrency=self.settings.max_connections,
+            ws="none",
+            timeout_graceful_shutdown=2,
+        )
+        server = uvicorn.Server(config)
+        self._server = server
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets=sockets)
+            self._ready.set()
+
+        server.startup = startup  # type: ignore[method-assign]
+        assert self._socket is not None
+        await server.serve(sockets=[self._socket])
+
+    # --- the application ------------------------------------------------------------------------
+
+    def _asgi(self) -> Any:
+        from mcp.server.lowlevel.server import Server
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from .._version import __version__
+
+        server: Server[Any] = Server(
+            "nbagent",
+            version=__version__,
+            title="nbagent notebook",
+            instructions=(
+                "Tools of a Jupyter notebook. A person watches each call in the notebook and "
+                "may approve, edit or deny it; a denial says why."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        port = self.port
+        hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+        origins = [f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"]
+        if not is_loopback(self.settings.host):
+            host = self.settings.host
+            shown = f"[{host}]" if ":" in host else host
+            hosts.append(f"{shown}:{port}")
+            origins.append(f"http://{shown}:{port}")
+        manager = StreamableHTTPSessionManager(
+            server,
+            security_settings=TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=hosts,
+                allowed_origins=origins,
+            ),
+            max_request_body_size=self.settings.max_body_bytes,
+            session_idle_timeout=self.settings.session_idle_timeout,
+            max_sessions=max(1, self.settings.max_connections),
+        )
+        guard = _Guard(manager.handle_request, self)
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "lifespan":
+                while True:
+                    message = await receive()
+                    if message["type"] == "lifespan.startup":
+                        self._manager_run = manager.run()
+                        await self._manager_run.__aenter__()
+                        await send({"type": "lifespan.startup.complete"})
+                    elif message["type"] == "lifespan.shutdown":
+                        await self._manager_run.__aexit__(None, None, None)
+                        await send({"type": "lifespan.shutdown.complete"})
+                        return
+            await guard(scope, receive, send)
+
+        return app
+
+    async def _list_tools(self, _ctx: Any, _params: Any) -> Any:
+        import mcp_types as types
+
+        tools = await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(_listed(self.calls), self.calls.loop)
+        )
+        return types.ListToolsResult(tools=[mcp_tool(t) for t in tools])
+
+    async def _call_tool(self, ctx: Any, params: Any) -> Any:
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        name, arguments = params.name, params.arguments
+        try:
+            found, value = self.calls.check(name, arguments)
+        except CallRefused as exc:
+            if exc.kind == "unknown":
+                raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+            return _error(str(exc))
+        with self._inflight_lock:
+            if self._inflight >= self.settings.max_calls:
+                self.calls_refused += 1
+                return _error(
+                    f"Too many calls in progress ({self.settings.max_calls}): this one was "
+                    "not run; try again when one has ended."
+                )
+            self._inflight += 1
+        future = None
+        try:
+            client = _client_name(ctx)
+            future = self.calls.submit(
+                found, value, client=client, max_calls=self.settings.max_calls
+            )
+            self._futures.add(future)
+            result = await self._await(ctx, future)
+        finally:
+            with self._inflight_lock:
+                self._inflight -= 1
+            if future is not None:
+                self._futures.discard(future)
+                if not future.done():
+                    future.cancel()
+        if result is None:
+            return _error("The call was cancelled before it ended; nothing more of it runs.")
+        return mcp_result(result, found)
+
+    async def _await(self, ctx: Any, future: Any) -> ToolResult | None:
+        """The call's result; progress while it waits; None when the client went away."""
+        gone = _gone_event(ctx)
+        waiting = asyncio.wrap_future(future)
+        started = time.monotonic()
+        interval = self.settings.progress_interval
+        while True:
+            watchers: set[Any] = {waiting}
+            gone_task = None
+            if gone is not None:
+                gone_task = asyncio.ensure_future(gone.wait())
+                watchers.add(gone_task)
+            done, _ = await asyncio.wait(watchers, timeout=interval, return_when="FIRST_COMPLETED")
+            if gone_task is not None and not gone_task.done():
+                gone_task.cancel()
+            if waiting in done:
+                if waiting.cancelled():
+                    return None
+                return waiting.result()
+            if gone_task is not None and gone_task in done:
+                future.cancel()
+                return None
+            elapsed = time.monotonic() - started
+            try:
+                await ctx.session.report_progress(
+                    elapsed, None, f"waiting in the notebook ({elapsed:.0f} s)"
+                )
+            except Exception:  # the client's stream is gone: it will not read the answer
+                future.cancel()
+                return None
+
+
+async def _listed(calls: ServedCalls) -> list[Tool]:
+    return calls.listed()
+
+
+def _gone_event(ctx: Any) -> Any:
+    request = getattr(ctx, "request", None)
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        return scope.get(_GONE_KEY)
+    return None
+
+
+def _client_name(ctx: Any) -> str:
+    try:
+        info = ctx.session.client_params.client_info
+        return f"{info.name} {info.version}".strip()[:80]
+    except AttributeError:
+        return ""
+
+
+def _error(text: str) -> Any:
+    import mcp_types as types
+
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def mcp_tool(found: Tool) -> Any:
+    """``found`` as MCP lists it: name, title, description, the strict input schema, and
+    ``provider_options["mcp"]``'s ``annotations`` and ``outputSchema`` when it has them."""
+    import mcp_types as types
+
+    extra = found.provider_options.get("mcp") if found.provider_options else None
+    extra = extra if isinstance(extra, dict) else {}
+    annotations = extra.get("annotations")
+    output_schema = extra.get("outputSchema")
+    schema = dict(found.input_schema or {"type": "object", "properties": {}})
+    return types.Tool(
+        name=found.name,
+        title=found.title,
+        description=found.description or None,
+        input_schema=schema,
+        output_schema=dict(output_schema) if isinstance(output_schema, dict) else None,
+        annotations=types.ToolAnnotations(**_annotations(annotations)) if annotations else None,
+    )
+
+
+_HINTS = {
+    "title": "title",
+    "readOnlyHint": "read_only_hint",
+    "destructiveHint": "destructive_hint",
+    "idempotentHint": "idempotent_hint",
+    "openWorldHint": "open_world_hint",
+}
+
+
+def _annotations(given: Any) -> dict[str, Any]:
+    if not isinstance(given, dict):
+        return {}
+    return {_HINTS[k]: v for k, v in given.items() if k in _HINTS}
+
+
+def mcp_result(result: ToolResult, found: Tool | None = None) -> Any:
+    """A tool's result as MCP content: its text and images, and ``structuredContent`` when the
+    tool declares an output schema and its value is a JSON object."""
+    import mcp_types as types
+
+    content: list[Any] = []
+    for part in result.content:
+        if isinstance(part, TextPart):
+            content.append(types.TextContent(type="text", text=part.text))
+        elif isinstance(part, ImagePart):
+            data = base64.b64encode(part.data).decode("ascii")
+            content.append(types.ImageContent(type="image", data=data, mime_type=part.mime_type))
+    structured = None
+    extra = found.provider_options.get("mcp") if found is not None else None
+    if isinstance(extra, dict) and isinstance(extra.get("outputSchema"), dict):
+        value = result.value
+        if isinstance(value, dict) and not result.is_error:
+            try:
+                structured = json.loads(json.dumps(value, allow_nan=False))
+            except (TypeError, ValueError):
+                structured = None
+            if structured is not None and not content:
+                content.append(types.TextContent(type="text", text=json.dumps(structured)))
+    return types.CallToolResult(
+        content=content, is_error=result.is_error, structured_content=structured
+    )
+
+
+class _Guard:
+    """The token, then the SDK (Host, Origin, body size, the protocol); and a watch on each
+    request's connection so that a client that leaves is seen while its call waits."""
+
+    def __init__(self, app: Any, owner: ToolServer) -> None:
+        self.app = app
+        self.owner = owner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope.get("path", "").rstrip("/") != PATH:
+            await _plain(send, 404, "not found: the MCP endpoint is " + PATH)
+            return
+        if not self.owner.settings.no_token and not self._authorized(scope):
+            await _plain(
+                send,
+                401,
+                "a bearer token is needed: Authorization: Bearer TOKEN (the line shown when "
+                "the server started)",
+                [(b"www-authenticate", b'Bearer realm="nbagent"')],
+            )
+            return
+        if not self.owner.connected.is_set():
+            self.owner.connected.set()
+            callback = self.owner.on_connect
+            if callback is not None:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("nbagent serve: on_connect failed")
+        gone = asyncio.Event()
+        scope[_GONE_KEY] = gone
+        body_done = asyncio.Event()
+
+        async def inner_receive() -> Any:
+            if not body_done.is_set():
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    gone.set()
+                    body_done.set()
+                elif not message.get("more_body", False):
+                    body_done.set()
+                return message
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def watch() -> None:
+            await body_done.wait()
+            while not gone.is_set():
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    gone.set()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await self.app(scope, inner_receive, send)
+        finally:
+            watcher.cancel()
+
+    def _authorized(self, scope: Any) -> bool:
+        given = b""
+        for key, value in scope.get("headers", ()):
+            if key == b"authorization":
+                given = value
+                break
+        scheme, _, token = given.partition(b" ")
+        expected = self.owner.token.encode()
+        ok = hmac.compare_digest(token.strip(), expected)
+        return ok and scheme.lower() == b"bearer"
+
+
+async def _plain(
+    send: Any, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": text}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
