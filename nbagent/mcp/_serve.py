@@ -163,6 +163,7 @@ class ToolServer:
         """Bind, start the server thread, and return once it accepts connections."""
         if self._thread is not None:
             raise ServeError("this server was already started")
+        _quiet_logs()
         settings = self.settings
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -290,9 +291,7 @@ class ToolServer:
     async def _list_tools(self, _ctx: Any, _params: Any) -> Any:
         import mcp_types as types
 
-        tools = await asyncio.wrap_future(
-            asyncio.run_coroutine_threadsafe(_listed(self.calls), self.calls.loop)
-        )
+        tools = self.calls.listed()  # on this thread: a busy kernel does not hold up a list
         return types.ListToolsResult(tools=[mcp_tool(t) for t in tools])
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
@@ -365,8 +364,16 @@ class ToolServer:
                 return None
 
 
-async def _listed(calls: ServedCalls) -> list[Tool]:
-    return calls.listed()
+def _quiet_logs() -> None:
+    """No log record of the SDK's or uvicorn's on stderr (in a kernel: whichever cell runs)
+    unless the person configured logging; what matters shows on the cards."""
+    from ._reasons import quiet_sdk_logging
+
+    quiet_sdk_logging()
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
 
 
 def _gone_event(ctx: Any) -> Any:
