@@ -227,7 +227,7 @@ def serve(
             "holds the token may ask for these tools"
             + (" and run code in this kernel (run_python)" if kernel else "")
         )
-    view = _make_view(interactive)
+    view = _make_view(interactive, fallback if fallback is session.approver else None)
     loop = kernel_loop()
     calls = ServedCalls(
         lambda: _served_tools(session, kernel),
@@ -268,11 +268,11 @@ def serve(
     return served
 
 
-def _make_view(interactive: bool) -> Any:
+def _make_view(interactive: bool, approver: Any) -> Any:
     if interactive:
         from .view import RunView
 
-        return RunView("tool calls from an MCP client")
+        return RunView("tool calls from an MCP client", approver=approver)
     from .textview import TextView
 
     return TextView("tool calls from an MCP client")

@@ -1,0 +1,155 @@
+"""``%agent serve`` in a real kernel: an external MCP client (nbagent's own) calls a served
+tool, the call shows as a card in the serving cell, and the person clicks Approve or Deny there
+exactly as a browser sends the click; other cells run while it serves; a snippet's namespace
+diff and its Undo; ``%agent serve stop`` ends it and the cell's output becomes text.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs the extra)")
+
+from nbagent import mcp_server
+
+from ..mcp.conftest import by_name, call
+from .kernel import Kernel
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def start_serving(kernel: Kernel, options: str = "") -> tuple[str, dict[str, str], str]:
+    """Define tools, serve them; the url, the client's headers, and the serving cell's id."""
+    kernel.execute(
+        textwrap.dedent(
+            """
+            ran = []
+
+            @tool(needs_approval=True)
+            def delete_file(path: str) -> str:
+                \"\"\"Delete a file (it only says so).\"\"\"
+                ran.append(path)
+                return f"deleted {path}"
+            """
+        )
+    )
+    serving = kernel.submit(f"%agent serve {options}".strip())
+    kernel.finish(serving)
+    out = kernel.execute(
+        "import json as _json\n_s = nbagent.serve()\n"
+        "print(_json.dumps({'url': _s.url, 'token': _s.token}))"
+    )
+    found = json.loads([m for m in out if m["msg_type"] == "stream"][0]["content"]["text"])
+    return found["url"], {"Authorization": f"Bearer {found['token']}"}, serving
+
+
+def stop_serving(kernel: Kernel) -> None:
+    kernel.execute("%agent serve stop")
+
+
+class Background:
+    """A client call on a thread, while the test pumps the kernel and clicks."""
+
+    def __init__(self, url: str, headers: dict[str, str], name: str, arguments: Any) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+        def go() -> None:
+            try:
+                with mcp_server("nb", url=url, headers=headers) as client:
+                    self.result = call(by_name(client, f"nb__{name}"), arguments)
+            except BaseException as exc:
+                self.error = exc
+
+        self.thread = threading.Thread(target=go, daemon=True)
+        self.thread.start()
+
+    def done(self) -> bool:
+        return not self.thread.is_alive()
+
+
+def test_a_served_call_waits_for_a_click_in_the_serving_cell(kernel: Kernel) -> None:
+    since = kernel.mark()
+    url, headers, serving = start_serving(kernel)
+    try:
+        client = Background(url, headers, "delete_file", {"path": "a.txt"})
+        approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+        # the kernel stays usable while the call waits: another cell runs now
+        assert kernel.eval("1 + 1") == 2
+        assert kernel.eval("ran") == []
+        kernel.click(approve[0])
+        kernel.wait_for(client.done, what="the client's answer")
+        assert client.error is None, client.error
+        assert not client.result.is_error
+        assert client.result.text == "deleted a.txt"
+        assert kernel.eval("ran") == ["a.txt"]
+        # the card is the serving cell's: its widgets came after the serving cell began
+        assert any("delete_file" in t for t in kernel.html_texts(since))
+        assert kernel.eval("len(nbagent.serve().calls.records)") == 1
+    finally:
+        stop_serving(kernel)
+    text = kernel.cell_text(serving)
+    assert "delete_file" in text  # the output became the calls as text, for a saved notebook
+    token = headers["Authorization"].split()[1]
+    saved = json.dumps(kernel.cell_outputs(serving))
+    assert token not in saved
+
+
+def test_a_denial_reaches_the_client_with_the_persons_reason(kernel: Kernel) -> None:
+    since = kernel.mark()
+    url, headers, _serving = start_serving(kernel)
+    try:
+        client = Background(url, headers, "delete_file", {"path": "b.txt"})
+        deny = kernel.wait_for(lambda: kernel.buttons("Deny", enabled=True, since=since))
+        reason = kernel.wait_for(lambda: kernel.widget_ids("TextModel", since=since))
+        kernel.type_into(reason[-1], "keep that file, it is the only copy")
+        kernel.click(deny[0])
+        kernel.wait_for(client.done, what="the client's answer")
+        assert client.error is None, client.error
+        assert client.result.is_error
+        assert "keep that file, it is the only copy" in client.result.text
+        assert kernel.eval("ran") == []
+    finally:
+        stop_serving(kernel)
+
+
+def test_serve_again_says_what_is_served_and_stop_ends_it(kernel: Kernel) -> None:
+    url, _headers, _serving = start_serving(kernel)
+    try:
+        again = kernel.execute("%agent serve")
+        text = "".join(m["content"].get("text", "") for m in again if m["msg_type"] == "stream")
+        assert url in text and "delete_file" in text
+    finally:
+        stop_serving(kernel)
+    after = kernel.execute("%agent serve status")
+    text = "".join(m["content"].get("text", "") for m in after if m["msg_type"] == "stream")
+    assert "nothing is served" in text
+
+
+def test_run_python_over_mcp_shows_the_diff_and_undo_puts_it_back(kernel: Kernel) -> None:
+    kernel.execute("served_value = 1")
+    since = kernel.mark()
+    url, headers, _serving = start_serving(kernel, "--kernel")
+    try:
+        with mcp_server("nb", url=url, headers=headers) as listing:
+            names = {t.name for t in listing.tools}
+        assert {"nb__run_python", "nb__list_variables", "nb__describe_variable"} <= names
+        client = Background(url, headers, "run_python", {"code": "served_value = 2"})
+        approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+        kernel.click(approve[0])
+        kernel.wait_for(client.done, what="the client's answer")
+        assert client.error is None, client.error
+        assert "served_value" in client.result.text
+        assert kernel.eval("served_value") == 2
+        undo = kernel.wait_for(
+            lambda: kernel.buttons("Undo this call's changes", enabled=True, since=since)
+        )
+        kernel.click(undo[0])
+        kernel.wait_for(lambda: kernel.eval("served_value") == 1, what="the undo")
+    finally:
+        stop_serving(kernel)
