@@ -350,7 +350,8 @@ class ToolServer:
             if waiting in done:
                 if waiting.cancelled():
                     return None
-                return waiting.result()
+                result: ToolResult = waiting.result()
+                return result
             if gone_task is not None and gone_task in done:
                 future.cancel()
                 return None

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._calls import run_valid_call
 from .._execution import copy_json
@@ -50,6 +50,7 @@ from ..limits import Limits
 from ..tools import Tool, ToolCall, validate_tools
 
 if TYPE_CHECKING:
+    from .._loopstate import RunState
     from ..hooks import AfterToolHook, BeforeToolHook
     from ..schema import CompiledSchema
     from ..timeline import Timeline
@@ -278,8 +279,10 @@ class ServedCalls:
         )
         self.emit(ToolCallReady(number, call, copy_json(arguments)))
         try:
+            # run_valid_call reads of its run and agent only what this class has (the hooks,
+            # timeouts, limits and schemas; not the conversation or the model)
             outcome = await run_valid_call(
-                self, found, call, arguments, self._semaphore, self._sequential
+                cast("RunState", self), found, call, arguments, self._semaphore, self._sequential
             )
         except asyncio.CancelledError:
             record.status = "cancelled"
@@ -290,8 +293,14 @@ class ServedCalls:
             )
             record.result = result
             self.emit(
-                ToolFinished(call, result, "cancelled", record.elapsed, None,
-                             self._abandoned.pop(call.id, None))
+                ToolFinished(
+                    call,
+                    result,
+                    "cancelled",
+                    record.elapsed,
+                    None,
+                    self._abandoned.pop(call.id, None),
+                )
             )
             raise
         shown = result_for_model(outcome.result, self.limits)  # what the client reads

@@ -141,8 +141,15 @@ def client_config(client: str, url: str, token: str) -> str:
         import json
 
         return json.dumps(
-            {"mcpServers": {"nbagent": {"type": "http", "url": url,
-                                         "headers": {"Authorization": f"Bearer {token}"}}}}
+            {
+                "mcpServers": {
+                    "nbagent": {
+                        "type": "http",
+                        "url": url,
+                        "headers": {"Authorization": f"Bearer {token}"},
+                    }
+                }
+            }
         )
     if client == "inspector":
         return (
@@ -290,9 +297,7 @@ def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
     kit = served.session.kernel
     if kit is None or not hasattr(view, "_append_block"):
         return
-    step = next(
-        (s for s in kit.snippets(served.calls.id) if s.call_id == event.call.id), None
-    )
+    step = next((s for s in kit.snippets(served.calls.id) if s.call_id == event.call.id), None)
     if step is None or not step.diff or step.undone:
         return
     import ipywidgets as widgets

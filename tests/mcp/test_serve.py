@@ -141,7 +141,9 @@ def test_a_call_waits_for_the_person_and_the_client_gets_the_approved_result(
         {"path": "a.txt"},
     )
     spans = served.calls.timeline().spans
-    assert [(s.kind, s.label) for s in spans if s.kind.startswith("tool")] == [("tool", "delete_file")]
+    assert [(s.kind, s.label) for s in spans if s.kind.startswith("tool")] == [
+        ("tool", "delete_file")
+    ]
     assert any(s.kind == "approval" for s in spans), spans
 
 
@@ -240,8 +242,11 @@ def test_another_host_or_origin_is_refused(served: Served) -> None:
                 "jsonrpc": "2.0",
                 "id": 1,
                 "method": "initialize",
-                "params": {"protocolVersion": VERSION, "capabilities": {},
-                           "clientInfo": {"name": "t", "version": "1"}},
+                "params": {
+                    "protocolVersion": VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
             },
         )
         assert ok_origin.status_code == 200
@@ -250,9 +255,7 @@ def test_another_host_or_origin_is_refused(served: Served) -> None:
 def test_a_100_mb_body_is_refused_without_being_read(served: Served) -> None:
     size = 100 * 1024 * 1024
     with httpx.Client(timeout=30) as http:
-        declared = http.post(
-            served.server.url, headers=served.headers(), content=b"x" * size
-        )
+        declared = http.post(served.server.url, headers=served.headers(), content=b"x" * size)
         assert declared.status_code == 413
         sent = [0]
 
@@ -295,10 +298,14 @@ def test_arguments_that_fail_the_schema_are_refused_before_any_card(served: Serv
                 served,
                 http,
                 session,
-                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                 "params": {"name": "add", "arguments": arguments}},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": "add", "arguments": arguments},
+                },
             )
-            found = [m for m in _messages(answer.text) if m.get("id") == 3][0]
+            found = next(m for m in _messages(answer.text) if m.get("id") == 3)
             if "error" in found:  # arguments not an object: the SDK's own params check
                 assert found["error"]["code"] == -32602
                 continue
@@ -318,10 +325,14 @@ def test_a_tool_unregistered_since_listing_is_an_unknown_tool(served: Served) ->
             served,
             http,
             session,
-            {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-             "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            },
         )
-        found = [m for m in _messages(answer.text) if m.get("id") == 5][0]
+        found = next(m for m in _messages(answer.text) if m.get("id") == 5)
         assert found["error"]["code"] == -32602
         assert "Unknown tool 'add'" in found["error"]["message"]
     assert served.events == []
@@ -337,8 +348,11 @@ def test_a_waiting_call_sends_progress_and_one_whose_client_left_never_runs(
             "jsonrpc": "2.0",
             "id": 6,
             "method": "tools/call",
-            "params": {"name": "delete_file", "arguments": {"path": "c.txt"},
-                       "_meta": {"progressToken": "p-6"}},
+            "params": {
+                "name": "delete_file",
+                "arguments": {"path": "c.txt"},
+                "_meta": {"progressToken": "p-6"},
+            },
         }
         progress: list[dict[str, Any]] = []
         with http.stream("POST", served.server.url, headers=headers, json=body) as answer:
@@ -372,18 +386,27 @@ def test_a_thousand_calls_at_once_are_bounded_and_nothing_runs_unapproved(
             first = await http.post(
                 served.server.url,
                 headers=served.headers(),
-                json={"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                      "params": {"protocolVersion": VERSION, "capabilities": {},
-                                 "clientInfo": {"name": "flood", "version": "1"}}},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": VERSION,
+                        "capabilities": {},
+                        "clientInfo": {"name": "flood", "version": "1"},
+                    },
+                },
             )
             session = first.headers["mcp-session-id"]
-            headers = served.headers(
-                **{"mcp-session-id": session, "mcp-protocol-version": VERSION}
-            )
+            headers = served.headers(**{"mcp-session-id": session, "mcp-protocol-version": VERSION})
 
             async def one(n: int) -> int | str:
-                body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                        "params": {"name": "delete_file", "arguments": {"path": f"{n}.txt"}}}
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "tools/call",
+                    "params": {"name": "delete_file", "arguments": {"path": f"{n}.txt"}},
+                }
                 try:
                     answer = await http.post(
                         served.server.url, headers=headers, json=body, timeout=3

@@ -44,7 +44,7 @@ def start_serving(kernel: Kernel, options: str = "") -> tuple[str, dict[str, str
         "import json as _json\n_s = nbagent.serve()\n"
         "print(_json.dumps({'url': _s.url, 'token': _s.token}))"
     )
-    found = json.loads([m for m in out if m["msg_type"] == "stream"][0]["content"]["text"])
+    found = json.loads(next(m for m in out if m["msg_type"] == "stream")["content"]["text"])
     return found["url"], {"Authorization": f"Bearer {found['token']}"}, serving
 
 
