@@ -314,13 +314,18 @@ class ToolServer:
                 )
             self._inflight += 1
         future = None
+        progress = _Progress(ctx, asyncio.get_running_loop())
         try:
             client = _client_name(ctx)
             future = self.calls.submit(
-                found, value, client=client, max_calls=self.settings.max_calls
+                found,
+                value,
+                client=client,
+                max_calls=self.settings.max_calls,
+                on_progress=progress.from_tool,
             )
             self._futures.add(future)
-            result = await self._await(ctx, future)
+            result = await self._await(ctx, future, progress)
         finally:
             with self._inflight_lock:
                 self._inflight -= 1
@@ -332,7 +337,7 @@ class ToolServer:
             return _error("The call was cancelled before it ended; nothing more of it runs.")
         return mcp_result(result, found)
 
-    async def _await(self, ctx: Any, future: Any) -> ToolResult | None:
+    async def _await(self, ctx: Any, future: Any, progress: _Progress) -> ToolResult | None:
         """The call's result; progress while it waits; None when the client went away."""
         gone = _gone_event(ctx)
         waiting = asyncio.wrap_future(future)
@@ -355,14 +360,40 @@ class ToolServer:
             if gone_task is not None and gone_task in done:
                 future.cancel()
                 return None
+            if time.monotonic() - progress.last < interval / 2:
+                continue  # the tool itself just said how it goes
             elapsed = time.monotonic() - started
-            try:
-                await ctx.session.report_progress(
-                    elapsed, None, f"waiting in the notebook ({elapsed:.0f} s)"
-                )
-            except Exception:  # the client's stream is gone: it will not read the answer
-                future.cancel()
+            if not await progress.send(f"waiting in the notebook ({elapsed:.0f} s)"):
+                future.cancel()  # the client's stream is gone: it will not read the answer
                 return None
+
+
+class _Progress:
+    """A call's progress notifications: numbered 1, 2, 3 … (the protocol wants them to grow),
+    each with a message: the tool's own update, or that the call still waits."""
+
+    def __init__(self, ctx: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.ctx = ctx
+        self.loop = loop
+        self.count = 0
+        self.last = 0.0
+
+    async def send(self, message: str) -> bool:
+        self.count += 1
+        self.last = time.monotonic()
+        try:
+            await self.ctx.session.report_progress(float(self.count), None, message[:500])
+        except Exception:
+            return False
+        return True
+
+    def from_tool(self, update: ToolResult) -> None:
+        """A ``context.update`` of the tool (on the calls' loop): sent from the server's."""
+        text = update.text or "working"
+        try:
+            asyncio.run_coroutine_threadsafe(self.send(text), self.loop)
+        except RuntimeError:  # the server has stopped
+            pass
 
 
 def _quiet_logs() -> None:

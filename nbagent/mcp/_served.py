@@ -137,6 +137,7 @@ class ServedCalls:
         self._semaphore: asyncio.Semaphore | None = None
         self._sequential: dict[str, asyncio.Lock] = {}
         self._abandoned: dict[str, AbandonedCall] = {}
+        self._listeners: dict[str, Callable[[ToolResult], None]] = {}
         self._started = False
 
     # --- what RunState asks of a run ------------------------------------------------------------
@@ -183,6 +184,12 @@ class ServedCalls:
     def _progress(self, call_id: str) -> Callable[[ToolResult, float], None]:
         def deliver(update: ToolResult, elapsed: float) -> None:
             self.emit(ToolProgress(call_id, update, elapsed))
+            listener = self._listeners.get(call_id)
+            if listener is not None:
+                try:
+                    listener(update)
+                except Exception:  # the client's side of it failed: the call goes on
+                    log.exception("progress of %s could not be sent", call_id)
 
         return deliver
 
@@ -251,15 +258,29 @@ class ServedCalls:
     # --- calls ----------------------------------------------------------------------------------
 
     def submit(
-        self, found: Tool, arguments: Any, *, client: str = "", max_calls: int = 16
+        self,
+        found: Tool,
+        arguments: Any,
+        *,
+        client: str = "",
+        max_calls: int = 16,
+        on_progress: Callable[[ToolResult], None] | None = None,
     ) -> concurrent.futures.Future[ToolResult]:
         """Run one checked call on :attr:`loop` (from any thread); cancel the future to stop
-        it (a call that had not run then never runs)."""
+        it (a call that had not run then never runs). ``on_progress`` gets the tool's own
+        progress updates (``context.update``), on the loop."""
         return asyncio.run_coroutine_threadsafe(
-            self._call(found, arguments, client, max_calls), self.loop
+            self._call(found, arguments, client, max_calls, on_progress), self.loop
         )
 
-    async def _call(self, found: Tool, arguments: Any, client: str, max_calls: int) -> ToolResult:
+    async def _call(
+        self,
+        found: Tool,
+        arguments: Any,
+        client: str,
+        max_calls: int,
+        on_progress: Callable[[ToolResult], None] | None,
+    ) -> ToolResult:
         if not self._started:
             self._started = True
             self.emit(RunStarted(self.id, self.label or "served over MCP", "an MCP client"))
@@ -270,6 +291,8 @@ class ServedCalls:
         text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
         call = ToolCall(f"{self.id}-call-{number}", found.name, text)
         record = ServedRecord(call, copy_json(arguments), client, time.monotonic())
+        if on_progress is not None:
+            self._listeners[call.id] = on_progress
         self.records.append(record)
         started = time.monotonic()
         self.emit(
@@ -285,6 +308,7 @@ class ServedCalls:
                 cast("RunState", self), found, call, arguments, self._semaphore, self._sequential
             )
         except asyncio.CancelledError:
+            self._listeners.pop(call.id, None)
             record.status = "cancelled"
             record.elapsed = time.monotonic() - started
             result = error_result(
@@ -303,6 +327,7 @@ class ServedCalls:
                 )
             )
             raise
+        self._listeners.pop(call.id, None)
         shown = result_for_model(outcome.result, self.limits)  # what the client reads
         original = outcome.original
         if original is None and shown is not outcome.result:
