@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +34,7 @@ from nbagent.mcp._serve import ServeError, ServeSettings, ToolServer
 from nbagent.mcp._served import ServedCalls
 from nbagent.redact import redact_secrets
 
-from .conftest import by_name, call, wait_until
+from .conftest import ROOT, by_name, call, wait_until
 
 VERSION = "2025-11-25"
 
@@ -455,3 +458,29 @@ def test_another_address_than_loopback_needs_expose() -> None:
                 ToolServer(calls, ServeSettings(port=taken)).start()
         finally:
             loop.close()
+
+
+def test_the_stdio_bridge_carries_a_call_that_waits_for_the_person(served: Served) -> None:
+    command = [sys.executable, "-m", "nbagent.mcp.bridge", served.server.url]
+    env = {"NBAGENT_SERVE_TOKEN": served.server.token, "PYTHONPATH": str(ROOT)}
+    with mcp_server("br", command, env=env) as client:
+        assert {t.name for t in client.tools} == {"br__add", "br__delete_file"}
+        assert call(by_name(client, "br__add"), {"a": 2, "b": 3}).text == "5"
+        person = decide_when_asked(served, Decision(False, "not over stdio", by="person"))
+        denied = call(by_name(client, "br__delete_file"), {"path": "d.txt"})
+        person.join(5)
+    assert denied.is_error
+    assert "not over stdio" in denied.text
+    assert served.ran == []
+
+
+def test_the_bridge_refuses_to_start_without_its_token() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "nbagent.mcp.bridge", "http://127.0.0.1:9/mcp"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")},
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "NBAGENT_SERVE_TOKEN" in done.stderr
