@@ -62,27 +62,27 @@ NOT_PLAYED: dict[str, str] = {
     "caching": "nbagent's lists change as cells run: it declares no cache hints",
     "http-custom-header-server-validation": "needs tools with x-mcp-header arguments",
     "sep-2164-resource-not-found": "nbagent serves no resources",
-    **{
-        name: "nbagent serves no resources"
-        for name in (
+    **dict.fromkeys(
+        (
             "resources-list",
             "resources-read-text",
             "resources-read-binary",
             "resources-templates-read",
             "resources-subscribe",
             "resources-unsubscribe",
-        )
-    },
-    **{
-        name: "nbagent serves no prompts"
-        for name in (
+        ),
+        "nbagent serves no resources",
+    ),
+    **dict.fromkeys(
+        (
             "prompts-list",
             "prompts-get-simple",
             "prompts-get-with-args",
             "prompts-get-embedded-resource",
             "prompts-get-with-image",
-        )
-    },
+        ),
+        "nbagent serves no prompts",
+    ),
     **{
         f"sep-2640-skills-{name}": "an extension for skills, which nbagent does not serve"
         for name in ("directory", "enumeration", "manifest")
