@@ -138,7 +138,9 @@ class ServedCalls:
         self._sequential: dict[str, asyncio.Lock] = {}
         self._abandoned: dict[str, AbandonedCall] = {}
         self._listeners: dict[str, Callable[[ToolResult], None]] = {}
+        self._open: dict[str, ServedRecord] = {}  # calls not answered yet, by call id
         self._started = False
+        self.closed = False
 
     # --- what RunState asks of a run ------------------------------------------------------------
 
@@ -176,6 +178,8 @@ class ServedCalls:
                 observer(self.id, event)
             except Exception:  # an observer must never break a call
                 log.exception("an observer of %s failed on %s", self.id, type(event).__name__)
+        if self.closed:
+            return  # the front end is gone: the timeline still gets it
         try:
             self._sink(event)
         except Exception:  # the front end failed: the call goes on, and it is said
@@ -309,24 +313,10 @@ class ServedCalls:
             )
         except asyncio.CancelledError:
             self._listeners.pop(call.id, None)
-            record.status = "cancelled"
-            record.elapsed = time.monotonic() - started
-            result = error_result(
-                f"The MCP client went away (or cancelled the call) before {found.name} "
-                "ended; nothing more of it runs."
-            )
-            record.result = result
-            self.emit(
-                ToolFinished(
-                    call,
-                    result,
-                    "cancelled",
-                    record.elapsed,
-                    None,
-                    self._abandoned.pop(call.id, None),
-                )
-            )
+            if self._open.pop(call.id, None) is not None:  # else close() answered it
+                self._cancelled(record, "The MCP client went away (or cancelled the call)")
             raise
+        self._open.pop(call.id, None)
         self._listeners.pop(call.id, None)
         shown = result_for_model(outcome.result, self.limits)  # what the client reads
         original = outcome.original
@@ -346,6 +336,31 @@ class ServedCalls:
             )
         )
         return shown
+
+    def _cancelled(self, record: ServedRecord, who: str) -> None:
+        call = record.call
+        record.status = "cancelled"
+        record.elapsed = time.monotonic() - record.started
+        record.result = error_result(f"{who} before {call.name} ended; nothing more of it runs.")
+        self.emit(
+            ToolFinished(
+                call,
+                record.result,
+                "cancelled",
+                record.elapsed,
+                None,
+                self._abandoned.pop(call.id, None),
+            )
+        )
+
+    def close(self, why: str = "Serving stopped") -> None:
+        """No more events to the front end; the calls still open are answered cancelled now
+        (their tasks, cancelled by the server, end on the loop later and emit nothing)."""
+        for call_id in list(self._open):
+            record = self._open.pop(call_id, None)
+            if record is not None:
+                self._cancelled(record, why)
+        self.closed = True
 
     def timeline(self) -> Timeline:
         """The served calls over time, as a run's timeline shows its calls."""

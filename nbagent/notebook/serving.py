@@ -115,6 +115,7 @@ class ServedSession:
                 return
             self._stopped = True
         self.server.stop()
+        self.calls.close(f"Serving stopped ({reason})")
         if self._ticker is not None:
             self._ticker.cancel()
         try:
@@ -234,7 +235,13 @@ def serve(
             "holds the token may ask for these tools"
             + (" and run code in this kernel (run_python)" if kernel else "")
         )
-    view = _make_view(interactive, fallback if fallback is session.approver else None)
+    served_holder: list[ServedSession] = []
+
+    def stop_clicked() -> None:
+        if served_holder:
+            served_holder[0].stop("stopped with the Stop button")
+
+    view = _make_view(interactive, fallback if fallback is session.approver else None, stop_clicked)
     loop = kernel_loop()
     calls = ServedCalls(
         lambda: _served_tools(session, kernel),
@@ -244,7 +251,6 @@ def serve(
         agent=session.agent,
         label="tool calls from an MCP client",
     )
-    served_holder: list[ServedSession] = []
     calls._sink = lambda event: _show(served_holder, view, event)
     server = ToolServer(calls, settings)
     try:
@@ -275,11 +281,11 @@ def serve(
     return served
 
 
-def _make_view(interactive: bool, approver: Any) -> Any:
+def _make_view(interactive: bool, approver: Any, on_stop: Any) -> Any:
     if interactive:
         from .view import RunView
 
-        return RunView("tool calls from an MCP client", approver=approver)
+        return RunView("tool calls from an MCP client", approver=approver, on_stop=on_stop)
     from .textview import TextView
 
     return TextView("tool calls from an MCP client")

@@ -154,8 +154,32 @@ def test_run_python_over_mcp_shows_the_diff_and_undo_puts_it_back(kernel: Kernel
         )
         kernel.click(undo[0])
         kernel.wait_for(lambda: kernel.eval("served_value") == 1, what="the undo")
+        # one more call, undone by its step with the magic
+        second = Background(url, headers, "run_python", {"code": "served_value = 3"})
+        approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+        kernel.click(approve[-1])
+        kernel.wait_for(second.done, what="the second answer")
+        assert kernel.eval("served_value") == 3
+        run_id = kernel.eval("nbagent.serve().calls.id")
+        kernel.execute(f"%agent undo {run_id} step 2")
+        assert kernel.eval("served_value") == 1
     finally:
         stop_serving(kernel)
+
+
+def test_stop_while_a_call_waits_cancels_it_and_it_never_runs(kernel: Kernel) -> None:
+    since = kernel.mark()
+    url, headers, serving = start_serving(kernel)
+    client = Background(url, headers, "delete_file", {"path": "e.txt"})
+    approve = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    stop_serving(kernel)
+    kernel.wait_for(client.done, timeout=60, what="the client's answer")
+    kernel.click(approve[0])  # a click on the old card runs nothing
+    kernel.drain(0.5)
+    assert kernel.eval("ran") == []
+    assert client.error is not None or client.result.is_error
+    text = kernel.cell_text(serving)
+    assert "cancelled" in text.lower() or "stopped" in text.lower(), text
 
 
 # --- a third-party client: the MCP Inspector's CLI -------------------------------------------
