@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         Agent,
         Run,
     )
-    from .approval import (
+    from .approvals.approval import (
         ApprovalBinding,
         ApprovalRequest,
         Approver,
@@ -54,6 +54,15 @@ if TYPE_CHECKING:
         approval_policy,
         approve,
         deny,
+    )
+    from .approvals.hooks import (
+        Veto,
+        veto,
+    )
+    from .approvals.rules import (
+        ApprovalRule,
+        RuleApprover,
+        RuleSet,
     )
     from .content import (
         ImagePart,
@@ -78,10 +87,6 @@ if TYPE_CHECKING:
         Request,
         StreamEvent,
         generate,
-    )
-    from .hooks import (
-        Veto,
-        veto,
     )
     from .kernel import (
         KernelLimits,
@@ -111,11 +116,6 @@ if TYPE_CHECKING:
         OfflineModel,
         ScriptedModel,
     )
-    from .rules import (
-        ApprovalRule,
-        RuleApprover,
-        RuleSet,
-    )
     from .schema import (
         CompiledSchema,
         compile_schema,
@@ -142,21 +142,21 @@ _LAZY = {
     "Agent": "agent",
     "AgentEvent": "events",
     "Answer": "generation",
-    "ApprovalBinding": "approval",
-    "ApprovalRequest": "approval",
-    "ApprovalRule": "rules",
-    "Approver": "approval",
+    "ApprovalBinding": "approvals.approval",
+    "ApprovalRequest": "approvals.approval",
+    "ApprovalRule": "approvals.rules",
+    "Approver": "approvals.approval",
     "AssistantMessage": "messages",
-    "AutoApprove": "approval",
-    "CallbackApprover": "approval",
+    "AutoApprove": "approvals.approval",
+    "CallbackApprover": "approvals.approval",
     "CompiledSchema": "schema",
-    "Decision": "approval",
+    "Decision": "approvals.approval",
     "Definition": "tools",
-    "DenyAll": "approval",
+    "DenyAll": "approvals.approval",
     "FunctionModel": "models",
     "Generator": "generation",
     "ImagePart": "content",
-    "InteractiveApprover": "approval",
+    "InteractiveApprover": "approvals.approval",
     "KernelLimits": "kernel",
     "KernelToolkit": "kernel",
     "Limits": "limits",
@@ -170,11 +170,11 @@ _LAZY = {
     "OfflineModel": "models",
     "Options": "generation",
     "Request": "generation",
-    "RuleApprover": "rules",
-    "RuleSet": "rules",
+    "RuleApprover": "approvals.rules",
+    "RuleSet": "approvals.rules",
     "Run": "agent",
     "RunResult": "events",
-    "ScriptedApprover": "approval",
+    "ScriptedApprover": "approvals.approval",
     "ScriptedModel": "models",
     "StreamEvent": "generation",
     "TextPart": "content",
@@ -185,12 +185,12 @@ _LAZY = {
     "ToolResult": "content",
     "ToolResultPart": "messages",
     "UserMessage": "messages",
-    "Veto": "hooks",
-    "approval_policy": "approval",
-    "approve": "approval",
+    "Veto": "approvals.hooks",
+    "approval_policy": "approvals.approval",
+    "approve": "approvals.approval",
     "compile_schema": "schema",
     "decode_arguments": "tools",
-    "deny": "approval",
+    "deny": "approvals.approval",
     "error_result": "content",
     "generate": "generation",
     "image_part": "content",
@@ -205,7 +205,7 @@ _LAZY = {
     "validate_arguments": "tools",
     "validate_result": "content",
     "validate_tools": "tools",
-    "veto": "hooks",
+    "veto": "approvals.hooks",
 }
 
 
@@ -347,8 +347,8 @@ def register(*tools: Any, **kwargs: Any) -> Any:
 
 def allow(tool: Any, *, when: Any = None, **where: Any) -> int:
     """Allow calls to ``tool`` in this notebook without asking, all of them or those whose
-    arguments match (``allow("write_file", path="data/*")``; see :mod:`nbagent.rules`). The
-    rule is checked against the registered tool now; returns its number (``%agent rules``)."""
+    arguments match (``allow("write_file", path="data/*")``; see :mod:`nbagent.approvals.rules`).
+    The rule is checked against the registered tool now; returns its number (``%agent rules``)."""
     from .notebook import current_session as session
 
     return int(session().allow(tool, when=when, **where))

@@ -1,6 +1,6 @@
 """The Agent: a model, tools, instructions and a conversation, and the ways to run it.
 
-Each run (see :mod:`nbagent.run`) streams :mod:`nbagent.events` to whoever listens.
+Each run (see :mod:`nbagent.loop.run`) streams :mod:`nbagent.events` to whoever listens.
 :meth:`Agent.run` and :meth:`Agent.run_sync` return the result, and raise
 :class:`~nbagent.errors.RunFailedError` when the run failed, so that a failure in a script never
 looks like an empty answer; :meth:`Agent.run_sync` works in a script and inside a running event
@@ -17,7 +17,8 @@ from typing import Any
 
 from ._history import checked_history, prompt_for_history
 from ._threads import run_on_worker_loop
-from .approval import Approver, DenyAll
+from .approvals.approval import Approver, DenyAll
+from .approvals.hooks import AfterToolHook, BeforeToolHook
 from .content import Part
 from .errors import (
     AgentError,
@@ -28,10 +29,9 @@ from .errors import (
 )
 from .events import AgentEvent, RunResult
 from .generation import Generator, Options, Request
-from .hooks import AfterToolHook, BeforeToolHook
 from .limits import Budget, Limits
+from .loop.run import Run, _as_user_message
 from .messages import Message, ToolMessage, UserMessage
-from .run import Run, _as_user_message
 from .tools import Tool, validate_tools
 
 __all__ = ["Agent", "Run"]
@@ -52,8 +52,8 @@ class Agent:
     goes on. ``limits`` bounds what a model may send and what a tool result may give back
     (:class:`~nbagent.limits.Limits`). Images in ``messages`` are decode-checked.
 
-    ``before_tool`` / ``after_tool`` hooks (see :mod:`nbagent.hooks`; add more later with the
-    decorators :meth:`before_tool` and :meth:`after_tool`) may veto a call, rewrite its
+    ``before_tool`` / ``after_tool`` hooks (see :mod:`nbagent.approvals.hooks`; add more later with
+    the decorators :meth:`before_tool` and :meth:`after_tool`) may veto a call, rewrite its
     arguments, or rewrite the result the model reads; each gets ``hook_timeout`` seconds, and
     so does a tool's ``needs_approval`` function (one that fails or overruns denies the call). A
     tool's preview gets ``preview_timeout`` seconds. When the model's provider has rules for
@@ -128,12 +128,12 @@ class Agent:
     # --- hooks ------------------------------------------------------------------------------
 
     def before_tool(self, hook: BeforeToolHook) -> BeforeToolHook:
-        """Add a before-tool hook (usable as a decorator); see :mod:`nbagent.hooks`."""
+        """Add a before-tool hook (usable as a decorator); see :mod:`nbagent.approvals.hooks`."""
         self.before_tool_hooks.append(_hook(hook))
         return hook
 
     def after_tool(self, hook: AfterToolHook) -> AfterToolHook:
-        """Add an after-tool hook (usable as a decorator); see :mod:`nbagent.hooks`."""
+        """Add an after-tool hook (usable as a decorator); see :mod:`nbagent.approvals.hooks`."""
         self.after_tool_hooks.append(_hook(hook))
         return hook
 
@@ -162,9 +162,9 @@ class Agent:
         messages of its request): ``await forked.run(None)`` asks the model that step again,
         ``await forked.run("try the cache")`` adds a prompt. ``model`` (a string or a
         Generator), ``tools`` (replace the tool set: another set, or other implementations) and
-        ``instructions`` change the copy only. See :func:`nbagent.fork.fork_history`.
+        ``instructions`` change the copy only. See :func:`nbagent.inspection.fork.fork_history`.
         """
-        from .fork import fork_history
+        from .inspection.fork import fork_history
 
         twin = Agent.__new__(Agent)
         twin.__dict__.update(self.__dict__)
@@ -188,7 +188,7 @@ class Agent:
         if instructions is not None:
             twin.instructions = instructions
         if source is not None and tools is None:
-            from .fork import tools_missing
+            from .inspection.fork import tools_missing
 
             gone = tools_missing(twin.messages, twin.tools)
             if gone:
@@ -197,7 +197,7 @@ class Agent:
                     "tools=[...] to fork onto another tool set"
                 )
         if source is not None:
-            from ._stepmode import history_problem
+            from .loop._stepmode import history_problem
 
             probe = Request(
                 twin.messages,
@@ -272,8 +272,8 @@ class Agent:
         A failed run is reported as the ``RunFailed`` event (and ``stop_reason="failed"``).
         ``prompt=None`` asks the model about the conversation as it is (a fork that re-asks a
         step): it must end with a prompt or tool results. ``step=True``: step mode, a pause
-        before each model request and each batch of calls (see :mod:`nbagent.stepping`); the
-        run's approver must be able to pause (an AgentError says so otherwise).
+        before each model request and each batch of calls (see :mod:`nbagent.inspection.stepping`);
+        the run's approver must be able to pause (an AgentError says so otherwise).
         """
         self._check_idle()
         chosen_approver = approver or self.approver

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ._textbuf import StreamedArguments, TextBuffer
-from .approval import ApprovalRequest, Decision
+from .approvals.approval import ApprovalRequest, Decision
 from .content import ToolResult
 from .generation import FinishReason, Usage
 from .messages import Message
 from .tools import ToolCall
 
 if TYPE_CHECKING:
-    from .exchange import Exchange
-    from .stepping import StepPause
+    from .inspection.exchange import Exchange
+    from .inspection.stepping import StepPause
     from .timeline import Timeline, Timing
 
 __all__ = [
@@ -65,7 +65,7 @@ log = logging.getLogger("nbagent")
 #: the last batch asked to terminate; "max_steps": the step limit; "length": the model hit its
 #: token limit (its calls were not run); "budget": the run's token or request budget was spent
 #: (checked before each model request); "repeated_call": the model made the same call again
-#: and again with the same result, and nobody let it go on (see nbagent._repeats);
+#: and again with the same result, and nobody let it go on (see nbagent.loop._repeats);
 #: "cancelled"; "failed".
 StopReason = Literal[
     "finished",
@@ -102,7 +102,8 @@ class RunResult:
     """The outcome of one run: final text, messages it added, steps, usage, why it stopped.
 
     ``exchanges`` holds, for each model turn, the request exactly as the model received it and
-    what came back (:class:`~nbagent.exchange.Exchange`): ``result.exchanges[0].request``.
+    what came back (:class:`~nbagent.inspection.exchange.Exchange`):
+    ``result.exchanges[0].request``.
     :meth:`fork` starts a new conversation from any of those steps.
     """
 
@@ -130,7 +131,7 @@ class RunResult:
     def exchange(self, step: int) -> Exchange:
         """The exchange of model turn ``step`` (1-based); a clear error for a step the run does
         not have."""
-        from .exchange import exchange_of
+        from .inspection.exchange import exchange_of
 
         return exchange_of(self.exchanges, step, self.run_id or "this run")
 
@@ -176,7 +177,7 @@ class StepStarted:
 @dataclass(frozen=True, slots=True)
 class StepPaused:
     """Step mode: the run waits at ``pause`` (before a model request, or before a batch of
-    calls) until its approver gives a :class:`~nbagent.stepping.Resume`."""
+    calls) until its approver gives a :class:`~nbagent.inspection.stepping.Resume`."""
 
     pause: StepPause
 
@@ -472,7 +473,7 @@ class ToolFinished:
 class ToolCallRepeated:
     """The call about to finish (its ToolFinished comes next) repeats an earlier one: the same
     tool, the same arguments (canonical JSON) and the same result, ``times`` times in a row now,
-    counting from the call ``first_call_id`` (see :mod:`nbagent._repeats`). Front ends fold it
+    counting from the call ``first_call_id`` (see :mod:`nbagent.loop._repeats`). Front ends fold it
     into that call's card ("the same call, 3 times"); the model reads a note with its result."""
 
     call_id: str

@@ -35,7 +35,7 @@ class Limits:
     may return the same result before the run asks whether to make it again: a person is
     asked to Go on or Stop; where nobody can answer, the call is not run and the run ends with
     ``stop_reason="repeated_call"``. From the second time on, the model reads a note saying
-    so with the result. None turns the guard off (see :mod:`nbagent._repeats`).
+    so with the result. None turns the guard off (see :mod:`nbagent.loop._repeats`).
     """
 
     max_argument_bytes: int = 1_048_576

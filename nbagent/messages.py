@@ -87,7 +87,8 @@ class AssistantMessage:
 @dataclass(frozen=True, slots=True)
 class ToolResultPart:
     """The answer to one tool call, as the model will read it. ``edited``: a person rewrote or
-    removed it at a step-mode pause before the model read it (:mod:`nbagent.stepping`)."""
+    removed it at a step-mode pause before the model read it
+    (:mod:`nbagent.inspection.stepping`)."""
 
     call_id: str
     name: str

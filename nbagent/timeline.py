@@ -1,6 +1,6 @@
 """A run over time: each step's streaming, each call's work and its wait for a person, as a picture.
 
-The loop feeds a builder (:class:`nbagent._timing.TimelineBuilder`) every event it emits;
+The loop feeds a builder (:class:`nbagent.loop._timing.TimelineBuilder`) every event it emits;
 ``RunResult.timeline()`` returns the finished :class:`Timeline`, whose :meth:`Timeline.svg` is
 a static SVG: it survives saving, renders on GitHub and in ``nbconvert`` output, and stays
 readable for a 50-step run (labels are drawn only where they fit; every bar has a tooltip with
@@ -171,7 +171,7 @@ class Timeline:
 
 class Timing(Protocol):
     """What a run's result keeps to draw its timeline later (the loop's
-    :class:`~nbagent._timing.TimelineBuilder`)."""
+    :class:`~nbagent.loop._timing.TimelineBuilder`)."""
 
     def build(self, stop_reason: str | None = None) -> Timeline:
         """The timeline so far (a finished one after the run's last event)."""

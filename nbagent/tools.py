@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
-from ._strict_json import parse_arguments
 from ._textbuf import _UNSET, StreamedArguments, TextBuffer
 from .content import ToolResult
 from .errors import ArgumentsError, SchemaError, ToolDefinitionError
 from .limits import Limits
+from .schema._strict_json import parse_arguments
 
 if TYPE_CHECKING:
     from .schema import CompiledSchema
@@ -310,7 +310,7 @@ def _make_tool(
 ) -> Tool:
     import inspect
 
-    from ._signature import function_schema
+    from .schema._signature import function_schema
 
     if not callable(fn):
         raise ToolDefinitionError(f"@tool needs a function, got {type(fn).__name__}")
@@ -399,7 +399,7 @@ def decode_arguments(call: ToolCall | Mapping[str, Any], target: type[T]) -> T:
     No coercion: ``"123"`` does not become an ``int``. Raises :class:`ArgumentsError` with the
     path of the first mismatch.
     """
-    from ._hints import decode_arguments_as
+    from .schema._hints import decode_arguments_as
 
     value = validate_arguments(call) if isinstance(call, ToolCall) else call
     return decode_arguments_as(value, target)  # type: ignore[no-any-return]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, InteractiveApprover, ScriptedApprover, ToolContext, approve, tool
-from nbagent.approval import ApprovalRequest, Decision, arguments_hash
+from nbagent.approvals.approval import ApprovalRequest, Decision, arguments_hash
 from nbagent.errors import ArgumentsError
 from nbagent.events import (
     ApprovalRequested,

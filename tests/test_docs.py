@@ -81,7 +81,7 @@ def test_the_first_script_of_getting_started_runs(tmp_path: Path) -> None:
 
 def test_every_limit_quoted_is_the_default() -> None:
     from nbagent import Limits, content, generation
-    from nbagent._execution import CANCEL_GRACE
+    from nbagent.loop._execution import CANCEL_GRACE
     from nbagent.providers._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES
 
     rows = _table("concepts/limits.md", r"`[^`]+`.*|grace period.*|HTTP adapters.*")

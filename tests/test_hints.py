@@ -37,9 +37,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from nbagent._hints import decode_arguments_as
-from nbagent._signature import FunctionSchema, call_arguments, function_schema
 from nbagent.errors import ArgumentsError, ToolDefinitionError
+from nbagent.schema._hints import decode_arguments_as
+from nbagent.schema._signature import FunctionSchema, call_arguments, function_schema
 
 # --------------------------------------------------------------------------- types used below
 
@@ -1021,7 +1021,7 @@ def test_function_schema_is_a_frozen_value() -> None:
 def test_importing_the_module_does_not_import_jsonschema() -> None:
     code = (
         "import sys, nbagent.errors; before = set(sys.modules); "
-        "import nbagent._hints, nbagent._signature; "
+        "import nbagent.schema._hints, nbagent.schema._signature; "
         "new = set(sys.modules) - before; "
         "assert not any(m.startswith(('jsonschema', 'referencing')) for m in new), new"
     )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, ScriptedApprover, approve, tool
+from nbagent.approvals.hooks import veto
 from nbagent.content import ToolResult
 from nbagent.events import (
     ApprovalRequested,
@@ -19,7 +20,6 @@ from nbagent.events import (
     ToolHookApplied,
     ToolStarted,
 )
-from nbagent.hooks import veto
 from nbagent.messages import ToolMessage
 from nbagent.models import Call, ScriptedModel, Turn
 from nbagent.tools import ToolCall

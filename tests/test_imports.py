@@ -116,15 +116,167 @@ def _describe(group: list[str], graph: Mapping[str, Iterable[str]]) -> str:
 
 def test_no_import_circle() -> None:
     graph = import_graph(ROOT)
-    assert {"nbagent.agent", "nbagent.mcp._signer", "nbagent.notebook.magics"} <= set(graph)
+    assert {"nbagent.agent", "nbagent.loop.run", "nbagent.notebook.magics"} <= set(graph)
     found = circles(graph)
     assert not found, "\n".join(_describe(group, graph) for group in found)
+
+
+#: The rooms of the package, bottom to top (docs/architecture.md draws them). A room is a package
+#: (every module under it) or, for the top-level modules, a named group of them: every module of
+#: nbagent/ is in exactly one room, so a new top-level module must be given one here.
+ROOMS: dict[str, tuple[str, ...]] = {
+    # what every room may use: no import of the rest of nbagent
+    "ground": (
+        "nbagent._files",
+        "nbagent._textbuf",
+        "nbagent._threads",
+        "nbagent._version",
+        "nbagent.errors",
+        "nbagent.limits",
+        "nbagent.redact",
+        "nbagent.timeline",
+    ),
+    "schema": ("nbagent.schema",),
+    # the words every room speaks: content, tools, messages, a model's request and answer
+    "vocabulary": (
+        "nbagent._digest",
+        "nbagent._history",
+        "nbagent.content",
+        "nbagent.generation",
+        "nbagent.messages",
+        "nbagent.tools",
+    ),
+    "inspection": ("nbagent.inspection",),
+    "approvals": ("nbagent.approvals",),
+    "events": ("nbagent.events",),
+    "models": ("nbagent.models",),
+    "providers": ("nbagent.providers",),
+    "recording": ("nbagent.recording",),
+    "mcp": ("nbagent.mcp",),
+    "loop": ("nbagent.loop",),
+    "batch": ("nbagent.batch",),
+    "agent": ("nbagent.agent",),
+    "kernel": ("nbagent.kernel",),
+    "telemetry": ("nbagent.telemetry",),
+    "notebook": ("nbagent.notebook",),
+    "terminal": ("nbagent.terminal",),
+    # the package's face (it loads what it hands on) and ``python -m nbagent``
+    "face": ("nbagent", "nbagent.__main__"),
+}
+
+_WORDS = {"ground", "schema", "vocabulary"}
+_CORE = _WORDS | {"inspection", "approvals", "events"}
+_BELOW_THE_AGENT = _CORE | {"models", "providers", "recording", "mcp", "loop", "batch", "agent"}
+
+#: Which rooms each room may import (besides itself). Lower never imports upper: the table is
+#: checked to hold no circle of its own.
+MAY_IMPORT: dict[str, set[str]] = {
+    "ground": set(),
+    "schema": {"ground"},
+    "vocabulary": {"ground", "schema"},
+    "inspection": _WORDS,
+    "approvals": _WORDS | {"inspection"},
+    "events": _WORDS | {"inspection", "approvals"},
+    "models": _WORDS,
+    "providers": _WORDS | {"models"},  # "scripted:" / "offline:" model strings
+    "recording": _WORDS,
+    "mcp": _WORDS,
+    "loop": _CORE | {"providers"},  # a model string, through the providers' face
+    "batch": _CORE | {"providers", "loop"},
+    "agent": _CORE | {"providers", "loop", "batch"},
+    "kernel": _CORE | {"agent"},
+    "telemetry": _CORE | {"agent"},
+    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry"},
+    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry"},
+    "face": set(ROOMS) - {"face"},
+}
+
+
+def room_of(module: str, rooms: Mapping[str, Iterable[str]] = ROOMS) -> str | None:
+    """The room a module is in: the longest member it equals or lies under (a member that is
+    the whole package, ``nbagent`` itself, stands for its face only)."""
+    best: tuple[int, str] | None = None
+    for room, members in rooms.items():
+        for member in members:
+            inside = module == member or ("." in member and module.startswith(member + "."))
+            if inside and (best is None or len(member) > best[0]):
+                best = (len(member), room)
+    return best[1] if best else None
+
+
+def wrong_way(
+    graph: Mapping[str, Iterable[str]],
+    rooms: Mapping[str, Iterable[str]] = ROOMS,
+    may_import: Mapping[str, set[str]] = MAY_IMPORT,
+) -> list[str]:
+    """Every import from one room into a room the table does not let it import."""
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        here = room_of(module, rooms)
+        for target in sorted(imported):
+            there = room_of(target, rooms)
+            if there != here and there not in may_import.get(here or "", set()):
+                wrong.append(f"{module} ({here}) -> {target} ({there})")
+    return wrong
+
+
+def test_every_module_is_in_one_room() -> None:
+    homeless = sorted(m for m in import_graph(ROOT) if room_of(m) is None)
+    assert not homeless, f"give these a room in ROOMS (and docs/architecture.md): {homeless}"
+    assert set(MAY_IMPORT) == set(ROOMS)
+
+
+def test_the_rooms_table_runs_one_way() -> None:
+    assert not circles(MAY_IMPORT), circles(MAY_IMPORT)
+
+
+def test_imports_run_the_rooms_way() -> None:
+    """A lower room never imports an upper one, lazily or for types only (the table above)."""
+    wrong = wrong_way(import_graph(ROOT))
+    assert not wrong, "imports against the rooms' direction:\n" + "\n".join(wrong)
+
+
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
+
+
+def _page_rooms() -> dict[str, tuple[set[str], set[str]]]:
+    """The rooms table of docs/architecture.md: room -> (its files and folders, what it may
+    import)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8").split("## The rooms, bottom to top", 1)[1]
+    rows = {}
+    for line in text.split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            where = {w.strip(" `").removesuffix("/") for w in cells[1].split(",")}
+            may = cells[2]
+            others = set(ROOMS) - {cells[0].strip("`")}
+            if may == "nothing":
+                allowed: set[str] = set()
+            elif may.startswith("every room"):  # "every room", or "every room but a and b"
+                allowed = others - set(may.removeprefix("every room but ").split(" and "))
+            else:
+                allowed = {r.strip() for r in may.split(",")}
+            rows[cells[0].strip("`")] = (where, allowed)
+    return rows
+
+
+def test_the_architecture_page_draws_these_rooms() -> None:
+    """docs/architecture.md lists each room with its members and what it may import, as here."""
+    page = _page_rooms()
+    assert list(page) == list(ROOMS)
+    for room, members in ROOMS.items():
+        files = {
+            ("__init__.py" if m == "nbagent" else m.split(".", 1)[1].replace(".", "/"))
+            + ("" if (ROOT.parent / m.replace(".", "/")).is_dir() or m == "nbagent" else ".py")
+            for m in members
+        }
+        assert page[room] == (files, MAY_IMPORT[room]), room
 
 
 #: Front ends: they consume the loop's events and own the person; nothing below imports them.
 FRONT_ENDS = ("nbagent.notebook", "nbagent.terminal")
 #: Modules above everything, which load what they hand on: the package's face and ``-m``.
-TOP = ("nbagent", "nbagent.__main__")
+TOP = ROOMS["face"]
 
 
 def _within(module: str, rooms: Iterable[str]) -> str | None:
@@ -148,13 +300,12 @@ def test_nothing_below_the_front_ends_imports_one() -> None:
 
 
 def test_the_core_reaches_the_providers_through_their_face_only() -> None:
-    """Model strings resolve through ``nbagent/providers/__init__.py``: a core module imports no
-    adapter (and with it no HTTP client)."""
-    files = _modules(ROOT)
+    """Model strings resolve through ``nbagent/providers/__init__.py``: no module below the
+    front ends, outside the providers, imports an adapter (and with it the HTTP client)."""
     wrong = [
         f"{module} -> {target}"
         for module, imported in import_graph(ROOT).items()
-        if module.count(".") == 1 and not files[module][1] and module not in TOP
+        if room_of(module) not in ("providers", "notebook", "terminal", "face")
         for target in sorted(imported)
         if target.startswith("nbagent.providers.")
     ]
@@ -216,3 +367,16 @@ def test_a_circle_through_a_package_face_is_found(tiny: Path) -> None:
     assert graph["tiny.sub.c"] == {"tiny"}
     assert circles(graph) == [["tiny", "tiny.a", "tiny.sub.c"]]
     assert "tiny.sub.c -> tiny\n" in _describe(circles(graph)[0], graph) + "\n"
+
+
+def test_an_import_against_the_rooms_is_found(tiny: Path) -> None:
+    rooms = {"low": ("tiny.b",), "high": ("tiny.sub",), "face": ("tiny", "tiny.a", "tiny.alone")}
+    table = {"low": set(), "high": {"low"}, "face": {"low", "high"}}
+    graph = import_graph(tiny)
+    # tiny.b -> tiny.sub.c runs up; tiny.sub.c -> tiny.b and tiny.sub -> tiny.b run down
+    assert wrong_way(graph, rooms, table) == ["tiny.b (low) -> tiny.sub.c (high)"]
+    (tiny / "b.py").write_text("")
+    assert wrong_way(import_graph(tiny), rooms, table) == []
+    assert room_of("tiny.sub.c", rooms) == "high" and room_of("tiny", rooms) == "face"
+    assert room_of("tiny.subway", rooms) is None  # a prefix of the name is not a room
+    assert circles({"low": {"high"}, "high": {"low"}}) == [["high", "low"]]

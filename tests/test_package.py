@@ -67,7 +67,9 @@ def _core_modules() -> list[str]:
 def test_no_core_module_imports_a_front_end_or_client() -> None:
     """Every core module, imported alone, leaves the front ends and HTTP clients unloaded."""
     modules = _core_modules()
-    assert {"nbagent.agent", "nbagent.run", "nbagent.batch", "nbagent.recording"} <= set(modules)
+    assert {"nbagent.agent", "nbagent.loop.run", "nbagent.batch", "nbagent.recording"} <= set(
+        modules
+    )
     code = (
         "import importlib, sys\n"
         f"bad = {FRONT_ENDS_AND_CLIENTS!r}\n"

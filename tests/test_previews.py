@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, InteractiveApprover, ScriptedApprover, tool
-from nbagent.approval import Decision
+from nbagent.approvals.approval import Decision
 from nbagent.errors import ToolDefinitionError
 from nbagent.events import ApprovalRequested, ToolPreviewed
 from nbagent.messages import ToolMessage
@@ -257,7 +257,7 @@ async def test_an_edit_is_previewed_only_if_it_fits_and_only_while_the_call_wait
 @pytest.mark.parametrize("sync", [True, False])
 async def test_a_callback_approver_can_wait_for_the_preview(sync: bool) -> None:
     from nbagent import CallbackApprover
-    from nbagent.approval import ApprovalRequest
+    from nbagent.approvals.approval import ApprovalRequest
 
     shown: list[str] = []
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, AutoApprove, DenyAll, Limits, ScriptedApprover, tool
-from nbagent.approval import InteractiveApprover
+from nbagent.approvals.approval import InteractiveApprover
+from nbagent.approvals.rules import ApprovalRule, RuleApprover, RuleError, RuleSet, parse_rule
 from nbagent.content import TextPart, ToolResult, image_part
 from nbagent.events import StepPaused, StepResumed, ToolCallRepeated, ToolFinished
+from nbagent.inspection.stepping import Resume, next_step, run_to_end, stop_run
 from nbagent.messages import ToolMessage
 from nbagent.models import Call, ScriptedModel, Turn
 from nbagent.recording import record, replay
-from nbagent.rules import ApprovalRule, RuleApprover, RuleError, RuleSet, parse_rule
-from nbagent.stepping import Resume, next_step, run_to_end, stop_run
 
 from .conftest import assert_history_valid
 

@@ -181,7 +181,7 @@ async def test_turning_a_result_into_text_is_bounded_by_the_timeout_and_never_bl
 def test_only_builtin_values_are_converted_on_the_loop() -> None:
     """A value whose conversion runs no user code skips the thread hop (a thread per call
     tripled the loop's cost per step); anything that could run user code does not."""
-    from nbagent._execution import _plain
+    from nbagent.loop._execution import _plain
 
     class Loud(str):
         def __str__(self) -> str:

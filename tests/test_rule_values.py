@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbagent import Agent, ScriptedApprover, tool
-from nbagent.approval import ApprovalRequest, Decision
+from nbagent.approvals.approval import ApprovalRequest, Decision
+from nbagent.approvals.rules import RuleApprover, RuleSet, parse_rule
 from nbagent.events import ApprovalResolved
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.rules import RuleApprover, RuleSet, parse_rule
 from nbagent.tools import ToolCall
 
 
@@ -228,7 +228,7 @@ def test_links_a_glob_value_could_pass_are_read_on_disk(empty_folder: Path) -> N
 def test_a_glob_value_too_large_to_read_for_links_is_denied(
     empty_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import nbagent._paths as paths
+    import nbagent.approvals._paths as paths
 
     (empty_folder / "data").mkdir()
     for n in range(30):
@@ -425,8 +425,8 @@ _strings = st.text(alphabet="ab/\x01", max_size=7)
 def test_property_a_rule_automaton_reads_a_pattern_as_its_regex_does(
     pattern: str, text: str, control: bool
 ) -> None:
-    from nbagent._globs import rule_glob
-    from nbagent._paths import glob_regex
+    from nbagent.approvals._globs import rule_glob
+    from nbagent.approvals._paths import glob_regex
 
     expected = glob_regex(pattern, control).fullmatch(text) is not None
     assert rule_glob(pattern, control=control).accepts(text) is expected
@@ -439,7 +439,7 @@ def test_property_comparing_two_rule_globs_agrees_with_every_short_string(
 ) -> None:
     import itertools
 
-    from nbagent._globs import covers, intersects, rule_glob
+    from nbagent.approvals._globs import covers, intersects, rule_glob
 
     a, b = rule_glob(first), rule_glob(second)
     words = ["".join(w) for n in range(7) for w in itertools.product("ab/", repeat=n)]

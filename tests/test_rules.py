@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, ScriptedApprover, tool
-from nbagent.approval import ApprovalRequest, AutoApprove, Decision
+from nbagent.approvals.approval import ApprovalRequest, AutoApprove, Decision
+from nbagent.approvals.rules import ApprovalRule, RuleApprover, RuleError, RuleSet, parse_rule
 from nbagent.events import ApprovalResolved
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.rules import ApprovalRule, RuleApprover, RuleError, RuleSet, parse_rule
 from nbagent.tools import ToolCall
 
 
@@ -433,7 +433,7 @@ def test_deny_patterns_ignore_case_where_the_filesystem_does(
 ) -> None:
     """On macOS and Windows ``Secrets/K`` is ``secrets/k``. No case-blind filesystem can be
     mounted here, so the probe's answer is replaced; the probe itself is tested below."""
-    import nbagent._paths as paths
+    import nbagent.approvals._paths as paths
 
     monkeypatch.chdir(tmp_path)
     rule = ApprovalRule("deny", "write_file", (("path", "secrets/**"),))
@@ -446,7 +446,7 @@ def test_deny_patterns_ignore_case_where_the_filesystem_does(
 
 
 def test_the_case_probe_reads_the_real_filesystem(tmp_path: Path) -> None:
-    import nbagent._paths as paths
+    import nbagent.approvals._paths as paths
 
     folder = tmp_path / "Probe"
     folder.mkdir()

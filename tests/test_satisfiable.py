@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nbagent._satisfiable import unsatisfiable
+from nbagent.schema._satisfiable import unsatisfiable
 
 
 def obj(**properties: Any) -> dict[str, Any]:

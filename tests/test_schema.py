@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nbagent._schema_validator as validator_module
+import nbagent.schema._schema_validator as validator_module
 from nbagent.errors import ArgumentsError, SchemaError
 from nbagent.schema import SCHEMA_DIALECT, CompiledSchema, compile_schema, normalize_schema
 

@@ -13,8 +13,9 @@ import pytest
 from nbagent import Agent, AutoApprove, ScriptedApprover, tool
 from nbagent.errors import AgentError, ProviderError
 from nbagent.events import StepPaused, StepResumed, ToolFinished
-from nbagent.fork import compare
 from nbagent.generation import Finish, Options, Request, StreamRetry, TextDelta
+from nbagent.inspection.fork import compare
+from nbagent.inspection.stepping import REMOVED, Resume, next_step, run_to_end, stop_run
 from nbagent.messages import (
     AssistantMessage,
     ReasoningPart,
@@ -24,7 +25,6 @@ from nbagent.messages import (
 )
 from nbagent.models import Call, FunctionModel, ScriptedModel, Text, Turn
 from nbagent.models.scripted import Reasoning
-from nbagent.stepping import REMOVED, Resume, next_step, run_to_end, stop_run
 
 from .conftest import assert_history_valid
 
@@ -367,9 +367,9 @@ def test_a_tool_result_stays_the_tools_own_when_nobody_edits() -> None:
 
 
 def test_compare_and_fork_say_which_argument_was_not_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbagent.fork
+    import nbagent.inspection.fork
 
-    monkeypatch.setattr(nbagent.fork, "_lookup", None)  # no notebook session here
+    monkeypatch.setattr(nbagent.inspection.fork, "_lookup", None)  # no notebook session here
     agent = Agent(ScriptedModel(_turns()), [lookup])
     result = agent.run_sync("Weather?")
     with pytest.raises(AgentError, match="the second run is 'run-99', a name: outside a notebook"):
@@ -385,7 +385,7 @@ def test_compare_and_fork_say_which_argument_was_not_a_run(monkeypatch: pytest.M
             raise ValueError(f"no run named {name!r} in this session; its runs are: run-7")
         return runs[name]
 
-    monkeypatch.setattr(nbagent.fork, "_lookup", find)  # as the notebook sets it
+    monkeypatch.setattr(nbagent.inspection.fork, "_lookup", find)  # as the notebook sets it
     with pytest.raises(AgentError, match="the second run: no run named 'run-99' in this session"):
         compare(result, "run-99")
     assert compare("run-7", result).first_difference is None

@@ -8,6 +8,10 @@ own; at most ``concurrency`` run at once; a failed run is a row with its error, 
 exception that loses the other rows. Finished rows can be checkpointed to a JSON-lines file and
 a later batch resumes from it (or from an earlier results table), running only what is not done.
 ``engine=`` a ``dask.distributed.Client`` spreads the runs over a cluster (:mod:`._dask`).
+
+May import (docs/architecture.md): the ground, the vocabulary, :mod:`nbagent.schema`,
+inspection, approvals, events, the loop and the providers' face; never the agent (``Agent.map``
+hands itself in) or a front end.
 """
 
 from __future__ import annotations

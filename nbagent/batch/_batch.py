@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..approval import Approver, InteractiveApprover, approval_policy
+from ..approvals.approval import Approver, InteractiveApprover, approval_policy
+from ..approvals.rules import RuleApprover
 from ..errors import BatchInputError
-from ..rules import RuleApprover
 from ._checkpoint import CheckpointWriter, UnwritableRowError, load_checkpoint
 from ._fingerprint import Fingerprint, differences, fingerprint
 from ._inputs import MAX_INPUTS, Item, prepare

@@ -41,7 +41,7 @@ from ._rows import BatchRow, describe_error
 from ._run import Gate, MappedAgent, RunPlan, run_item
 
 if TYPE_CHECKING:
-    from ..approval import Approver
+    from ..approvals.approval import Approver
     from ..generation import Generator, Options
     from ..limits import Limits
     from ..messages import Message

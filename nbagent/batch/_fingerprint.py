@@ -25,7 +25,7 @@ from ..redact import redact_secrets
 from ._output import ANSWER_TOOL
 
 if TYPE_CHECKING:
-    from ..approval import Approver
+    from ..approvals.approval import Approver
     from ._run import RunPlan
 
 __all__ = ["Fingerprint", "differences", "fingerprint"]
@@ -88,7 +88,7 @@ def _without_folders(name: str) -> str:
 
 def _approver(approver: Approver) -> str:
     """The approver as text: its kind, and for rules every rule and what comes after them."""
-    from ..rules import RuleApprover
+    from ..approvals.rules import RuleApprover
 
     if isinstance(approver, RuleApprover):
         rules = "; ".join(rule.text for rule in approver.rules)

@@ -75,7 +75,7 @@ class OutputSpec:
         """The JSON value as the wanted Python type (unchanged for a JSON Schema)."""
         if self.target is None:
             return value
-        from .._hints import decode_arguments_as
+        from ..schema._hints import decode_arguments_as
 
         return decode_arguments_as(value, self.target)
 
@@ -92,7 +92,7 @@ def output_spec(output: Any) -> OutputSpec:
         schema = dict(output)
         target = None
     else:
-        from .._signature import function_schema
+        from ..schema._signature import function_schema
 
         def answer(value: Any) -> None:
             """The answer."""

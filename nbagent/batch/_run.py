@@ -24,12 +24,12 @@ from ._output import OutputSpec
 from ._rows import BatchRow, describe_error
 
 if TYPE_CHECKING:
-    from ..approval import Approver
+    from ..approvals.approval import Approver
     from ..events import RunResult
     from ..generation import Generator, Options
     from ..limits import Limits
+    from ..loop.run import Run
     from ..messages import Message
-    from ..run import Run
     from ..tools import Tool
 
 __all__ = ["Gate", "MappedAgent", "RunPlan", "run_item"]

@@ -23,6 +23,9 @@ working directory, ``sys.path``, environment variables, imports) are said in its
 The toolkit keeps a :class:`~._journal.Journal` of the snippets: :meth:`KernelToolkit.undo`
 puts back what a run's snippets changed, :meth:`KernelToolkit.cells` gives their code as cells.
 In a notebook: ``%agent --kernel …``, ``%agent undo``, ``%agent cells``.
+
+May import (docs/architecture.md): the core rooms, ground to events, and the agent; never a
+front end.
 """
 
 from __future__ import annotations
@@ -384,8 +387,9 @@ class KernelToolkit(Sequence[Tool]):
                     + " after this step."
                 )
         process: list[str] = []
+        loaded: list[str] = []
         if "process" in state and "process_now" in state:
-            process = state["process"].changes(state["process_now"], state["imports"])
+            process, loaded = state["process"].changes(state["process_now"], state["imports"])
         if _refuse_exit(self.shell):
             notes.append(
                 "The snippet asked the kernel to exit (exit() or quit()): refused, the kernel "
@@ -416,7 +420,15 @@ class KernelToolkit(Sequence[Tool]):
             shell=self.shell,
             reader=reader,
         )
-        made = result(outcome, ending, diff, status=snippet.status, notes=notes, process=process)
+        made = result(
+            outcome,
+            ending,
+            diff,
+            status=snippet.status,
+            notes=notes,
+            process=process,
+            loaded=loaded,
+        )
         if for_person and isinstance(made.value, tuple):
             shown = tuple(Shown("text", note, "Undo") for note in for_person)
             made = dataclasses.replace(made, value=(*made.value, *shown))

@@ -357,9 +357,11 @@ def result(
     status: str,
     notes: list[str],
     process: list[str] | None = None,
+    loaded: list[str] | None = None,
 ) -> ToolResult:
     """The snippet's ToolResult: what the model reads (text, then images), what the person sees.
-    ``process``: what it changed in the process besides the namespace (:mod:`._process`)."""
+    ``process``: what it changed in the process besides the namespace (:mod:`._process`);
+    ``loaded``: more of it, for the person only (it depends on the kernel's history)."""
     model = list(outcome.model)
     pieces = list(outcome.pieces)
     if ending.error:
@@ -386,8 +388,9 @@ def result(
             Shown("text", "No names were added, rebound, deleted or changed.", "Namespace")
         )
     if process:
-        said = "; ".join(process)
-        model.append(f"Process: {said}. Undo does not change these back.")
+        model.append(f"Process: {'; '.join(process)}. Undo does not change these back.")
+    if process or loaded:
+        said = "; ".join([*(process or ()), *(loaded or ())])
         pieces.append(Shown("text", f"{said}. Undo does not change these back.", "Process"))
     for note in notes:
         model.append(note)

@@ -3,8 +3,11 @@
 Code the agent runs may ``os.chdir``, edit ``sys.path`` or ``os.environ``, or import modules:
 all of it outlives the snippet and changes what later cells do (a relative path now opens another
 file). :class:`ProcessState` notes these before a snippet and :meth:`ProcessState.changes` says
-what differs after it, for the model and the person alike. An environment variable is named,
-never shown: its value may be a key. Undo does not change any of it back.
+what differs after it. The model reads what follows from the snippet's own code; what also
+depends on the kernel's history (a module some called code loaded for the first time in *this*
+kernel) is for the person only, since a recorded run must replay the same in a kernel that had
+loaded it already. An environment variable is named, never shown: its value may be a key. Undo
+does not change any of it back.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ __all__ = ["ProcessState", "imported_names"]
 
 #: Names (paths, variables, modules) listed per kind of change; the rest are counted.
 MAX_NAMED = 12
+#: Top-level names of the standard library: importing one is not news to the model.
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | frozenset(sys.builtin_module_names)
 #: Characters of one path shown.
 MAX_PATH = 200
 
@@ -67,9 +72,12 @@ class ProcessState:
         modules = frozenset(k for k in list(sys.modules) if type(k) is str)
         return cls(_cwd(), entries, environ, modules)
 
-    def changes(self, now: ProcessState, imports: frozenset[str] = frozenset()) -> list[str]:
-        """What differs in ``now``, one phrase per kind of change (none: nothing did);
-        ``imports``: the modules the snippet's code imports (:func:`imported_names`)."""
+    def changes(
+        self, now: ProcessState, imports: frozenset[str] = frozenset()
+    ) -> tuple[list[str], list[str]]:
+        """What differs in ``now``, one phrase per kind of change (none: nothing did), as
+        ``(for the model and the person, for the person only)``; ``imports``: the modules the
+        snippet's code imports (:func:`imported_names`)."""
         said: list[str] = []
         if now.cwd != self.cwd:
             where = _shown_path(now.cwd) if now.cwd is not None else "a folder that was removed"
@@ -80,8 +88,8 @@ class ProcessState:
             )
         said += self._path_changes(now)
         said += self._environ_changes(now)
-        said += self._module_changes(now, imports)
-        return said
+        own, loaded = self._module_changes(now, imports)
+        return said + own, loaded
 
     def _path_changes(self, now: ProcessState) -> list[str]:
         if now.path == self.path:
@@ -114,30 +122,36 @@ class ProcessState:
                 parts.append(f"{verb} {_listed(names)}")
         return [f"environment variables: {'; '.join(parts)} (values not shown)"]
 
-    def _module_changes(self, now: ProcessState, named: frozenset[str]) -> list[str]:
+    def _module_changes(
+        self, now: ProcessState, named: frozenset[str]
+    ) -> tuple[list[str], list[str]]:
         new = now.modules - self.modules
         gone = self.modules - now.modules
-        said = []
-        # the modules the snippet's own imports brought in; what they import in turn differs
-        # between library versions (and would make a recorded run depart on replay), so it is
-        # said without names
-        brought = named & new
+        said: list[str] = []
+        loaded: list[str] = []
+        # the modules the snippet's own import statements name, loaded now: the same whether
+        # this kernel had loaded them before or not (an import statement imports either way).
+        # The standard library is left out (``import os`` is no news: every kernel has it),
+        # and what the modules import in turn differs between library versions: never named
+        brought = {n for n in named & now.modules if n.partition(".")[0] not in _STDLIB}
         own = sorted(n for n in brought if n.rpartition(".")[0] not in brought)
         if own:
             said.append(f"imported {_listed(own)} (with the modules they need)")
-        elif new:
-            # imported by code it called: the new top-level packages, not every submodule of
-            # a package already there (pandas imports its own parts as it goes)
-            packages = {n.partition(".")[0] for n in self.modules}
-            roots = sorted(
-                {n.partition(".")[0] for n in new} - packages,
-                key=lambda n: (n.startswith("_"), n),
-            )
-            if roots:
-                said.append(f"imported {_listed(roots)} (by code it called)")
+        # loaded for the first time in this kernel by code it called: the new top-level
+        # packages (not every submodule of a package already there: pandas imports its own
+        # parts as it goes), for the person only, since another kernel may have had them
+        packages = {n.partition(".")[0] for n in self.modules} | {
+            n.partition(".")[0] for n in named
+        }
+        roots = sorted(
+            {n.partition(".")[0] for n in new} - packages,
+            key=lambda n: (n.startswith("_"), n),
+        )
+        if roots:
+            loaded.append(f"imported {_listed(roots)} (by code it called)")
         if gone:
             said.append(f"removed from sys.modules: {_listed(sorted(gone))}")
-        return said
+        return said, loaded
 
 
 def imported_names(source: str) -> frozenset[str]:

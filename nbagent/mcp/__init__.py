@@ -16,6 +16,9 @@ MCP tools need approval by default. :attr:`MCPServer.tools` follows the server's
 ``list_changed`` notifications. A server reached by URL that asks for authorization is signed
 in to with OAuth 2.1 (:class:`OAuth`, through the SDK's client auth); its tokens stay in
 memory. Nothing here starts a server unless asked to.
+
+May import (docs/architecture.md): the ground, :mod:`nbagent.schema` and the vocabulary only;
+what it needs of the person (a sign-in presenter) a front end hands it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Offline models: they stream through the same events as a real provider, with no network."""
+"""Offline models: they stream through the same events as a real provider, with no network.
+
+May import (docs/architecture.md): the ground, :mod:`nbagent.schema` and the vocabulary.
+"""
 
 from .function import FunctionModel
 from .offline import OFFLINE_LABEL, OfflineModel

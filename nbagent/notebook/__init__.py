@@ -3,6 +3,8 @@
 Loading the extension is cheap: widgets are imported when the first run starts. After it is
 loaded, every ``@nbagent.tool`` defined in a cell is registered when the cell finishes (a post-run
 hook scans the notebook's namespace); :func:`register` adds tools from elsewhere at once.
+
+May import (docs/architecture.md): every room below the front ends; never the terminal.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def _result_of(run_id: str) -> Any:
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%agent`` / ``%%agent``, the transformers that let a cell await its run, and
     the post-cell hook that picks up tools."""
-    from ..fork import set_run_lookup
+    from ..inspection.fork import set_run_lookup
     from . import cells
     from .magics import AgentMagics
     from .mapmagic import install_default_view

@@ -1,9 +1,9 @@
 """ApprovalBar: Approve, Deny (with a reason the model reads), Always allow and Edit, for one call.
 
-A click hands one :class:`~nbagent.approval.Decision` to ``decide`` (the approver's thread-safe
-``resolve``). With the edit form open, Approve and Always allow carry the edited arguments —
-after checking them against the tool's schema: an edit that does not fit says why inline and
-nothing is decided, so the person can fix it. The first decision that counts wins: the bar
+A click hands one :class:`~nbagent.approvals.approval.Decision` to ``decide`` (the approver's
+thread-safe ``resolve``). With the edit form open, Approve and Always allow carry the edited
+arguments — after checking them against the tool's schema: an edit that does not fit says why inline
+and nothing is decided, so the person can fix it. The first decision that counts wins: the bar
 disables itself, and later clicks — a double click, a click after Stop, a click that arrives
 after the run ended — do nothing but say so. When the tool has a preview, **Preview edit** (shown
 while editing) checks the edit the same way and, if it fits, asks the loop to preview it.
@@ -18,7 +18,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..approval import ApprovalRequest, Decision
+from ..approvals.approval import ApprovalRequest, Decision
 from ..errors import ArgumentsError
 from .edit_form import EditForm, FormError
 from .render import STATUS_COLORS

@@ -14,8 +14,8 @@ from typing import Any
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
-from .._edits import canonical
-from ..approval import ApprovalRequest, Decision
+from ..approvals._edits import canonical
+from ..approvals.approval import ApprovalRequest, Decision
 from ..content import ToolResult
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar

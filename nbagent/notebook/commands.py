@@ -71,7 +71,7 @@ def _rules(session: Session, _shell: Any, words: list[str]) -> None:
 
 def _add_rule(effect: str) -> Callable[[Session, Any, list[str]], None]:
     def run(session: Session, _shell: Any, words: list[str]) -> None:
-        from ..rules import RuleError, parse_rule
+        from ..approvals.rules import RuleError, parse_rule
 
         try:
             number = session.rules.add(parse_rule([effect, *words]))
@@ -101,7 +101,7 @@ def _compare(session: Session, _shell: Any, words: list[str]) -> None:
     """``%agent compare run-3 run-5``: the two runs side by side (static: it survives saving)."""
     from IPython.display import display
 
-    from ..fork import compare
+    from ..inspection.fork import compare
 
     try:
         first, second = (session.result_of(w) for w in words)

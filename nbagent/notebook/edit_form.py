@@ -21,10 +21,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .._edits import MISSING
-from .._strict_json import parse_arguments
+from ..approvals._edits import MISSING
 from ..errors import ArgumentsError
 from ..limits import Limits
+from ..schema._strict_json import parse_arguments
 from .render import STATUS_COLORS
 
 __all__ = ["MAX_DEPTH", "MAX_FIELDS", "MAX_ITEMS", "EditForm", "FormError"]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..content import ImagePart, TextPart
-from ..exchange import Exchange, new_messages
 from ..generation import Request
+from ..inspection.exchange import Exchange, new_messages
 from ..messages import AssistantMessage, Message, ReasoningPart, ToolMessage, UserMessage
 from ..redact import redact_secrets
 from ..tools import ToolCall

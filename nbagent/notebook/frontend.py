@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..approval import Approver, AutoApprove, DenyAll, InteractiveApprover
+from ..approvals.approval import Approver, AutoApprove, DenyAll, InteractiveApprover
 
 __all__ = [
     "AWAIT_FLOOR",

@@ -22,10 +22,10 @@ from IPython.core.magic import (
     no_var_expand,
 )
 
-from ..approval import InteractiveApprover
+from ..approvals.approval import InteractiveApprover
+from ..approvals.rules import RuleApprover
 from ..errors import NbagentError
 from ..limits import Budget
-from ..rules import RuleApprover
 from . import commands, kernelview, outputs
 from .frontend import (
     approver_for,

@@ -17,9 +17,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .._repeats import ordinal
+from ..inspection.stepping import Resume, StepEditError, StepPause
+from ..loop._repeats import ordinal
 from ..redact import redact_secrets
-from ..stepping import Resume, StepEditError, StepPause
 from .exchanges import message_html, request_summary
 from .render import shorten
 from .wording import PAUSE_MARK

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
-    from ..approval import Decision
+    from ..approvals.approval import Decision
     from ..content import ToolResult
     from ..events import ToolPreviewed
 

@@ -19,8 +19,8 @@ from .render import code_span, no_math, safe_markdown, shorten
 from .wording import decision_words
 
 if TYPE_CHECKING:
-    from ..approval import Decision
-    from ..rules import RuleSet
+    from ..approvals.approval import Decision
+    from ..approvals.rules import RuleSet
     from .frontend import Frontend
     from .session import Session
 
@@ -308,7 +308,7 @@ def config(session: Session, frontend: Frontend) -> None:
 
 
 def _hook_name(hook: Any) -> str:
-    from .._usercode import describe
+    from ..loop._usercode import describe
 
     return describe(hook)
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._threads import run_on_worker_loop
-from ..approval import Approver
+from ..approvals.approval import Approver
 from ..errors import AgentError, NbagentError, RecordingError, raised_to_caller
 from ..events import AgentEvent, RunResult, abandoned_calls_shown
 from ..redact import redact_secrets

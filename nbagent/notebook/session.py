@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from ..approval import InteractiveApprover
+from ..approvals.approval import InteractiveApprover
+from ..approvals.rules import Predicate, RuleSet, make_rule
 from ..errors import NbagentError
 from ..redact import redact_secrets
-from ..rules import Predicate, RuleSet, make_rule
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
 from .recordings import RecordingStore
 from .runner import kernel_loop
@@ -204,9 +204,10 @@ class Session:
         ``tools``: the names the fork's run will offer (None: every registered tool). A fork
         whose history calls a tool that run would not offer (deleted from the notebook,
         unregistered, left out by ``--tools``, a kernel tool without ``--kernel``) is refused,
-        naming it, by the check every fork goes through (:func:`nbagent.fork.tools_missing`).
+        naming it, by the check every fork goes through
+        (:func:`nbagent.inspection.fork.tools_missing`).
         """
-        from ..fork import fork_history, tools_missing
+        from ..inspection.fork import fork_history, tools_missing
 
         if self.busy:
             active = self.active.label if self.active is not None else "a run"
@@ -284,11 +285,11 @@ class Session:
         self.timeout_problem = None
 
     def before_tool(self, hook: Any) -> Any:
-        """Add a before-tool hook to the session's agent (see :mod:`nbagent.hooks`)."""
+        """Add a before-tool hook to the session's agent (see :mod:`nbagent.approvals.hooks`)."""
         return self.agent.before_tool(hook)
 
     def after_tool(self, hook: Any) -> Any:
-        """Add an after-tool hook to the session's agent (see :mod:`nbagent.hooks`)."""
+        """Add an after-tool hook to the session's agent (see :mod:`nbagent.approvals.hooks`)."""
         return self.agent.after_tool(hook)
 
     def provider_problems(self, tools: Iterable[Tool], *, model_only: bool = False) -> list[str]:

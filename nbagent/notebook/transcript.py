@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._timing import TimelineBuilder
 from ..events import (
     STOP_WORDS,
     AgentEvent,
@@ -43,7 +42,8 @@ from ..events import (
     ToolStarted,
 )
 from ..generation import Usage
-from ..stepping import StepPause
+from ..inspection.stepping import StepPause
+from ..loop._timing import TimelineBuilder
 from ..timeline import Timeline
 from .records import Block, CallRecord, Change, NoteRecord, ReasoningRecord, TextRecord
 from .render import pretty_arguments

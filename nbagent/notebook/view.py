@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from ..approval import Decision, InteractiveApprover
+from ..approvals.approval import Decision, InteractiveApprover
 from ..events import (
     AgentEvent,
     ApprovalRequested,
@@ -43,8 +43,8 @@ from ..events import (
     ToolProgress,
     ToolStarted,
 )
+from ..inspection.stepping import Resume
 from ..redact import redact_secrets
-from ..stepping import Resume
 from .card import Shared, ToolCard
 from .presence import Presence
 from .render import close_widgets

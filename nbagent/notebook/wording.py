@@ -10,9 +10,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..approval import Decision
+    from ..approvals.approval import Decision
     from ..events import StepResumed
-    from ..stepping import StepPause
+    from ..inspection.stepping import StepPause
     from .records import CallRecord
 
 __all__ = [
@@ -138,7 +138,7 @@ def call_line(record: CallRecord, now: float | None = None) -> str:
 
 
 def _shown(value: Any, limit: int = 80) -> str:
-    from .._edits import MISSING
+    from ..approvals._edits import MISSING
 
     if value is MISSING:
         return "(absent)"
@@ -152,7 +152,7 @@ def _shown(value: Any, limit: int = 80) -> str:
 def change_lines(record: CallRecord, limit: int = 20) -> list[str]:
     """What changed the call's arguments before it ran, one line per changed value:
     ``by you: /path "a.txt" → "data/a.txt"``."""
-    from .._edits import json_diff
+    from ..approvals._edits import json_diff
 
     lines: list[str] = []
     for change in record.changes:

@@ -4,6 +4,9 @@ Anthropic Messages, and ``local:`` models run in this process by llama.cpp.
 Importing this package is cheap: the adapters (and httpx2) load on first use, through
 :func:`resolve_generator` or by touching ``OpenAIChat`` / ``OpenAIResponses`` /
 ``AnthropicMessages`` / ``LocalChat`` here.
+
+May import (docs/architecture.md): the ground, :mod:`nbagent.schema`, the vocabulary and
+:mod:`nbagent.models`; the rest of nbagent reaches an adapter through this face only.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ it cannot read is written to the process's stderr as a warning, which in a noteb
 cell's. So, before any request:
 
 * :func:`check_satisfiable` refuses a schema with a subschema no value can satisfy
-  (:func:`nbagent._satisfiable.unsatisfiable`), naming the tool and the JSON pointer;
+  (:func:`nbagent.schema._satisfiable.unsatisfiable`), naming the tool and the JSON pointer;
 * :func:`grammar_schema` is the schema llama.cpp gets: without ``pattern`` (nbagent checks it
   on every call; llama.cpp would enforce only some patterns, and warn about the others), and
   without a length or item count over :data:`MAX_REPETITION` or an integer bound beyond 64 bits;
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._satisfiable import unsatisfiable
 from ..errors import ToolDefinitionError
 from ..schema import normalize_schema
+from ..schema._satisfiable import unsatisfiable
 
 __all__ = ["MAX_REPETITION", "check_satisfiable", "grammar_schema", "unenforced"]
 

@@ -26,7 +26,7 @@ tool format):
 ``local`` (a ``local:`` model, llama.cpp in this process):
 
 * no part of the schema may be unsatisfiable (``minLength`` over ``maxLength``, ``minimum``
-  over ``maximum``, an empty ``enum`` …; see :mod:`nbagent._satisfiable`): llama.cpp cannot
+  over ``maximum``, an empty ``enum`` …; see :mod:`nbagent.schema._satisfiable`): llama.cpp cannot
   build a grammar from it, and the adapter refuses such a tool before any request.
 
 Each problem is a :class:`SchemaProblem`; :data:`PROVIDERS` maps a provider key to its check, so
@@ -239,7 +239,7 @@ def _recursive(schema: dict[str, Any]) -> bool:
 
 def _local(definition: Definition) -> list[tuple[str, str]]:
     """llama.cpp turns any schema into a grammar, but cannot build one no value satisfies."""
-    from .._satisfiable import unsatisfiable
+    from ..schema._satisfiable import unsatisfiable
 
     return [
         (pointer, f"no value satisfies this part of the schema ({reason})")

@@ -20,6 +20,8 @@ The file is JSON, versioned (``"format": "nbagent-recording", "version": 1``), w
 sorted keys and one event per line so that a diff reads well. It holds what the model said and
 hashes of what it was sent: no API key, no header, no base URL, and credential-shaped text in
 the model's output is replaced by ``***``. The format is documented in ``docs/howto/record.md``.
+
+May import (docs/architecture.md): the ground, :mod:`nbagent.schema` and the vocabulary.
 """
 
 from __future__ import annotations

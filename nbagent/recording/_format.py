@@ -15,11 +15,11 @@ from typing import Any
 
 from .._digest import definition_digest as _definition_hash
 from .._digest import digest as _hash
-from .._strict_json import StrictJSONError, strict_loads
 from ..errors import RecordingError
 from ..generation import NamedToolChoice, Request
 from ..messages import Message, message_to_dict
 from ..redact import redact_secrets
+from ..schema._strict_json import StrictJSONError, strict_loads
 from ..tools import Definition
 
 __all__ = ["FORMAT", "VERSION", "Recording", "Step", "fingerprint"]
@@ -146,7 +146,7 @@ class Recording:
     created: str = ""
     prompt: str = ""
     source: str = ""
-    #: Recorded by a loop with the repeat guard (nbagent._repeats), whose notes are in the
+    #: Recorded by a loop with the repeat guard (nbagent.loop._repeats), whose notes are in the
     #: requests. A file without it is older: it replays without the guard, as it was recorded.
     repeat_guard: bool = True
 

@@ -6,6 +6,8 @@ a readable transcript, :func:`load_tools` gathers tools the way ``--tools`` does
 :func:`demo_tools` are the tools offered when none are given.
 
 Importing this package is cheap; the loop and the providers load when :func:`main` needs them.
+
+May import (docs/architecture.md): every room below the front ends; never the notebook.
 """
 
 from __future__ import annotations

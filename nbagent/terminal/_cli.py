@@ -212,7 +212,7 @@ def _main(args: argparse.Namespace, limits: TerminalLimits | None = None) -> int
         return 2
 
     from ..agent import Agent
-    from ..approval import InteractiveApprover, approval_policy
+    from ..approvals.approval import InteractiveApprover, approval_policy
     from ._demo import demo_tools
 
     tools = loaded.tools if args.tools else demo_tools()

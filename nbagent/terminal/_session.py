@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..agent import Agent
-from ..approval import ApprovalRequest, Decision, InteractiveApprover
+from ..approvals.approval import ApprovalRequest, Decision, InteractiveApprover
 from ..events import (
     ApprovalRequested,
     RunCancelled,
@@ -35,8 +35,8 @@ from ..events import (
     StepPaused,
     abandoned_calls_shown,
 )
-from ..run import Run
-from ..stepping import Resume, StepPause
+from ..inspection.stepping import Resume, StepPause
+from ..loop.run import Run
 from ._console import Console, clean
 from ._input import InputInterrupted, LineReader, LineTooLong
 from ._view import TerminalView

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._repeats import ordinal
-from ..approval import ApprovalRequest
+from ..approvals.approval import ApprovalRequest
 from ..events import (
     STOP_WORDS,
     AbandonedCall,
@@ -44,8 +43,9 @@ from ..events import (
     ToolPreviewed,
     ToolProgress,
 )
+from ..inspection.stepping import StepPause
+from ..loop._repeats import ordinal
 from ..redact import redact_secrets
-from ..stepping import StepPause
 from ..tools import ToolCall
 from ._console import Console, clean, clean_strict, clip, one_line
 

@@ -361,11 +361,42 @@ def test_process_state_a_snippet_changes_is_said(
     assert "environment variables: set NBAGENT_PROBE_TOKEN; changed NBAGENT_PROBE_OLD" in text
     assert key not in text and "new value" not in text
     # what its imports import in turn differs between library versions: not named (a replay
-    # elsewhere would depart); a module imported by code it called is named, as a package
+    # elsewhere would depart); a module imported by code it called is named, as a package, to
+    # the person only: whether it was loaded already depends on the kernel's history, and the
+    # model's text must be the same in any kernel for a recorded run to replay
     assert "imported nbagent_probe_module (with the modules they need)" in text
     assert "nbagent_probe_hidden" not in text
-    assert "Process: imported nbagent_probe_lazy (by code it called)" in lazy.text
+    assert "Process:" not in lazy.text
+    shown_lazy = [p for p in lazy.value if isinstance(p, Shown) and p.label == "Process"]
+    assert shown_lazy and "imported nbagent_probe_lazy (by code it called)" in shown_lazy[0].value
     assert "Undo does not change these back" in text
     shown = [p for p in changed.value if isinstance(p, Shown) and p.label == "Process"]
     assert shown and key not in str(shown[0].value)
     assert "Process:" not in quiet.text
+
+
+def test_what_the_model_reads_of_imports_does_not_depend_on_the_kernels_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorded run replays in a kernel that had loaded its modules already (a student ran
+    an import cell first): the model's text of a snippet is the same in both kernels, and the
+    person still sees what was loaded for the first time."""
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    (tmp_path / "nbagent_probe_first.py").write_text("VALUE = 1\n")
+    (tmp_path / "nbagent_probe_called.py").write_text("VALUE = 2\n")
+    snippets = (
+        _code("import nbagent_probe_first\nx = nbagent_probe_first.VALUE"),
+        _code("y = __import__('nbagent_probe_called').VALUE"),
+    )
+    try:
+        _, fresh = _calls({}, *snippets)
+        _, again = _calls({}, *snippets)  # both modules are in sys.modules now
+    finally:
+        for name in ("nbagent_probe_first", "nbagent_probe_called"):
+            sys.modules.pop(name, None)
+    assert [r.text for r in fresh] == [r.text for r in again]
+    assert "Process: imported nbagent_probe_first (with the modules they need)" in fresh[0].text
+    assert "Process:" not in fresh[1].text
+    shown = [p for p in fresh[1].value if isinstance(p, Shown) and p.label == "Process"]
+    assert shown and "imported nbagent_probe_called (by code it called)" in shown[0].value
+    assert not [p for p in again[1].value if isinstance(p, Shown) and p.label == "Process"]

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, InteractiveApprover, RuleApprover, RuleSet, tool
-from nbagent.approval import ApprovalRequest, Decision
+from nbagent.approvals.approval import ApprovalRequest, Decision
+from nbagent.approvals.hooks import veto
+from nbagent.approvals.rules import parse_rule
 from nbagent.events import ApprovalRequested, ToolPreviewed
-from nbagent.hooks import veto
 from nbagent.models import Call, ScriptedModel, Turn
 from nbagent.notebook.edit_form import MAX_FIELDS, EditForm, FormError
 from nbagent.notebook.static import run_outputs
 from nbagent.notebook.view import RunView
-from nbagent.rules import parse_rule
 from nbagent.tools import ToolCall
 
 from .conftest import Wire

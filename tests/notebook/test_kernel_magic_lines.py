@@ -165,7 +165,9 @@ def test_a_fork_whose_history_calls_a_tool_the_run_would_not_offer_is_refused(
 def test_compare_in_code_takes_run_ids_and_names_one_that_is_not_there(
     kernel: Kernel, first_run: str
 ) -> None:
-    kernel.execute(f"from nbagent.fork import compare\nfirst = {SESSION}.result_of({first_run!r})")
+    kernel.execute(
+        f"from nbagent.inspection.fork import compare\nfirst = {SESSION}.result_of({first_run!r})"
+    )
     cell = kernel.submit("compare(first, 'run-99')")
     kernel.finish(cell, allow_errors=True)
     said = kernel.replies[cell]["content"]["evalue"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
-from nbagent.approval import AutoApprove, DenyAll, InteractiveApprover
+from nbagent.approvals.approval import AutoApprove, DenyAll, InteractiveApprover
 from nbagent.errors import SchemaError
 from nbagent.notebook.frontend import approver_for, choose_policy, detect
 from nbagent.notebook.magics import interpolate, split_options

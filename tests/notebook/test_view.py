@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nbagent.approval import ApprovalRequest, Decision, InteractiveApprover
+from nbagent.approvals.approval import ApprovalRequest, Decision, InteractiveApprover
 from nbagent.content import ToolResult, text_result
 from nbagent.events import (
     AgentEvent,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from nbagent.agent import Agent
-from nbagent.approval import ScriptedApprover, deny
+from nbagent.approvals.approval import ScriptedApprover, deny
 from nbagent.content import ToolResult, image_result
 from nbagent.events import StepRetried
 from nbagent.limits import Budget

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nbagent.agent import Agent
-from nbagent.approval import ScriptedApprover, approve
+from nbagent.approvals.approval import ScriptedApprover, approve
 from nbagent.tools import ToolCall, tool
 
 from .conftest import Reply, Server
@@ -97,7 +97,7 @@ async def test_a_hook_rewrite_and_a_veto_as_received(kind: str, server: Server) 
     model = ADAPTERS[kind](server)
 
     def guard(call: ToolCall, arguments: dict[str, Any]) -> Any:
-        from nbagent.hooks import veto
+        from nbagent.approvals.hooks import veto
 
         if arguments["path"].startswith("/etc"):
             return veto("system files are off limits")

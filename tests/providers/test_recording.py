@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nbagent.agent import Agent
-from nbagent.approval import ScriptedApprover, deny
+from nbagent.approvals.approval import ScriptedApprover, deny
 from nbagent.recording import Recording, record, replay
 
 from .conftest import Reply, Server

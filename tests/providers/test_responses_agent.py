@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nbagent.agent import Agent
-from nbagent.approval import ScriptedApprover, deny
+from nbagent.approvals.approval import ScriptedApprover, deny
 from nbagent.events import StepRetried
 from nbagent.generation import Request
 from nbagent.messages import AssistantMessage, ReasoningPart, messages_from_json, messages_to_json

@@ -17,10 +17,10 @@ from nbagent import Agent, ScriptedApprover, tool
 from nbagent.content import ImagePart, ToolResult, image_part
 from nbagent.errors import AgentError
 from nbagent.generation import Options
+from nbagent.inspection.stepping import next_step
 from nbagent.limits import Limits
 from nbagent.messages import ReasoningPart, ToolMessage
 from nbagent.models import ScriptedModel
-from nbagent.stepping import next_step
 
 from . import wire
 from .conftest import Reply, Server

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbagent.agent import Agent
-from nbagent.approval import ScriptedApprover, deny
+from nbagent.approvals.approval import ScriptedApprover, deny
 from nbagent.content import TextPart
 from nbagent.errors import ConfigurationError
 from nbagent.generation import (

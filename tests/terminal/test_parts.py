@@ -427,7 +427,7 @@ def test_public_names_resolve_and_importing_stays_cheap() -> None:
 
 async def test_hooks_and_rules_show_what_they_changed() -> None:
     from nbagent import RuleApprover
-    from nbagent.hooks import veto
+    from nbagent.approvals.hooks import veto
 
     @tool(needs_approval=True)
     def save(path: str) -> str:

@@ -1,0 +1,288 @@
+"""One model turn of a run: send the request, stream the answer into events, keep the exchange.
+
+The answer streams through :class:`~nbagent.generation.Answer`, which checks it; what the
+person watches comes out of here as events (text and reasoning deltas, each call's start and
+its arguments as they grow), and each tool's ``on_input_*`` display callbacks are called, never
+breaking or holding the run. A reader that falls behind gets its pending deltas grown in place
+rather than a new event per fragment (:mod:`nbagent.loop._eventqueue`). Each request and its answer,
+retries included, is kept as an :class:`~nbagent.inspection.exchange.Exchange`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._textbuf import TextBuffer
+from ..events import (
+    AssistantTextDelta,
+    ReasoningTextDelta,
+    StepRetried,
+    ToolArgumentsDelta,
+    ToolCallStarted,
+)
+from ..generation import (
+    Answer,
+    Generator,
+    ReasoningDelta,
+    Request,
+    StreamRetry,
+    TextDelta,
+    ToolCallReceived,
+    ToolInputDelta,
+    ToolInputStart,
+)
+from ..inspection.exchange import Exchange
+from ..tools import ToolInput
+from ._stepmode import pause_before_request
+
+if TYPE_CHECKING:
+    from ._loopstate import LoopState
+
+__all__ = ["BudgetSpent", "over_budget", "stream_turn"]
+
+log = logging.getLogger("nbagent")
+
+
+class BudgetSpent(Exception):
+    """A retry the run's budget cannot pay for was announced: the stream is closed unsent."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__("the run's request budget is spent")
+        self.answer = answer
+
+
+def over_budget(run: LoopState, step: int) -> bool:
+    """Stop before a request the run's budget cannot pay for (see :class:`Budget`)."""
+    budget = run._budget
+    if budget is None:
+        return False
+    if budget.requests is not None and run._requests >= budget.requests:
+        return True
+    return budget.tokens is not None and run._usage.total_tokens >= budget.tokens
+
+
+async def stream_turn(run: LoopState, step: int) -> Answer:
+    """The model's answer at ``step`` to the history as it is (after step mode's pause, if on)."""
+    agent = run.agent
+    generator: Generator = agent.generator
+    request = Request(
+        messages=tuple(agent.messages),
+        model=getattr(generator, "model", ""),
+        tools=run.definitions,
+        instructions=agent.instructions,
+        options=run.options,
+    )
+    edits: list[str] = []
+    if run._pauser is not None:
+        request, generator, edits = await pause_before_request(run, step, request, generator)
+    started = time.monotonic()
+    retries = 0
+    try:
+        answer, retries = await _stream_answer(run, step, request, generator)
+    except BaseException as exc:
+        failed = run._answer or Answer(run._taken)
+        _record(run, step, request, generator, failed, retries, started, edits, exc)
+        raise
+    _record(run, step, request, generator, answer, retries, started, edits, answer.error)
+    return answer
+
+
+def _record(
+    run: LoopState,
+    step: int,
+    request: Request,
+    generator: Any,
+    answer: Answer,
+    retries: int,
+    started: float,
+    edits: list[str],
+    error: BaseException | None,
+) -> None:
+    finish = answer.finish.reason if answer.finish is not None else None
+    message = answer.message(with_calls=answer.ok)
+    run.exchanges.append(
+        Exchange(
+            step,
+            request,
+            message,
+            finish,
+            answer.usage,
+            answer.status if answer.status != "streaming" else "failed",
+            str(getattr(generator, "model", "") or type(generator).__name__),
+            retries,
+            time.monotonic() - started,
+            error,
+            tuple(edits),
+        )
+    )
+
+
+async def _stream_answer(
+    run: LoopState, step: int, request: Request, generator: Generator
+) -> tuple[Answer, int]:
+    retries = 0
+    answer = Answer(run._taken)
+    run._answer = answer
+    streams: dict[str, _CallStream] = {}
+    keep = run._keep_events
+    queue = run._queue
+    pending = queue.items  # the queue's deque: its tail is checked once per fragment
+    shown = run.limits.max_argument_bytes  # beyond it a call is refused: show no more
+    stream = generator.stream(request)
+    try:
+        async for raw in stream:
+            if raw.__class__ is StreamRetry and over_budget(run, step):
+                # announced before it is sent, and a retry is a request like any other:
+                # closing the stream here sends nothing more
+                raise BudgetSpent(answer)
+            event = answer.add(raw)
+            if isinstance(event, ToolInputDelta):  # the most frequent event: kept lean
+                call_id = event.call_id
+                found = streams.get(call_id)
+                if found is None:
+                    found = streams[call_id] = _call_stream(run, "")
+                buffer = found.buffer
+                if buffer is not None and buffer.length < shown:
+                    buffer.append(event.delta)
+                    end = buffer.length
+                    merged = found.merged
+                    if merged is not None and pending and pending[-1] is merged:
+                        merged.end = end  # the reader is behind: grow the pending delta
+                    elif keep:
+                        run.emit(
+                            ToolArgumentsDelta(
+                                call_id, found.name, event.delta, source=(buffer, end)
+                            )
+                        )
+                        found.merged = queue.merged_tail()
+                    if found.on_delta is not None:
+                        info = ToolInput(
+                            call_id, found.name, delta=event.delta, source=(buffer, end)
+                        )
+                        await input_callback(
+                            found.on_delta,
+                            info,
+                            "on_input_delta",
+                            run._silenced,
+                            run.agent.hook_timeout,
+                        )
+            elif isinstance(event, TextDelta):
+                if (
+                    event.text
+                    and keep
+                    and not queue.extend_text(AssistantTextDelta, step, event.text)
+                ):
+                    run.emit(AssistantTextDelta(step, event.text))
+            elif isinstance(event, ToolInputStart):
+                streams[event.call_id] = _call_stream(run, event.name)
+                tool = run.tools.get(event.name)
+                run.emit(
+                    ToolCallStarted(
+                        step,
+                        event.call_id,
+                        event.name,
+                        tool.title if tool else None,
+                        event.provider_executed,
+                        dict(tool.code_arguments) if tool else {},
+                    )
+                )
+                if tool is not None and tool.on_input_start is not None:
+                    info = ToolInput(event.call_id, event.name)
+                    await input_callback(
+                        tool.on_input_start,
+                        info,
+                        "on_input_start",
+                        run._silenced,
+                        run.agent.hook_timeout,
+                    )
+            elif isinstance(event, ToolCallReceived):
+                call = event.call
+                tool = run.tools.get(call.name)
+                if tool is not None and tool.on_input_available is not None:
+                    info = ToolInput(call.id, call.name, call.arguments)
+                    await input_callback(
+                        tool.on_input_available,
+                        info,
+                        "on_input_available",
+                        run._silenced,
+                        run.agent.hook_timeout,
+                    )
+            elif isinstance(event, ReasoningDelta) and event.text:
+                if not (keep and queue.extend_text(ReasoningTextDelta, step, event.text)):
+                    run.emit(ReasoningTextDelta(step, event.text))
+            elif isinstance(event, StreamRetry):
+                run._requests += 1
+                retries += 1
+                streams.clear()
+                run.emit(StepRetried(step, event.reason, event.attempt, event.delay))
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    answer.end()
+    run._answer = None
+    return answer, retries
+
+
+def _call_stream(run: LoopState, name: str) -> _CallStream:
+    """What the loop keeps of one call while its arguments stream: text only if someone
+    will read it (events are kept, or the tool has ``on_input_delta``)."""
+    tool = run.tools.get(name)
+    on_delta = tool.on_input_delta if tool is not None else None
+    keep = run._keep_events or on_delta is not None
+    return _CallStream(name, TextBuffer() if keep else None, on_delta)
+
+
+class _CallStream:
+    """One call's arguments as they stream: its text (if anyone reads it), its ``on_input_delta``
+    callback, and the merged delta it may grow at the tail of the event queue."""
+
+    __slots__ = ("buffer", "merged", "name", "on_delta")
+
+    def __init__(
+        self, name: str, buffer: TextBuffer | None, on_delta: Callable[[ToolInput], Any] | None
+    ) -> None:
+        self.name = name
+        self.buffer = buffer
+        self.on_delta = on_delta
+        self.merged: Any = None
+
+
+async def input_callback(
+    callback: Callable[[ToolInput], Any],
+    info: ToolInput,
+    hook: str,
+    silenced: set[tuple[str, str]],
+    timeout: float | None,
+) -> None:
+    """Call one ``on_input_*`` display callback; it never breaks or holds the run.
+
+    An awaitable it returns gets ``timeout`` seconds (``Agent.hook_timeout``). One that raises or
+    overruns is logged once and not called again in this run: it would otherwise fail, or cost
+    a whole timeout, on every fragment of every later call. (A sync callback runs on the loop,
+    as fragments arrive, and must be quick: no thread can stop it.)
+    """
+    key = (info.name, hook)
+    if key in silenced:
+        return
+    try:
+        outcome = callback(info)
+        if inspect.isawaitable(outcome):
+            await asyncio.wait_for(outcome, timeout)
+    except TimeoutError:
+        silenced.add(key)
+        log.warning(
+            "%s callback of tool %r took longer than %s s; it was stopped and is not called "
+            "again in this run",
+            hook,
+            info.name,
+            timeout,
+        )
+    except Exception:  # a display callback must never break the run
+        silenced.add(key)
+        log.exception(
+            "%s callback of tool %r failed; it is not called again in this run", hook, info.name
+        )
