@@ -1,4 +1,4 @@
-"""An MCP server over streamable HTTP, on a thread of its own, serving :class:`ServedCalls`.
+"""An MCP server over streamable HTTP, on a thread of its own, serving a :class:`ServedTools` (the loop's ServedCalls).
 
 The protocol is the official SDK's (its low-level ``Server`` and streamable HTTP session
 manager); what this module adds is what a server that can run code in someone's kernel must
@@ -14,7 +14,7 @@ have, checked in this order for every HTTP request:
 5. **Connections**: at most ``max_connections`` at once (uvicorn answers 503 past it), and at
    most ``max_calls`` tool calls in progress (a call past it gets a tool error at once).
 
-A call waits on :class:`ServedCalls` (the person, a rule, the tool); meanwhile the client gets
+A call waits on its :class:`ServedTools` (the person, a rule, the tool); meanwhile the client gets
 a progress notification every ``progress_interval`` seconds when it asked for progress, and a
 client that closes its connection (or cancels) has its call cancelled: one that had not run
 then never runs.
@@ -23,32 +23,29 @@ then never runs.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hmac
 import ipaddress
-import json
 import logging
 import secrets
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..content import ImagePart, TextPart, ToolResult
+from ..content import ToolResult
 from ..redact import forget_exactly, hide_exactly
-from ._served import CallRefused, ServedCalls
+from ._serve_content import error_content, mcp_result, mcp_tool
+from ._serve_guard import PATH, Guard, gone_event
 
 if TYPE_CHECKING:
+    import concurrent.futures
+    from collections.abc import Callable
+
     from ..tools import Tool
 
-__all__ = ["ServeError", "ServeSettings", "ToolServer", "is_loopback"]
+__all__ = ["ServeError", "ServeSettings", "ServedTools", "ToolServer", "is_loopback"]
 
 log = logging.getLogger("nbagent")
-
-#: The one path served.
-PATH = "/mcp"
-_GONE_KEY = "nbagent.client_gone"
 
 
 class ServeError(RuntimeError):
@@ -104,6 +101,31 @@ class ServeSettings:
             raise ServeError("progress_interval must be a positive number of seconds")
 
 
+class ServedTools(Protocol):
+    """What the server serves (:class:`nbagent.loop._served.ServedCalls` is the one; this room
+    cannot import the loop): the tools, a check before any card, and the call itself."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def listed(self) -> list[Tool]:
+        """The tools served now."""
+
+    def check(self, name: str, arguments: Any) -> tuple[Tool, Any]:
+        """The tool and checked arguments; a ``LookupError`` for a tool not served (a
+        protocol error), a ``ValueError`` for arguments it refuses (a tool error)."""
+
+    def submit(
+        self,
+        found: Tool,
+        arguments: Any,
+        *,
+        client: str = "",
+        max_calls: int = 16,
+        on_progress: Callable[[ToolResult], None] | None = None,
+    ) -> concurrent.futures.Future[ToolResult]:
+        """Run one checked call on :attr:`loop`; cancelling the future stops it."""
+
+
 class _Secret(str):
     """The token: a str whose repr never shows it."""
 
@@ -117,7 +139,7 @@ class ToolServer:
     """An MCP server for ``calls`` (see the module docs): :meth:`start`, then :attr:`url`;
     :meth:`stop` ends it and every call still waiting (their cards say so)."""
 
-    def __init__(self, calls: ServedCalls, settings: ServeSettings | None = None) -> None:
+    def __init__(self, calls: ServedTools, settings: ServeSettings | None = None) -> None:
         self.calls = calls
         self.settings = settings or ServeSettings()
         self._token = _Secret(secrets.token_urlsafe(32))
@@ -270,7 +292,7 @@ class ToolServer:
             session_idle_timeout=self.settings.session_idle_timeout,
             max_sessions=max(1, self.settings.max_connections),
         )
-        guard = _Guard(manager.handle_request, self)
+        guard = Guard(manager.handle_request, self)
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "lifespan":
@@ -301,14 +323,14 @@ class ToolServer:
         name, arguments = params.name, params.arguments
         try:
             found, value = self.calls.check(name, arguments)
-        except CallRefused as exc:
-            if exc.kind == "unknown":
-                raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-            return _error(str(exc))
+        except LookupError as exc:  # no such tool now: the protocol's error
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except ValueError as exc:  # arguments refused before any card: a tool error
+            return error_content(str(exc))
         with self._inflight_lock:
             if self._inflight >= self.settings.max_calls:
                 self.calls_refused += 1
-                return _error(
+                return error_content(
                     f"Too many calls in progress ({self.settings.max_calls}): this one was "
                     "not run; try again when one has ended."
                 )
@@ -334,12 +356,12 @@ class ToolServer:
                 if not future.done():
                     future.cancel()
         if result is None:
-            return _error("The call was cancelled before it ended; nothing more of it runs.")
+            return error_content("The call was cancelled before it ended; nothing more of it runs.")
         return mcp_result(result, found)
 
     async def _await(self, ctx: Any, future: Any, progress: _Progress) -> ToolResult | None:
         """The call's result; progress while it waits; None when the client went away."""
-        gone = _gone_event(ctx)
+        gone = gone_event(ctx)
         waiting = asyncio.wrap_future(future)
         started = time.monotonic()
         interval = self.settings.progress_interval
@@ -408,178 +430,9 @@ def _quiet_logs() -> None:
             logger.addHandler(logging.NullHandler())
 
 
-def _gone_event(ctx: Any) -> Any:
-    request = getattr(ctx, "request", None)
-    scope = getattr(request, "scope", None)
-    if isinstance(scope, dict):
-        return scope.get(_GONE_KEY)
-    return None
-
-
 def _client_name(ctx: Any) -> str:
     try:
         info = ctx.session.client_params.client_info
         return f"{info.name} {info.version}".strip()[:80]
     except AttributeError:
         return ""
-
-
-def _error(text: str) -> Any:
-    import mcp_types as types
-
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def mcp_tool(found: Tool) -> Any:
-    """``found`` as MCP lists it: name, title, description, the strict input schema, and
-    ``provider_options["mcp"]``'s ``annotations`` and ``outputSchema`` when it has them."""
-    import mcp_types as types
-
-    extra = found.provider_options.get("mcp") if found.provider_options else None
-    extra = extra if isinstance(extra, dict) else {}
-    annotations = extra.get("annotations")
-    output_schema = extra.get("outputSchema")
-    schema = dict(found.input_schema or {"type": "object", "properties": {}})
-    return types.Tool(
-        name=found.name,
-        title=found.title,
-        description=found.description or None,
-        input_schema=schema,
-        output_schema=dict(output_schema) if isinstance(output_schema, dict) else None,
-        annotations=types.ToolAnnotations(**_annotations(annotations)) if annotations else None,
-    )
-
-
-_HINTS = {
-    "title": "title",
-    "readOnlyHint": "read_only_hint",
-    "destructiveHint": "destructive_hint",
-    "idempotentHint": "idempotent_hint",
-    "openWorldHint": "open_world_hint",
-}
-
-
-def _annotations(given: Any) -> dict[str, Any]:
-    if not isinstance(given, dict):
-        return {}
-    return {_HINTS[k]: v for k, v in given.items() if k in _HINTS}
-
-
-def mcp_result(result: ToolResult, found: Tool | None = None) -> Any:
-    """A tool's result as MCP content: its text and images, and ``structuredContent`` when the
-    tool declares an output schema and its value is a JSON object."""
-    import mcp_types as types
-
-    content: list[Any] = []
-    for part in result.content:
-        if isinstance(part, TextPart):
-            content.append(types.TextContent(type="text", text=part.text))
-        elif isinstance(part, ImagePart):
-            data = base64.b64encode(part.data).decode("ascii")
-            content.append(types.ImageContent(type="image", data=data, mime_type=part.mime_type))
-    structured = None
-    extra = found.provider_options.get("mcp") if found is not None else None
-    if isinstance(extra, dict) and isinstance(extra.get("outputSchema"), dict):
-        value = result.value
-        if isinstance(value, dict) and not result.is_error:
-            try:
-                structured = json.loads(json.dumps(value, allow_nan=False))
-            except (TypeError, ValueError):
-                structured = None
-            if structured is not None and not content:
-                content.append(types.TextContent(type="text", text=json.dumps(structured)))
-    return types.CallToolResult(
-        content=content, is_error=result.is_error, structured_content=structured
-    )
-
-
-class _Guard:
-    """The token, then the SDK (Host, Origin, body size, the protocol); and a watch on each
-    request's connection so that a client that leaves is seen while its call waits."""
-
-    def __init__(self, app: Any, owner: ToolServer) -> None:
-        self.app = app
-        self.owner = owner
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        if scope.get("path", "").rstrip("/") != PATH:
-            await _plain(send, 404, "not found: the MCP endpoint is " + PATH)
-            return
-        if not self.owner.settings.no_token and not self._authorized(scope):
-            await _plain(
-                send,
-                401,
-                "a bearer token is needed: Authorization: Bearer TOKEN (the line shown when "
-                "the server started)",
-                [(b"www-authenticate", b'Bearer realm="nbagent"')],
-            )
-            return
-        if not self.owner.connected.is_set():
-            self.owner.connected.set()
-            callback = self.owner.on_connect
-            if callback is not None:
-                try:
-                    callback()
-                except Exception:
-                    log.exception("nbagent serve: on_connect failed")
-        gone = asyncio.Event()
-        scope[_GONE_KEY] = gone
-        body_done = asyncio.Event()
-
-        async def inner_receive() -> Any:
-            if not body_done.is_set():
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    gone.set()
-                    body_done.set()
-                elif not message.get("more_body", False):
-                    body_done.set()
-                return message
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def watch() -> None:
-            await body_done.wait()
-            while not gone.is_set():
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    gone.set()
-
-        watcher = asyncio.ensure_future(watch())
-        try:
-            await self.app(scope, inner_receive, send)
-        finally:
-            watcher.cancel()
-
-    def _authorized(self, scope: Any) -> bool:
-        given = b""
-        for key, value in scope.get("headers", ()):
-            if key == b"authorization":
-                given = value
-                break
-        scheme, _, token = given.partition(b" ")
-        expected = self.owner.token.encode()
-        ok = hmac.compare_digest(token.strip(), expected)
-        return ok and scheme.lower() == b"bearer"
-
-
-async def _plain(
-    send: Any, status: int, text: str, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": text}}
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

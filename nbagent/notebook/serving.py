@@ -2,7 +2,7 @@
 
 The server (:mod:`nbagent.mcp._serve`) runs on a thread of its own, so cells run while it
 serves; each call a client makes runs on the kernel's loop through nbagent's own call path
-(:mod:`nbagent.mcp._served`) and shows as a card in the serving cell, from the same events and
+(:mod:`nbagent.loop._served`) and shows as a card in the serving cell, from the same events and
 with the same widgets as a run's calls: arguments, previews, Approve / Deny / Edit, the rules
 of ``%agent allow``, a snippet's namespace diff, and an Undo button under a snippet that
 changed it. The cell's output becomes plain text when serving ends (``%agent serve stop``, a
@@ -23,12 +23,12 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..approval import Approver, AutoApprove, DenyAll
+from ..approvals.approval import Approver, AutoApprove, DenyAll
+from ..approvals.rules import RuleApprover
 from ..events import AgentEvent, ToolFinished
+from ..loop._served import ServedCalls
 from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
-from ..mcp._served import ServedCalls
 from ..redact import redact_secrets
-from ..rules import RuleApprover
 from . import outputs
 from .frontend import detect, widgets_available
 from .runner import kernel_loop

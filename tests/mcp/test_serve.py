@@ -28,10 +28,10 @@ pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test in
 import httpx2 as httpx
 
 from nbagent import mcp_server, tool
-from nbagent.approval import Decision, InteractiveApprover
+from nbagent.approvals.approval import Decision, InteractiveApprover
 from nbagent.events import ApprovalRequested, ToolFinished
+from nbagent.loop._served import ServedCalls
 from nbagent.mcp._serve import ServeError, ServeSettings, ToolServer
-from nbagent.mcp._served import ServedCalls
 from nbagent.redact import redact_secrets
 
 from .conftest import ROOT, by_name, call, wait_until

@@ -29,12 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from .._calls import run_valid_call
-from .._execution import copy_json
 from .._history import result_for_model
-from .._strict_json import parse_arguments
-from .._timing import TimelineBuilder
-from ..approval import Approver
+from ..approvals.approval import Approver
 from ..content import ToolResult, error_result
 from ..errors import ArgumentsError
 from ..events import (
@@ -47,15 +43,25 @@ from ..events import (
     ToolProgress,
 )
 from ..limits import Limits
+from ..schema._strict_json import parse_arguments
 from ..tools import Tool, ToolCall, validate_tools
+from ._calls import run_valid_call
+from ._execution import copy_json
+from ._timing import TimelineBuilder
 
 if TYPE_CHECKING:
-    from .._loopstate import RunState
-    from ..hooks import AfterToolHook, BeforeToolHook
+    from ..approvals.hooks import AfterToolHook, BeforeToolHook
     from ..schema import CompiledSchema
     from ..timeline import Timeline
+    from ._loopstate import RunState
 
-__all__ = ["CallRefused", "ServedCalls", "ServedRecord"]
+__all__ = [
+    "ArgumentsRefusedError",
+    "CallRefused",
+    "ServedCalls",
+    "ServedRecord",
+    "UnknownToolError",
+]
 
 log = logging.getLogger("nbagent")
 _serve_ids = itertools.count(1)
@@ -64,12 +70,16 @@ KEEP_RECORDS = 1_000
 
 
 class CallRefused(Exception):
-    """A call refused before it reached a card: ``kind`` "unknown" (no such tool now) or
-    "invalid" (its arguments fail the tool's schema); ``str()`` says why, for the client."""
+    """A call refused before it reached a card; ``str()`` says why, for the client. The HTTP
+    side tells the two kinds apart by their standard bases (it cannot import this room)."""
 
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+
+class UnknownToolError(CallRefused, LookupError):
+    """No such tool is served now (never was, or unregistered since the client listed it)."""
+
+
+class ArgumentsRefusedError(CallRefused, ValueError):
+    """The arguments are not a JSON object, are too large or deep, or fail the schema."""
 
 
 @dataclass
@@ -228,19 +238,19 @@ class ServedCalls:
         return compiled
 
     def check(self, name: str, arguments: Any) -> tuple[Tool, Any]:
-        """The tool and a fresh copy of the arguments, or :class:`CallRefused` saying why
-        nothing will be shown or run (no such tool now; arguments that fail its schema)."""
+        """The tool and a fresh copy of the arguments, or :class:`UnknownToolError` /
+        :class:`ArgumentsRefusedError` saying why nothing will be shown or run."""
         found = self._tools().get(name)
         if found is None or found.execute is None or found.provider_executed:
             available = ", ".join(t.name for t in self.listed()) or "none"
-            raise CallRefused("unknown", f"Unknown tool {name!r}. Available tools: {available}.")
+            raise UnknownToolError(f"Unknown tool {name!r}. Available tools: {available}.")
         compiled = self._compiled(name, found)
         if compiled is None:
-            raise CallRefused("unknown", f"Tool {name!r} cannot be served (its schema fails).")
+            raise UnknownToolError(f"Tool {name!r} cannot be served (its schema fails).")
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
-            raise CallRefused("invalid", f"Arguments of {name!r} must be a JSON object.")
+            raise ArgumentsRefusedError(f"Arguments of {name!r} must be a JSON object.")
         limits = self.limits
         try:
             text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -252,11 +262,11 @@ class ServedCalls:
             )
             compiled.validate(value)
         except ArgumentsError as exc:
-            raise CallRefused(
-                "invalid", f"Invalid arguments for {name}, nothing was run: {exc}"
+            raise ArgumentsRefusedError(
+                f"Invalid arguments for {name}, nothing was run: {exc}"
             ) from None
         except (TypeError, ValueError, RecursionError) as exc:
-            raise CallRefused("invalid", f"Invalid arguments for {name}: {exc}") from None
+            raise ArgumentsRefusedError(f"Invalid arguments for {name}: {exc}") from None
         return found, value
 
     # --- calls ----------------------------------------------------------------------------------
@@ -298,6 +308,7 @@ class ServedCalls:
         if on_progress is not None:
             self._listeners[call.id] = on_progress
         self.records.append(record)
+        self._open[call.id] = record
         started = time.monotonic()
         self.emit(
             ToolCallStarted(
