@@ -29,7 +29,7 @@ import httpx2 as httpx
 
 from nbagent import mcp_server, tool
 from nbagent.approvals.approval import Decision, InteractiveApprover
-from nbagent.events import ApprovalRequested, ToolFinished
+from nbagent.events import ApprovalRequested, ToolCallStarted, ToolFinished
 from nbagent.loop._served import ServedCalls
 from nbagent.mcp._serve import ServeError, ServeSettings, ToolServer
 from nbagent.redact import redact_secrets
@@ -383,9 +383,21 @@ def test_a_waiting_call_sends_progress_and_one_whose_client_left_never_runs(
 def test_a_thousand_calls_at_once_are_bounded_and_nothing_runs_unapproved(
     served: Served,
 ) -> None:
+    stop = threading.Event()
+
+    def person() -> None:  # denies every call as it comes up, so that each gets its answer
+        while not stop.is_set():
+            for request in served.approver.pending():
+                served.approver.resolve(
+                    request.call.id,
+                    Decision(False, "flood", by="person"),
+                    fingerprint=request.fingerprint,
+                )
+            stop.wait(0.05)
+
     async def flood() -> list[int | str]:
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=0)
-        async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+        async with httpx.AsyncClient(timeout=120, limits=limits) as http:
             first = await http.post(
                 served.server.url,
                 headers=served.headers(),
@@ -411,27 +423,39 @@ def test_a_thousand_calls_at_once_are_bounded_and_nothing_runs_unapproved(
                     "params": {"name": "delete_file", "arguments": {"path": f"{n}.txt"}},
                 }
                 try:
-                    answer = await http.post(
-                        served.server.url, headers=headers, json=body, timeout=3
-                    )
-                except httpx.TimeoutException:
-                    return "waiting"  # still waiting for a person: bounded, not run
+                    answer = await http.post(served.server.url, headers=headers, json=body)
                 except httpx.TransportError:
-                    return "refused"
+                    return "refused"  # the connection itself was refused or dropped
                 if answer.status_code != 200:
                     return answer.status_code
                 found = [m for m in _messages(answer.text) if m.get("id") == n]
-                return "busy" if found and found[0].get("result", {}).get("isError") else "?"
+                text = found[0]["result"]["content"][0]["text"] if found else ""
+                if "Too many calls in progress" in text:
+                    return "busy"
+                return "denied" if "flood" in text else text
 
             return list(await asyncio.gather(*(one(n) for n in range(1, 1001))))
 
-    outcomes = asyncio.run(flood())
+    deciding = threading.Thread(target=person, daemon=True)
+    deciding.start()
+    try:
+        outcomes = asyncio.run(flood())
+    finally:
+        stop.set()
+        deciding.join(5)
     assert len(outcomes) == 1000
-    assert set(outcomes) <= {"waiting", "refused", "busy", 503}
-    # past the bounds a call is refused at once (503 from the connection limit, a tool error
-    # past max_calls); a request that timed out here was waiting for a person, or queued
-    assert outcomes.count("busy") + outcomes.count(503) > 0
-    assert len(served.calls.records) <= served.server.settings.max_calls
+    assert set(outcomes) <= {"denied", "refused", "busy", 503}, set(outcomes)
+    assert outcomes.count("busy") + outcomes.count(503) > 0  # the bounds acted
+    assert outcomes.count("denied") == len(served.calls.records)
+    # never more than max_calls calls in progress at once (cards open, waiting or running)
+    open_now = peak = 0
+    for event in served.events:
+        if isinstance(event, ToolCallStarted):
+            open_now += 1
+            peak = max(peak, open_now)
+        elif isinstance(event, ToolFinished):
+            open_now -= 1
+    assert peak <= served.server.settings.max_calls
     assert served.ran == []  # nobody approved anything
     assert served.loop_answers()
 
