@@ -1,4 +1,4 @@
-"""An MCP server over streamable HTTP, on a thread of its own, serving a :class:`ServedTools` (the loop's ServedCalls).
+"""An MCP server over streamable HTTP, on a thread of its own, for a :class:`ServedTools`.
 
 The protocol is the official SDK's (its low-level ``Server`` and streamable HTTP session
 manager); what this module adds is what a server that can run code in someone's kernel must
