@@ -360,19 +360,28 @@ def _show_connection(served: ServedSession) -> None:
             "model_id": shown.model_id,
         },
     }
-    display(data, raw=True)  # type: ignore[no-untyped-call]
+    display_id = f"nbagent-serve-line-{uuid.uuid4().hex}"
+    display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
     shell = served.session.shell
     made = int(getattr(shell, "execution_count", 0) or 0)
 
     def clear(result: Any = None) -> None:
+        from IPython.display import update_display
+
         count = getattr(result, "execution_count", None)
         if count is not None and count < made:
             return
-        shown.value = (
-            f'<div style="font-size:0.9em;opacity:0.7">nbagent serves at '
-            f"{html.escape(served.url)}; the line with its token was shown once "
-            "(<code>%agent serve stop</code>, then <code>%agent serve</code> for a new one)</div>"
+        # plain text in place of the widget: a saved notebook then holds no widget here
+        text = (
+            f"nbagent serves at {served.url}; the line with its token was shown once "
+            "(%agent serve stop, then %agent serve for a new one)"
         )
+        update_display(  # type: ignore[no-untyped-call]
+            {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"},
+            raw=True,
+            display_id=display_id,
+        )
+        shown.close()
         try:
             shell.events.unregister("post_run_cell", clear)
         except ValueError:
