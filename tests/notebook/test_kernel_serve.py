@@ -21,6 +21,7 @@ pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test in
 from nbagent import mcp_server
 
 from ..mcp.conftest import by_name, call
+from .conftest import kernel_env, start_kernel
 from .kernel import Kernel
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -247,3 +248,32 @@ def test_the_inspector_cli_waits_for_the_click_and_gets_what_was_decided(
             assert kernel.eval("ran") == []
     finally:
         stop_serving(kernel)
+
+
+def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_path: Path) -> None:
+    """Kernel > Shut Down while a served call waits: the client is answered, the port closes,
+    and the serving cell's output is text (a notebook saved afterwards has no live widget)."""
+    import httpx2
+
+    k = start_kernel(kernel_python, tmp_path, kernel_env())
+    try:
+        k.execute("%load_ext nbagent\nimport nbagent\nfrom nbagent import tool")
+        since = k.mark()
+        url, headers, serving = start_serving(k)
+        client = Background(url, headers, "delete_file", {"path": "f.txt"})
+        k.wait_for(lambda: k.buttons("Approve", enabled=True, since=since))
+        k.km.shutdown_wait_time = 60.0  # a loaded machine: let it finish rather than be killed
+        k.km.shutdown_kernel(now=False)
+        k.drain(1.0)
+        client.thread.join(60)
+        assert client.done()
+        assert client.error is not None or client.result.is_error
+        outputs = k.cell_outputs(serving)
+        assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
+        assert "delete_file" in k.cell_text(serving)
+        with pytest.raises(httpx2.TransportError):
+            httpx2.post(url, headers=headers, json={}, timeout=5)
+    finally:
+        k.kc.stop_channels()
+        if k.km.is_alive():
+            k.km.shutdown_kernel(now=True)
