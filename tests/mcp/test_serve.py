@@ -508,3 +508,46 @@ def test_the_bridge_refuses_to_start_without_its_token() -> None:
     )
     assert done.returncode == 2
     assert "NBAGENT_SERVE_TOKEN" in done.stderr
+
+
+def test_annotations_output_schema_and_structured_content_reach_the_client(
+    served: Served,
+) -> None:
+    @tool(
+        provider_options={
+            "mcp": {
+                "annotations": {"readOnlyHint": True, "openWorldHint": False},
+                "outputSchema": {
+                    "type": "object",
+                    "properties": {"rows": {"type": "integer"}},
+                    "required": ["rows"],
+                },
+            }
+        }
+    )
+    def count_rows(table: str) -> dict[str, int]:
+        """How many rows a table has."""
+        return {"rows": len(table)}
+
+    served.tools["count_rows"] = count_rows
+    with httpx.Client(timeout=10) as http:
+        session = _session(served, http)
+        listed = _post(served, http, session, {"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
+        tools = {t["name"]: t for t in _messages(listed.text)[0]["result"]["tools"]}
+        assert tools["count_rows"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+        assert tools["count_rows"]["outputSchema"]["required"] == ["rows"]
+        assert "outputSchema" not in tools["add"]
+        answer = _post(
+            served,
+            http,
+            session,
+            {
+                "jsonrpc": "2.0",
+                "id": 8,
+                "method": "tools/call",
+                "params": {"name": "count_rows", "arguments": {"table": "abc"}},
+            },
+        )
+        result = next(m for m in _messages(answer.text) if m.get("id") == 8)["result"]
+        assert result["structuredContent"] == {"rows": 3}
+        assert result["isError"] is False
