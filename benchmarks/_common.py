@@ -89,18 +89,22 @@ def compare(
     unit: str = "us",
     scale: float = 1e6,
     rounds_for: dict[str, int] | None = None,
+    references: dict[str, str] | None = None,
 ) -> dict[str, Row]:
     """Measure ``contenders`` side by side, alternating their order every round.
 
     Each value of ``contenders`` is a *setup* function returning the measurement callable (setup
     raises :class:`NotInstalled` when a peer is missing). ``rounds_for`` lets a slow contender run
-    fewer rounds (it then joins only the first rounds). A crash is recorded in the section (and
-    makes ``run.py`` exit non-zero); the other contenders go on.
+    fewer rounds (it then joins only the first rounds). ``references`` gives a contender another
+    reference than ``reference`` (nbagent against a floor, the peers against nbagent). A crash is
+    recorded in the section (and makes ``run.py`` exit non-zero); the other contenders go on.
     """
+    references = references or {}
     rows: dict[str, Row] = {}
     measures: dict[str, Callable[[], float]] = {}
     for name, setup in contenders.items():
-        row = Row(label, name, unit=unit, scale=scale, reference=reference)
+        own = references.get(name, reference)
+        row = Row(label, name, unit=unit, scale=scale, reference=own)
         rows[name] = row
         section.rows.append(row)
         try:
@@ -129,9 +133,9 @@ def compare(
                 continue
             rows[name].values.append(value)
             done[name] = value
-        base = done.get(reference)
-        if base:
-            for name, value in done.items():
+        for name, value in done.items():
+            base = done.get(rows[name].reference)
+            if base:
                 rows[name].ratios.append(value / base)
     return rows
 
@@ -221,6 +225,16 @@ def median_ratio(row: Row | None) -> float | None:
     if row is None or not row.ratios:
         return None
     return statistics.median(row.ratios)
+
+
+def paired_ratio(row: Row | None, reference: Row | None) -> float | None:
+    """The median of ``row``'s per-round ratios to ``reference``, for two contenders that ran
+    in every round of the same ``compare`` (their values pair up by round)."""
+    if row is None or reference is None or not row.values:
+        return None
+    if len(row.values) != len(reference.values):
+        return None
+    return statistics.median(a / b for a, b in zip(row.values, reference.values, strict=True))
 
 
 def median_of(row: Row | None) -> float | None:

@@ -9,7 +9,12 @@ wall time of the run divided by K (the agent and model are built outside the tim
 * OpenAI Agents SDK: a ``Model`` subclass whose ``get_response`` returns a function call, run by
   ``Runner.run`` with tracing disabled.
 
-Goals: nbagent's per-step cost at K=1000 within 1.5x of K=10; at least 100x below pydantic-ai's.
+* floor: a hand-written validated loop (see :func:`floor_setup`), with the same scripted model,
+  and once more fed whole turns.
+
+nbagent's ratio is to the floor, the peers' to nbagent, each paired in the same round. Goals:
+nbagent's per-step cost at K=1000 within 1.5x of K=10 and within 3x of the floor; at least 100x
+below pydantic-ai's at K=1000; both peers at least 10x slower than nbagent at K=10.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import cProfile
 import gc
 import io
+import json
 import pstats
 import time
 from collections.abc import Callable
@@ -31,6 +37,7 @@ from _common import (
     main,
     median_of,
     median_ratio,
+    paired_ratio,
 )
 
 # One measurement repeats whole runs until this much time was measured (at least one run), so a
@@ -67,6 +74,88 @@ def nbagent_setup(k: int) -> Callable[[], float]:
         elapsed = time.perf_counter() - started
         if result.text != "done" or result.steps != k + 1:
             raise RuntimeError(f"nbagent run ended wrongly: {result.stop_reason}, {result.steps}")
+        return elapsed
+
+    return _measure(once, k)
+
+
+# --- the floor: a hand-written validated loop -----------------------------------------------
+
+
+def floor_setup(k: int, *, streamed: bool = True) -> Callable[[], float]:
+    """The least a correct loop does per step, written out by hand: ask the model, take its calls,
+    parse each call's arguments (``json.loads``) and validate them with the compiled JSON Schema
+    validator nbagent uses (``compile_schema(...).validate``), await the tool, append the answer
+    and the results to the history. No events, limits, repeat guard, approvals or timeline.
+
+    ``streamed``: the same ``ScriptedModel`` as nbagent's, its turns read as the stream of events
+    it sends (so the model's own cost is the same on both sides); else the calls come as whole
+    answers from a plain coroutine, as the peers' function models give them.
+    """
+    from nbagent.content import TextPart
+    from nbagent.errors import ArgumentsError
+    from nbagent.generation import Request, TextDelta, ToolCallReceived
+    from nbagent.messages import AssistantMessage, ToolMessage, ToolResultPart, UserMessage
+    from nbagent.models import Call, ScriptedModel, Turn
+    from nbagent.schema import compile_schema
+    from nbagent.tools import ToolCall
+
+    async def noop(arguments: dict[str, Any]) -> str:
+        return "ok"
+
+    tools = {"noop": (noop, compile_schema({"type": "object", "properties": {}}))}
+
+    def streamed_model() -> Callable[[list[Any]], Any]:
+        model = ScriptedModel([*(Turn(Call("noop", {"i": i})) for i in range(k)), "done"])
+
+        async def answer(messages: list[Any]) -> tuple[list[Any], str]:
+            calls: list[Any] = []
+            text = ""
+            async for event in model.stream(Request(messages)):
+                if event.__class__ is ToolCallReceived:
+                    calls.append(event.call)
+                elif event.__class__ is TextDelta:
+                    text += event.text
+            return calls, text
+
+        return answer
+
+    def whole_model() -> Callable[[list[Any]], Any]:
+        turns = [([ToolCall(f"c{i}", "noop", json.dumps({"i": i}))], "") for i in range(k)]
+        turns.append(([], "done"))
+        script = iter(turns)
+
+        async def answer(messages: list[Any]) -> tuple[list[Any], str]:
+            return next(script)
+
+        return answer
+
+    async def once() -> float:
+        answer = streamed_model() if streamed else whole_model()
+        messages: list[Any] = [UserMessage((TextPart("go"),))]
+        started = time.perf_counter()
+        text, steps = "", 0
+        for _ in range(k + 1):
+            steps += 1
+            calls, text = await answer(messages)
+            messages.append(AssistantMessage((*((TextPart(text),) if text else ()), *calls)))
+            if not calls:
+                break
+            parts = []
+            for call in calls:
+                function, schema = tools[call.name]
+                try:
+                    arguments = json.loads(call.arguments)
+                    schema.validate(arguments)
+                except (ValueError, ArgumentsError) as exc:
+                    parts.append(ToolResultPart(call.id, call.name, (TextPart(str(exc)),), True))
+                    continue
+                output = await function(arguments)
+                parts.append(ToolResultPart(call.id, call.name, (TextPart(str(output)),), False))
+            messages.append(ToolMessage(tuple(parts)))
+        elapsed = time.perf_counter() - started
+        if text != "done" or steps != k + 1:
+            raise RuntimeError(f"the floor ended wrongly: {text!r} after {steps} steps")
         return elapsed
 
     return _measure(once, k)
@@ -243,12 +332,15 @@ def build(quick: bool) -> Section:
             section,
             f"K={k}",
             {
+                "floor": lambda k=k: floor_setup(k),
+                "floor, whole turns": lambda k=k: floor_setup(k, streamed=False),
                 "nbagent": lambda k=k: nbagent_setup(k),
                 "pydantic-ai": lambda k=k: pydantic_ai_setup(k),
                 "openai-agents": lambda k=k: openai_agents_setup(k),
             },
             rounds=rounds,
             reference="nbagent",
+            references={"floor": "floor", "floor, whole turns": "floor", "nbagent": "floor"},
             rounds_for={"pydantic-ai": slow_rounds, "openai-agents": slow_rounds},
         )
     top = max(ks)
@@ -280,6 +372,33 @@ def build(quick: bool) -> Section:
             )
     else:
         section.goal("nbagent per-step at K=1000 within 1.5x of K=10", None, "nbagent failed")
+    floor = median_ratio(section.row(f"K={top}", "nbagent"))
+    section.goal(
+        "nbagent within 3x of the hand-written floor at K=1000",
+        None if floor is None or top != 1000 else floor <= 3,
+        "not measured"
+        if floor is None
+        else f"nbagent is {floor:.2f}x the floor at K={top} (paired)"
+        + ("" if top == 1000 else " (--quick skips K=1000)"),
+    )
+    for k in ks:
+        whole = paired_ratio(
+            section.row(f"K={k}", "nbagent"), section.row(f"K={k}", "floor, whole turns")
+        )
+        if whole is not None:
+            section.notes.append(
+                f"K={k}: nbagent is {whole:.2f}x the floor fed whole turns (no stream to read: "
+                "what the peers' function models give them)"
+            )
+    peers = {
+        name: median_ratio(section.row("K=10", name)) for name in ("pydantic-ai", "openai-agents")
+    }
+    measured = {name: ratio for name, ratio in peers.items() if ratio is not None}
+    section.goal(
+        "both peers at least 10x slower than nbagent at K=10",
+        None if len(measured) < len(peers) else all(r >= 10 for r in measured.values()),
+        ", ".join(f"{name} {ratio:.1f}x" for name, ratio in measured.items()) or "not measured",
+    )
     ratio = median_ratio(section.row(f"K={top}", "pydantic-ai"))
     section.goal(
         "nbagent at least 100x below pydantic-ai at K=1000",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
@@ -146,7 +145,7 @@ class ToolContext:
     and which model turn asked for the call (None when a tool is run outside a run).
     """
 
-    __slots__ = ("_cancel", "_done", "_emit", "call", "input", "run_id", "step", "tool")
+    __slots__ = ("_cancelled", "_done", "_emit", "call", "input", "run_id", "step", "tool")
 
     def __init__(
         self,
@@ -164,7 +163,7 @@ class ToolContext:
         self.run_id = run_id
         self.step = step
         self._emit = emit
-        self._cancel = threading.Event()
+        self._cancelled = False  # set once, from the loop; a worker thread only reads it
         self._done = False
 
     def update(self, progress: ToolResult | str | float) -> None:
@@ -188,13 +187,13 @@ class ToolContext:
 
     def cancelled(self) -> bool:
         """True once the run was cancelled or the tool timed out: stop work and return."""
-        return self._cancel.is_set()
+        return self._cancelled
 
     def _finish(self) -> None:
         self._done = True
 
     def _request_cancel(self) -> None:
-        self._cancel.set()
+        self._cancelled = True
 
 
 Execute = Callable[[ToolContext], Any]

@@ -104,7 +104,8 @@ async def _handle_call_now(
                 ),
                 "invalid",
             )
-    run.emit(ToolCallReady(step, call, copy_json(input_value)))
+    if run._heard:  # the timeline does not read it: nobody else, no event (nor its copy)
+        run.emit(ToolCallReady(step, call, copy_json(input_value)))
     outcome = await repeats.hold(run, step, checked) or outcome
     if outcome is None:
         outcome = await run_valid_call(run, found, call, input_value, semaphore, sequential)

@@ -194,18 +194,26 @@ async def _execute(
         else None
     )
     timeout = found.timeout if found.timeout is not None else run.agent.tool_timeout
+    if semaphore is None and lock is None:  # nothing to hold: no context managers to enter
+        return await _run_tool(run, found, call, arguments, timeout)
     async with semaphore or nullcontext(), lock or nullcontext():
-        run.emit(ToolStarted(call, copy_json(arguments)))
-        return await execute_tool(
-            found,
-            call,
-            copy_json(arguments),
-            timeout,
-            run._progress(call.id),
-            run._abandon,
-            run_id=run.id,
-            step=run._steps,
-        )
+        return await _run_tool(run, found, call, arguments, timeout)
+
+
+async def _run_tool(
+    run: RunState, found: Tool, call: ToolCall, arguments: Any, timeout: float | None
+) -> Outcome:
+    run.emit(ToolStarted(call, copy_json(arguments)))
+    return await execute_tool(
+        found,
+        call,
+        copy_json(arguments),
+        timeout,
+        run._progress(call.id),
+        run._abandon,
+        run_id=run.id,
+        step=run._steps,
+    )
 
 
 def _previews(

@@ -65,13 +65,17 @@ async def decide_call(
     ``rule_timeout`` bounds the tool's ``needs_approval`` function, which runs off the loop
     (one that fails or takes too long denies the call).
     """
-    try:
-        needed = await _approval_needed(found, copy_json(input_value), rule_timeout)
-    except (asyncio.CancelledError, GeneratorExit):
-        raise
-    except BaseException as exc:  # a broken rule must not let the call through, nor stop the run
-        decision = Decision(False, f"the approval rule of {call.name} failed: {exc}", by="error")
-        return _bound(decision, input_value, call, run_id, emit)
+    rule = found.needs_approval
+    if isinstance(rule, bool):  # no rule to run: no copy for it, no coroutine
+        needed = rule
+    else:
+        try:
+            needed = await _approval_needed(found, copy_json(input_value), rule_timeout)
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # a broken rule must not let the call through, nor stop
+            text = f"the approval rule of {call.name} failed: {exc}"
+            return _bound(Decision(False, text, by="error"), input_value, call, run_id, emit)
     if not needed:
         denied = await _forbidden(approver, call, input_value, run_id, rule_timeout)
         if denied is None:

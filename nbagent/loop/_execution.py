@@ -88,12 +88,16 @@ def _cancelled_from_outside() -> bool:
     return bool(cancelling is not None and cancelling())
 
 
+#: Values copy_json hands back as they are without a look inside (immutable, and no container).
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def copy_json(value: Any) -> Any:
     """A deep copy of a parsed JSON value (objects and arrays are new; the rest is immutable)."""
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAVES else copy_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        return [v if type(v) in _LEAVES else copy_json(v) for v in value]
     return value
 
 
@@ -174,15 +178,32 @@ def _plain(value: Any, room: int = 256) -> bool:
     return all(_plain(item, room // 4) for item in items)
 
 
+#: What settles a call's ending when its timeout passes first.
+_TIMED_OUT = object()
+#: ... and when the tool's task ended cancelled (asked by us, or by ``asyncio.run`` ending).
+_CANCELLED = object()
+
+
+def _settle(ending: asyncio.Future[Any], value: Any) -> None:
+    if not ending.done():
+        ending.set_result(value)
+
+
 def _start(
     execute: Callable[[ToolContext], Any],
     context: ToolContext,
     handle: AbandonedCall,
     convert: Callable[[Any], Outcome],
+    is_async: bool,
     plain: bool = False,
-) -> asyncio.Future[Outcome]:
-    """Start the function; the future settles with ``convert(value)`` when it ends (its
-    BaseExceptions wrapped).
+) -> tuple[asyncio.Future[Any], asyncio.Future[Any], asyncio.Task[None] | None]:
+    """Start the function: ``(ending, ended, task)``.
+
+    ``ending`` settles once with how the call ended: ``convert(value)``, the exception it raised
+    (BaseExceptions wrapped in :class:`ToolRaised`) or ``_CANCELLED``; the loop awaits it (and
+    may settle it first with ``_TIMED_OUT``), so cancelling the loop's wait never touches the
+    function. ``ended`` is done when the function really ended (what a stop waits for); ``task``
+    runs an async function (None: a thread runs a sync one).
 
     The conversion runs user code too (``__str__``, ``to_markdown``, ``to_model_output``,
     ``savefig``, image decoding), so it runs off the loop and inside the call's timeout: on the
@@ -190,36 +211,51 @@ def _start(
     tool has no ``to_model_output``, so a plain value (:func:`_plain`) is converted on the loop.
     """
     loop = asyncio.get_running_loop()
-    if inspect.iscoroutinefunction(execute):
+    ending: asyncio.Future[Any] = loop.create_future()
+    if is_async:
 
-        async def whole() -> Outcome:
-            value = await execute(context)
-            if plain and _plain(value):  # no user code to run: a thread would only cost time
-                return convert(value)
-            return await on_thread(convert, value, context.call.name)
+        async def whole() -> None:
+            # what contained() does, inlined: the call's ending is settled from inside its task,
+            # which wakes the loop one turn sooner than waiting for the task itself
+            try:
+                value = await execute(context)
+                if plain and _plain(value):  # no user code to run: a thread would only cost time
+                    outcome: Any = convert(value)
+                else:
+                    outcome = await on_thread(convert, value, context.call.name)
+            except asyncio.CancelledError as exc:
+                if context.cancelled() or _cancelled_from_outside():
+                    _settle(ending, _CANCELLED)
+                    raise
+                outcome = ToolRaised(exc)  # the tool's own, nobody asked: not a cancellation
+            except GeneratorExit as exc:  # an abandoned coroutine being closed
+                _settle(ending, exc)
+                raise
+            except Exception as exc:
+                outcome = exc
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit …: never as they are
+                outcome = ToolRaised(exc)
+            _settle(ending, outcome)
 
-        task = asyncio.ensure_future(contained(whole(), cancel_requested=context.cancelled))
+        task = loop.create_task(whole())
         task.add_done_callback(_ended(handle))
-        return task
-    future: asyncio.Future[Any] = loop.create_future()
+        return ending, task, task
+    ended: asyncio.Future[None] = loop.create_future()
 
-    def settle(ok: bool, payload: Any) -> None:
-        if future.done():
-            return
-        if ok:
-            future.set_result(payload)
-        else:
-            future.set_exception(payload)
+    def settle(payload: Any) -> None:
+        _settle(ending, payload)
+        if not ended.done():
+            ended.set_result(None)
 
     def target() -> None:
         try:
-            outcome: tuple[bool, Any] = (True, convert(run(execute, context)))
+            outcome: Any = convert(run(execute, context))
         except Exception as exc:
-            outcome = (False, exc)
+            outcome = exc
         except BaseException as exc:  # KeyboardInterrupt, SystemExit …: never as they are
-            outcome = (False, ToolRaised(exc))
+            outcome = ToolRaised(exc)
         try:
-            loop.call_soon_threadsafe(settle, *outcome)
+            loop.call_soon_threadsafe(settle, outcome)
         except RuntimeError:  # the loop is closed: nobody waits for this result any more
             pass
         handle._finish()
@@ -227,7 +263,7 @@ def _start(
     run = contextvars.copy_context().run
     name = f"nbagent-tool-{context.call.name}"[:64]
     threading.Thread(target=target, name=name, daemon=True).start()
-    return future
+    return ending, ended, None
 
 
 def on_thread(convert: Callable[[Any], T], value: Any, name: str) -> asyncio.Future[T]:
@@ -271,19 +307,21 @@ def _ended(handle: AbandonedCall) -> Callable[[asyncio.Future[Any]], None]:
     return done
 
 
-async def _stop(work: asyncio.Future[Any], context: ToolContext, is_task: bool) -> bool:
+async def _stop(
+    ended: asyncio.Future[Any], context: ToolContext, task: asyncio.Task[None] | None
+) -> bool:
     """Ask the function to stop and wait the grace period; True if it ended."""
     context._request_cancel()
-    if is_task:
-        work.cancel()
+    if task is not None:
+        task.cancel()
     try:
-        await asyncio.wait({work}, timeout=CANCEL_GRACE)
+        await asyncio.wait({ended}, timeout=CANCEL_GRACE)
     finally:
         context._finish()
-        ended = work.done()
-        if not ended and not is_task:
-            work.cancel()  # the thread goes on; its late result is dropped, never logged
-    return ended
+        done = ended.done()
+        if not done and task is None:
+            ended.cancel()  # the thread goes on; its late result is dropped, never logged
+    return done
 
 
 def _abandon(call: ToolCall, handle: AbandonedCall, why: str) -> AbandonedCall:
@@ -321,25 +359,29 @@ async def execute_tool(
     progress = _Progress(loop, on_progress)
     context = ToolContext(call, input_value, found, progress, run_id=run_id, step=step)
     handle = AbandonedCall(call.id, call.name)
-    is_task = inspect.iscoroutinefunction(execute)
-    work = _start(
+    ending, ended, task = _start(
         execute,
         context,
         handle,
         lambda value: _converted(found, call, value),
+        inspect.iscoroutinefunction(execute),
         plain=found.to_model_output is None,
     )
+    timer = loop.call_later(timeout, _settle, ending, _TIMED_OUT) if timeout is not None else None
     try:
-        done, _ = await asyncio.wait({work}, timeout=timeout)
+        value = await ending
     except asyncio.CancelledError:
         progress.closed = True
-        if not await _stop(work, context, is_task):
+        if not await _stop(ended, context, task):
             on_abandoned(_abandon(call, handle, "the run was cancelled"))
         raise
-    if not done:
-        progress.closed = True
+    finally:
+        if timer is not None:
+            timer.cancel()
+    progress.closed = True
+    if value is _TIMED_OUT:
         assert timeout is not None
-        if await _stop(work, context, is_task):
+        if await _stop(ended, context, task):
             text = f"{call.name} did not finish within {timeout:g} s and was stopped."
             return Outcome(error_result(text), "timeout")
         text = (
@@ -347,15 +389,13 @@ async def execute_tool(
             "function is still running; its result will be ignored."
         )
         return Outcome(error_result(text), "timeout", None, _abandon(call, handle, "its timeout"))
-    progress.closed = True
     context._finish()
-    if work.cancelled():  # only we cancel tasks, and only after asking: treat as stopped
+    if value is _CANCELLED:  # only we cancel tasks, and only after asking: treat as stopped
         return Outcome(error_result(f"{call.name} was cancelled."), "cancelled")
-    error = work.exception()
-    if error is None:
-        return work.result()
-    if isinstance(error, ToolRaised):
-        raised = error.raised
+    if isinstance(value, Outcome):
+        return value
+    if isinstance(value, ToolRaised):
+        raised = value.raised
         if isinstance(raised, asyncio.CancelledError):
             text = (
                 f"{call.name} failed: it raised CancelledError by itself (the run was not "
@@ -368,6 +408,7 @@ async def execute_tool(
             + ", which stops the whole run."
         )
         return Outcome(error_result(text), "error", _trace(raised), raised=raised)
+    error: BaseException = value
     message = f"{call.name} failed: {type(error).__name__}: {stable_text(str(error))}"
     return Outcome(error_result(message, value=error), "error", _trace(error))
 

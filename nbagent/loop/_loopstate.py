@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..schema import CompiledSchema
     from ..tools import Definition, Tool, ToolCall
     from ._eventqueue import EventQueue
+    from ._snapshots import HistoryLog
     from ._timing import TimelineBuilder
 
 __all__ = ["AgentState", "LoopState", "RunState"]
@@ -81,7 +82,9 @@ class LoopState(RunState, Protocol):
     exchanges: list[Exchange]
     final: RunResult | None
     _queue: EventQueue
+    _history: HistoryLog
     _keep_events: bool
+    _heard: bool
     _timeline: TimelineBuilder
     _start_index: int
     _answer: Answer | None

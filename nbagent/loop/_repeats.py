@@ -55,11 +55,16 @@ if TYPE_CHECKING:
 __all__ = ["RepeatGuard", "call_key", "ordinal", "repeat_note"]
 
 
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``, with the
+#: encoder built once rather than for every call.
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def call_key(name: str, arguments: Any, raw: str = "") -> str:
     """One call as the guard tells calls apart: the SHA-256 of its tool and its arguments as
     canonical JSON (sorted keys, no spaces); arguments that are not JSON count by their text."""
     try:
-        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = _canonical(arguments)
     except (TypeError, ValueError, RecursionError):
         text = "\0raw\0" + raw
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\0")

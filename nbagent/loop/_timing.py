@@ -57,7 +57,8 @@ class TimelineBuilder:
     def _lane(self, call_id: str) -> int:
         lane = self._lane_of.get(call_id)
         if lane is None:
-            lane = next(n for n in range(1, len(self._busy) + 2) if n not in self._busy)
+            busy = self._busy
+            lane = 1 if not busy else next(n for n in range(1, len(busy) + 2) if n not in busy)
             self._busy[lane] = call_id
             self._lane_of[call_id] = lane
             self._lanes = max(self._lanes, lane + 1)
@@ -105,9 +106,7 @@ class TimelineBuilder:
         if lane is None:  # answered without waiting or running (invalid, refused): no bar
             return
         found = self._work.pop(call_id, None)
-        status = {"done": "", "error": "failed", "timeout": "failed", "invalid": "failed"}.get(
-            event.status, event.status
-        )
+        status = _SHOWN_STATUS.get(event.status, event.status)
         if found is not None:
             self.spans.append(Span("tool", found[1], found[0], now, lane, status))
         self._busy.pop(lane, None)
@@ -139,6 +138,9 @@ class TimelineBuilder:
             tuple(spans), total, stop_reason or self._stop, self._steps, max(self._lanes, 1)
         )
 
+
+#: A finished call's status as its bar shows it.
+_SHOWN_STATUS = {"done": "", "error": "failed", "timeout": "failed", "invalid": "failed"}
 
 _HANDLERS: dict[type, Callable[[TimelineBuilder, Any, float], None]] = {
     RunStarted: lambda b, e, now: None,

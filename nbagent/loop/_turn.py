@@ -71,7 +71,7 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
     agent = run.agent
     generator: Generator = agent.generator
     request = Request(
-        messages=tuple(agent.messages),
+        messages=run._history.snapshot(agent.messages),
         model=getattr(generator, "model", ""),
         tools=run.definitions,
         instructions=agent.instructions,
@@ -181,16 +181,17 @@ async def _stream_answer(
             elif isinstance(event, ToolInputStart):
                 streams[event.call_id] = _call_stream(run, event.name)
                 tool = run.tools.get(event.name)
-                run.emit(
-                    ToolCallStarted(
-                        step,
-                        event.call_id,
-                        event.name,
-                        tool.title if tool else None,
-                        event.provider_executed,
-                        dict(tool.code_arguments) if tool else {},
+                if run._heard:  # the timeline does not read it: nobody else, no event
+                    run.emit(
+                        ToolCallStarted(
+                            step,
+                            event.call_id,
+                            event.name,
+                            tool.title if tool else None,
+                            event.provider_executed,
+                            dict(tool.code_arguments) if tool else {},
+                        )
                     )
-                )
                 if tool is not None and tool.on_input_start is not None:
                     info = ToolInput(event.call_id, event.name)
                     await input_callback(

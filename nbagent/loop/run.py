@@ -54,6 +54,7 @@ from ._ending import (
 from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE
 from ._repeats import RepeatGuard
+from ._snapshots import HistoryLog
 from ._stepmode import pause
 from ._timing import TimelineBuilder
 from ._turn import BudgetSpent, over_budget, stream_turn
@@ -108,6 +109,9 @@ class Run:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.final: RunResult | None = None
         self._keep_events = True
+        #: Whether anyone but the timeline hears the run's events (a reader, an observer):
+        #: events only they would read are not built otherwise.
+        self._heard = True
         self._timeline = TimelineBuilder()
         self._observers = tuple(agent.observers)
         self._budget = budget
@@ -121,6 +125,7 @@ class Run:
         )
         self._continuing = continuing  # no new prompt: the run answers the history as it is
         self._repeats = RepeatGuard(self.limits, agent.generator)
+        self._history = HistoryLog()  # what each request sends, without a copy per step
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -145,6 +150,7 @@ class Run:
     def discard_events(self) -> None:
         """Nobody will read :meth:`events`: keep none (``Agent.run`` only wants the result)."""
         self._keep_events = False
+        self._heard = bool(self._observers)
         self._queue.clear()
 
     def done(self) -> bool:

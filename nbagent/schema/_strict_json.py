@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from typing import Any
 
 from ..errors import ArgumentsError
@@ -91,6 +92,51 @@ def _lone_surrogate(node: Any) -> bool:
     return False
 
 
+class _Flaws(threading.local):
+    """How many flaws the parse under way on this thread met (the hooks below count them)."""
+
+    count = 0
+
+
+_flaws = _Flaws()
+
+
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(items)
+    if len(value) == len(items):
+        return value
+    _flaws.count += 1
+    twice = _Twice(value)
+    seen: set[str] = set()
+    for key, _ in items:
+        if key in seen:
+            twice.key = key
+            break
+        seen.add(key)
+    return twice
+
+
+def _constant(name: str) -> Any:
+    _flaws.count += 1
+    return _NotANumber(f"{name} is not a JSON number (send a finite number or null)")
+
+
+def _number(digits: str) -> Any:
+    value = float(digits)
+    if math.isfinite(value):
+        return value
+    _flaws.count += 1
+    shown = digits if len(digits) <= 40 else digits[:37] + "..."
+    return _NotANumber(f"the number {shown} is too large to represent")
+
+
+#: One decoder for every parse (``json.loads`` with hooks builds a decoder and its scanner per
+#: call, most of the cost of parsing a small text); its hooks keep no state but the count above.
+_decode = json.JSONDecoder(
+    parse_constant=_constant, parse_float=_number, object_pairs_hook=_pairs
+).decode
+
+
 def strict_loads(text: str) -> Any:
     """Parse ``text`` as strict JSON, or raise :class:`StrictJSONError` naming what and where.
 
@@ -99,39 +145,13 @@ def strict_loads(text: str) -> Any:
     one). Invalid JSON raises ``json.JSONDecodeError`` (a ``ValueError``) and nesting past the
     parser's reach ``RecursionError``, as ``json.loads`` does.
     """
-    flaws = 0
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal flaws
-        value = dict(items)
-        if len(value) == len(items):
-            return value
-        flaws += 1
-        twice = _Twice(value)
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen:
-                twice.key = key
-                break
-            seen.add(key)
-        return twice
-
-    def constant(name: str) -> Any:
-        nonlocal flaws
-        flaws += 1
-        return _NotANumber(f"{name} is not a JSON number (send a finite number or null)")
-
-    def number(digits: str) -> Any:
-        nonlocal flaws
-        value = float(digits)
-        if math.isfinite(value):
-            return value
-        flaws += 1
-        shown = digits if len(digits) <= 40 else digits[:37] + "..."
-        return _NotANumber(f"the number {shown} is too large to represent")
-
-    value = json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=pairs)
-    if flaws:
+    if isinstance(text, (bytes, bytearray)):  # as json.loads takes them
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    elif text.startswith("\ufeff"):  # as json.loads refuses it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    _flaws.count = 0
+    value = _decode(text)
+    if _flaws.count:
         found = _first(value, lambda node: isinstance(node, (_Twice, _NotANumber)))
         assert found is not None  # every flaw sits in the tree, or in an object that is _Twice
         path, node = found
@@ -140,7 +160,7 @@ def strict_loads(text: str) -> Any:
         raise StrictJSONError(
             f"the key {_quote(node.key)} appears twice in one object", path, node.key
         )
-    if _SURROGATE_ESCAPE.search(text):
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
         found = _first(value, _lone_surrogate)
         if found is not None:
             raise StrictJSONError(

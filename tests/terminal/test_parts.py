@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import tempfile
+import threading
 
 import pytest
 
@@ -380,9 +381,13 @@ async def test_a_rendering_bug_cancels_the_run_and_is_reported() -> None:
         def _on_ToolCallReady(self, event: object) -> None:
             raise RuntimeError("cannot draw this")
 
+    never = threading.Event()
+
     @tool
     def noop() -> str:
-        """Nothing."""
+        """Nothing, until the run that called it is cancelled (then it is abandoned): the
+        cancel must land first whatever the loop's number of turns before a result is taken."""
+        never.wait(10)
         return "ok"
 
     agent = Agent(ScriptedModel([Turn(Call("noop"), Pause(0.05))]), [noop])
@@ -399,6 +404,7 @@ async def test_a_rendering_bug_cancels_the_run_and_is_reported() -> None:
     assert not agent._running  # the run ended; the agent takes the next prompt
     assert_history_valid(agent.messages)
     assert agent.messages[-1].results[0].is_error  # type: ignore[union-attr]
+    never.set()
     os.close(read_fd)
     os.close(write_fd)
 
