@@ -38,6 +38,7 @@ BENCHMARKS = [
     ("saved-size", "bench_saved_size.py"),
     ("recording", "bench_recording.py"),
     ("batch", "bench_batch.py"),
+    ("serve", "bench_serve.py"),
     ("local", "bench_local.py"),
     ("long_stream", "bench_long_stream.py"),
     ("kernel", "bench_kernel.py"),

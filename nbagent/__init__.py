@@ -308,6 +308,7 @@ __all__ = [
     "mcp_server",
     "normalize_schema",
     "register",
+    "serve",
     "text_and_image_result",
     "text_result",
     "tool",
@@ -363,3 +364,16 @@ def forbid(tool: Any, *, when: Any = None, **where: Any) -> int:
     from .notebook import current_session as session
 
     return int(session().deny(tool, when=when, **where))
+
+
+def serve(
+    *, kernel: bool = False, approve: str | None = None, port: int = 0, expose: str | None = None
+) -> Any:
+    """Serve this notebook's tools over MCP, as ``%agent serve`` does (``kernel``: the kernel
+    tools too; ``approve="auto"``: without asking, said once; ``expose``: an address beyond
+    loopback). Returns what is served (``.url``, ``.token``, ``.stop()``); if something is
+    served already, that. See docs/howto/serve.md: there is no sandbox."""
+    from .notebook import current_session as session
+    from .notebook.serving import serve as start
+
+    return start(session(), kernel=kernel, approve=approve, port=port, expose=expose)

@@ -15,7 +15,8 @@ from typing import Any
 #: The marks that keep a test out of the fast tier, each with what it stands for.
 MARKS = {
     "browser": "drives JupyterLab or Notebook 7 in chromium (tests/browser/)",
-    "conformance": "plays the npm MCP conformance suite (tests/mcp/test_conformance*.py)",
+    "conformance": "plays the npm MCP conformance suite (tests/mcp/test_conformance*.py, "
+    "tests/notebook/test_kernel_serve_conformance.py)",
     "real_model": "loads a real model (local:smollm2 through llama.cpp)",
     "slow": "among the slowest tests (8 s or more), or a kernel test on ipykernel 6.29",
 }
@@ -31,6 +32,7 @@ BY_PATH = {
     "mcp/test_conformance_auth_scopes.py": "conformance",
     "mcp/test_conformance_auth_clients.py": "conformance",
     "mcp/test_conformance_auth_checks.py": "conformance",
+    "notebook/test_kernel_serve_conformance.py": "conformance",
     "providers/test_local_server.py": "real_model",
     "notebook/test_kernel_local.py": "real_model",
 }

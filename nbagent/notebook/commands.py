@@ -138,6 +138,12 @@ def _timeout(session: Session, _shell: Any, words: list[str]) -> None:
         )
 
 
+def _serve(session: Session, shell: Any, words: list[str]) -> None:
+    from .serving import serve_command
+
+    serve_command(session, shell, words)
+
+
 def _map(session: Session, shell: Any, words: list[str]) -> Any:
     from . import mapmagic
 
@@ -169,6 +175,7 @@ COMMANDS: dict[str, Command] = {
     "cells": Command(_cells, scan=False),
     "fork": Command(None, body=True),
     "compare": Command(_compare, scan=False),
+    "serve": Command(_serve),
     "map": Command(_map, scan=False, awaited=_map_awaited, body=True),
 }
 

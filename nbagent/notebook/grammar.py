@@ -140,7 +140,7 @@ def _wrapped(head: str, pieces: list[str]) -> list[str]:
 
 # --- the placeholders ---------------------------------------------------------------------------
 
-_RUN_ID = re.compile(r"run-\d{1,9}")
+_RUN_ID = re.compile(r"(run|serve)-\d{1,9}")  # serve-N: what %agent serve ran
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -167,7 +167,7 @@ def _not_an_option(word: str) -> bool:
     return not word.startswith("-")
 
 
-RUN = Word("RUN", lambda w: bool(_RUN_ID.fullmatch(w)), "a run's id (run-3)")
+RUN = Word("RUN", lambda w: bool(_RUN_ID.fullmatch(w)), "a run's id (run-3, or serve-1)")
 STEP = Word("STEP", _whole_number, "a step number (1, 2, …)")
 N = Word("N", _whole_number, "a whole number from 1")
 SECONDS = Word("SECONDS", _seconds, "a positive number of seconds")
@@ -274,6 +274,16 @@ GRAMMARS: dict[str, Grammar] = {
         _f(RUN, STEP, Rest("[options] [PROMPT]"), does="a new conversation from RUN at STEP"),
     ),
     "compare": _g("compare", _f(RUN, RUN, does="two runs side by side: where they first differ")),
+    "serve": _g(
+        "serve",
+        _f("stop", does="stop serving"),
+        _f("status", does="what is served, and where"),
+        _f(
+            Rest(("[--kernel]", "[--approve ask|auto]", "[--port PORT]", "[--expose ADDRESS]")),
+            does="serve the notebook's tools over MCP (see docs/howto/serve.md)",
+        ),
+        quoting=True,
+    ),
     "map": _g(
         "map",
         _f(

@@ -142,6 +142,8 @@ class Session:
         #: what ``%agent cells`` / ``%agent undo`` did with runs' code (course FollowUps, for
         #: ``%agent report``), the newest _KEEP_JOBS
         self.follow_ups: deque[Any] = deque(maxlen=_KEEP_JOBS)
+        #: What ``%agent serve`` serves now (:class:`.serving.ServedSession`), or None.
+        self.served: Any = None
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -571,6 +573,8 @@ class Session:
                 transcript.error = reason
             job.cancel()
             job.abandon()
+        if self.served is not None:  # %agent serve: its server and waiting calls end too
+            self.served.stop("the kernel shut down")
         self.close_mcp_servers()
 
     def stop(self) -> int:

@@ -1,0 +1,440 @@
+"""``%agent serve``: the notebook's tools (and with ``--kernel`` the kernel tools) over MCP.
+
+The server (:mod:`nbagent.mcp._serve`) runs on a thread of its own, so cells run while it
+serves; each call a client makes runs on the kernel's loop through nbagent's own call path
+(:mod:`nbagent.loop._served`) and shows as a card in the serving cell, from the same events and
+with the same widgets as a run's calls: arguments, previews, Approve / Deny / Edit, the rules
+of ``%agent allow``, a snippet's namespace diff, and an Undo button under a snippet that
+changed it. The cell's output becomes plain text when serving ends (``%agent serve stop``, a
+kernel shutdown), so a saved notebook shows what was asked and answered.
+
+The line to paste into a client (with the bearer token) is shown once, in a widget of its own
+whose saved form never holds the token, and it is cleared as soon as another cell runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import html
+import shlex
+import threading
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..approvals.approval import Approver, AutoApprove, DenyAll
+from ..approvals.rules import RuleApprover
+from ..events import AgentEvent, ToolFinished
+from ..loop._served import ServedCalls
+from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
+from ..redact import redact_secrets
+from . import outputs
+from .frontend import detect, widgets_available
+from .runner import kernel_loop
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+    from .session import Session
+
+__all__ = ["ServedSession", "serve", "serve_command"]
+
+#: MCP's hints for the kernel tools: looking is read-only, running code is not.
+_KERNEL_HINTS = {
+    "list_variables": {"readOnlyHint": True, "openWorldHint": False},
+    "describe_variable": {"readOnlyHint": True, "openWorldHint": False},
+    "run_python": {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True},
+}
+AUTO_SERVE_WARNING = (
+    "--approve auto: every call a client with the token makes runs without asking you, "
+    "run_python included when the kernel tools are served: its code runs in this kernel with "
+    "your rights (your files, the network, every variable). Undo restores variables only."
+)
+_TICK = 0.2
+
+
+class ServedSession:
+    """What ``%agent serve`` started: the server, its calls, the view in its cell."""
+
+    def __init__(
+        self,
+        session: Session,
+        server: ToolServer,
+        calls: ServedCalls,
+        view: Any,
+        *,
+        kernel: bool,
+        auto: bool,
+    ) -> None:
+        self.session = session
+        self.server = server
+        self.calls = calls
+        self.view = view
+        self.kernel = kernel
+        self.auto = auto
+        self._ticker: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "serving"
+        return f"<nbagent {state} at {self.server.url}: {', '.join(self.tool_names())}>"
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        """The bearer token (its repr is hidden): for a client you configure from Python."""
+        return self.server.token
+
+    @property
+    def running(self) -> bool:
+        return not self._stopped and self.server.running
+
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.calls.listed()]
+
+    def describe(self) -> str:
+        """What is served and where (no token)."""
+        tools = ", ".join(self.tool_names()) or "no tools yet (define some with @nbagent.tool)"
+        approval = "approved without asking (--approve auto)" if self.auto else "as in a run"
+        calls = len(self.calls.records)
+        return (
+            f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
+            f"{approval}; {calls} call{'s' if calls != 1 else ''} so far. "
+            "`%agent serve stop` ends it."
+        )
+
+    def stop(self, reason: str = "stopped with %agent serve stop") -> None:
+        """End serving: calls still waiting are cancelled (their cards say so), the cell's
+        output becomes text."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self.server.stop()
+        self.calls.close(f"Serving stopped ({reason})")
+        if self._ticker is not None:
+            self._ticker.cancel()
+        try:
+            if not self.view.finished:
+                self.view.close("finished")
+            outputs.run_ended(self.view, static_segments=False)
+        finally:
+            if self.session.served is self:
+                self.session.served = None
+        self.reason = reason
+
+    def connection_line(self, client: str = "claude") -> str:
+        """The exact line (or snippet) to give ``client``, token included: show it only to the
+        person who asked for it."""
+        return client_config(client, self.url, self.token)
+
+
+def client_config(client: str, url: str, token: str) -> str:
+    """How ``client`` connects to ``url`` with ``token`` (see docs/howto/serve.md)."""
+    header = f"Authorization: Bearer {token}"
+    if client == "claude":
+        return f'claude mcp add --transport http nbagent {url} --header "{header}"'
+    if client == "json":
+        import json
+
+        return json.dumps(
+            {
+                "mcpServers": {
+                    "nbagent": {
+                        "type": "http",
+                        "url": url,
+                        "headers": {"Authorization": f"Bearer {token}"},
+                    }
+                }
+            }
+        )
+    if client == "inspector":
+        return (
+            f"npx @modelcontextprotocol/inspector --cli {url} --transport http "
+            f'--header "{header}" --method tools/list'
+        )
+    raise ValueError(f"unknown client {client!r}: claude, json or inspector")
+
+
+# --- starting -----------------------------------------------------------------------------------
+
+
+def _served_tools(session: Session, kernel: bool) -> dict[str, Tool]:
+    """The tools served now: the notebook's, and the kernel tools (with MCP's hints) when
+    asked; read at every list and call."""
+    from .kernelview import toolkit
+
+    tools = dict(session.tools)
+    kit_names = set(session.kernel.names) if session.kernel is not None else set()
+    for name in kit_names:
+        tools.pop(name, None)
+    if kernel:
+        for found in toolkit(session):
+            tools[found.name] = _hinted(found)
+    return tools
+
+
+_hinted_cache: dict[int, Any] = {}
+
+
+def _hinted(found: Tool) -> Tool:
+    cached = _hinted_cache.get(id(found))
+    if cached is not None and cached[0] is found:
+        return cached[1]  # type: ignore[no-any-return]
+    options = dict(found.provider_options or {})
+    mcp = dict(options.get("mcp") or {})
+    mcp.setdefault("annotations", _KERNEL_HINTS.get(found.name, {}))
+    options["mcp"] = mcp
+    made = replace(found, provider_options=options)
+    _hinted_cache[id(found)] = (found, made)
+    return made
+
+
+def serve(
+    session: Session,
+    *,
+    kernel: bool = False,
+    approve: str | None = None,
+    port: int = 0,
+    expose: str | None = None,
+    settings: ServeSettings | None = None,
+) -> ServedSession:
+    """Start serving (see the module); if already serving, the session serving now."""
+    found = session.served
+    if found is not None and found.running:
+        return found  # type: ignore[no-any-return]
+    if approve not in (None, "ask", "auto"):
+        raise ValueError("approve: 'ask' or 'auto'")
+    shell = session.shell
+    frontend = detect(shell)
+    interactive = frontend.interactive and widgets_available()
+    auto = approve == "auto"
+    fallback: Approver
+    if auto:
+        fallback = AutoApprove()
+    elif interactive:
+        fallback = session.approver
+    else:
+        fallback = DenyAll(
+            "nobody can approve calls here (no widgets to click): serve with --approve auto, "
+            "or allow the tool with %agent allow"
+        )
+    approver = RuleApprover(session.rules, fallback=fallback)
+    host = expose or "127.0.0.1"
+    if settings is None:
+        settings = ServeSettings(host=host, port=port, expose=expose is not None)
+    if auto:
+        outputs.note(AUTO_SERVE_WARNING)
+    if not is_loopback(settings.host):
+        outputs.note(
+            f"serving on {settings.host}, not only on this machine: anyone who can reach it and "
+            "holds the token may ask for these tools"
+            + (" and run code in this kernel (run_python)" if kernel else "")
+        )
+    served_holder: list[ServedSession] = []
+
+    def stop_clicked() -> None:
+        if served_holder:
+            served_holder[0].stop("stopped with the Stop button")
+
+    view = _make_view(interactive, fallback if fallback is session.approver else None, stop_clicked)
+    loop = kernel_loop()
+    calls = ServedCalls(
+        lambda: _served_tools(session, kernel),
+        approver,
+        lambda event: None,
+        loop=loop,
+        agent=session.agent,
+        label="tool calls from an MCP client",
+    )
+    calls._sink = lambda event: _show(served_holder, view, event)
+    server = ToolServer(calls, settings)
+    try:
+        server.start()
+    except ServeError:
+        raise
+    served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
+    served_holder.append(served)
+    session.served = served
+    if kernel:
+        toolkit_names = ", ".join(_KERNEL_HINTS)
+        outputs.note(f"with the kernel tools ({toolkit_names}): run_python asks you each time")
+    if interactive:
+        outputs.show_live(view, f"nbagent-serve-{uuid.uuid4().hex}")
+        _show_connection(served)
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(_TICK)
+                view.tick()
+
+        served._ticker = loop.create_task(tick())
+    else:
+        print(
+            f"serving over MCP at {served.url}; the bearer token is in "
+            "nbagent.serve().token (it is never printed)"
+        )
+    return served
+
+
+def _make_view(interactive: bool, approver: Any, on_stop: Any) -> Any:
+    if interactive:
+        from .view import RunView
+
+        return RunView("tool calls from an MCP client", approver=approver, on_stop=on_stop)
+    from .textview import TextView
+
+    return TextView("tool calls from an MCP client")
+
+
+def _show(holder: list[ServedSession], view: Any, event: AgentEvent) -> None:
+    """One event into the serving cell's view; a snippet that changed the namespace gets an
+    Undo button under its card."""
+    view.handle(event)
+    if isinstance(event, ToolFinished) and event.call.name == "run_python" and holder:
+        _offer_undo(holder[0], view, event)
+
+
+def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
+    kit = served.session.kernel
+    if kit is None or not hasattr(view, "_append_block"):
+        return
+    step = next((s for s in kit.snippets(served.calls.id) if s.call_id == event.call.id), None)
+    if step is None or not step.diff or step.undone:
+        return
+    import ipywidgets as widgets
+
+    names = sorted({c.name for c in step.diff.changes})
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    button = widgets.Button(
+        description="Undo this call's changes",
+        icon="undo",
+        tooltip=f"put back {shown} as they were before this call",
+        layout=widgets.Layout(width="auto", min_width="fit-content"),
+    )
+    note = widgets.HTML(
+        '<div style="font-size:0.85em;opacity:0.7">'
+        f"changed {html.escape(redact_secrets(shown))} (or "
+        f"<code>%agent undo {served.calls.id} step {step.step}</code>)</div>"
+    )
+    box = widgets.HBox([button, note])
+
+    def clicked(_button: Any) -> None:
+        report = kit.undo([served.calls.id], step=step.step)
+        button.disabled = True
+        button.layout.display = "none"
+        note.value = (
+            '<div style="font-size:0.85em">'
+            + "<br>".join(html.escape(redact_secrets(line)) for line in report.lines())
+            + "</div>"
+        )
+
+    button.on_click(clicked)
+    view._append_block(box)
+    view._notes.extend([box, button, note])
+
+
+def _show_connection(served: ServedSession) -> None:
+    """The line to paste, once: a widget whose saved form has no token, cleared when the next
+    cell runs."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    line = served.connection_line("claude")
+    json_line = served.connection_line("json")
+    shown = widgets.HTML(
+        '<div style="font-size:0.9em">Connect a client (shown once; it holds the token, and '
+        "disappears when another cell runs). Claude Code:<pre style='white-space:pre-wrap'>"
+        f"{html.escape(line)}</pre>Any client that takes JSON (Cursor, VS Code …):"
+        f"<pre style='white-space:pre-wrap'>{html.escape(json_line)}</pre></div>"
+    )
+    data = {
+        "text/plain": f"nbagent serves at {served.url} (the line with the token was shown once)",
+        "application/vnd.jupyter.widget-view+json": {
+            "version_major": 2,
+            "version_minor": 0,
+            "model_id": shown.model_id,
+        },
+    }
+    display_id = f"nbagent-serve-line-{uuid.uuid4().hex}"
+    display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+    shell = served.session.shell
+    made = int(getattr(shell, "execution_count", 0) or 0)
+
+    def clear(result: Any = None) -> None:
+        from IPython.display import update_display
+
+        count = getattr(result, "execution_count", None)
+        if count is not None and count < made:
+            return
+        # plain text in place of the widget: a saved notebook then holds no widget here
+        text = (
+            f"nbagent serves at {served.url}; the line with its token was shown once "
+            "(%agent serve stop, then %agent serve for a new one)"
+        )
+        update_display(  # type: ignore[no-untyped-call]
+            {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"},
+            raw=True,
+            display_id=display_id,
+        )
+        shown.close()
+        try:
+            shell.events.unregister("post_run_cell", clear)
+        except ValueError:
+            pass
+
+    if shell is not None and hasattr(shell, "events"):
+        shell.events.register("post_run_cell", clear)
+
+
+# --- the magic ----------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="%agent serve", add_help=False, exit_on_error=False)
+    parser.add_argument("--kernel", action="store_true")
+    parser.add_argument("--approve", choices=("ask", "auto"))
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--expose", metavar="ADDRESS")
+    return parser
+
+
+def serve_command(session: Session, _shell: Any, words: list[str]) -> None:
+    """``%agent serve [options]``, ``%agent serve stop``."""
+    from IPython.core.error import UsageError
+
+    if words == ["stop"]:
+        served = session.served
+        if served is None or not served.running:
+            print("nothing is served (start with %agent serve)")
+            return
+        url = served.url
+        served.stop()
+        print(f"stopped serving at {url}")
+        return
+    if words == ["status"] or (session.served is not None and session.served.running):
+        served = session.served
+        if served is None or not served.running:
+            print("nothing is served (start with %agent serve)")
+        else:
+            if words and words != ["status"]:
+                print("already serving (options given now are not applied):")
+            print(served.describe())
+        return
+    try:
+        args = _parser().parse_args(words)
+    except (argparse.ArgumentError, SystemExit) as exc:
+        raise UsageError(f"%agent serve {shlex.join(words)}: {exc}") from None
+    if not 0 <= args.port <= 65535:
+        raise UsageError("--port must be between 0 (a free one) and 65535")
+    try:
+        served = serve(
+            session, kernel=args.kernel, approve=args.approve, port=args.port, expose=args.expose
+        )
+    except (ServeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(served.describe())
