@@ -38,7 +38,7 @@ SUBCOMMANDS = frozenset(
     {
         "help", "tools", "history", "config", "recording", "usage", "stop", "rules", "allow",
         "deny", "approval-timeout", "mcp", "undo", "cells", "fork", "compare", "map", "report",
-        "policy",
+        "policy", "serve",
     }
 )  # fmt: skip
 _VALUED = frozenset({"-m", "--model", "-o", "--output", "--approve", "--max-steps", "--tools"})
