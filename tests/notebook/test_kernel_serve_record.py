@@ -1,8 +1,8 @@
-"""``%agent serve`` recorded like a run, and with nobody to click, in a real kernel: ``%agent
+"""``%agent serve`` recorded like a run, with nobody to click, and exposed, in a real kernel: ``%agent
 report`` lists what the external agent asked and what it got; the serving cell's final output
 carries a ``served`` provenance record that a saved notebook (and the class report's reader)
 reads back; where no widget can show, a call that needs approval is denied with the reason
-and nothing runs.
+and nothing runs; ``--expose`` says once what it exposes.
 """
 
 from __future__ import annotations
@@ -158,3 +158,28 @@ def test_with_no_widgets_a_call_that_needs_approval_is_denied_and_nothing_runs(
             stop_serving(kernel)
     finally:
         kernel.execute("_os.environ.pop('NBAGENT_MODE', None)\nnbagent.notebook.current_session().unregister('look')")
+
+
+def test_expose_says_once_what_it_exposes_and_serves_over_loopback_too(kernel: Kernel) -> None:
+    """``--expose 0.0.0.0`` (every address; the test talks over loopback only, and stops at
+    once): the serving cell says what that exposes, once; ``%agent serve`` again does not."""
+    url, headers, serving = start_serving(kernel, "--expose 0.0.0.0 --kernel")
+    try:
+        said = kernel.cell_text(serving)
+        assert said.count("not only on this machine") == 1
+        assert "run code in this kernel (run_python)" in said
+        assert url.startswith("http://0.0.0.0:")
+        again = _stream(kernel.execute("%agent serve"))
+        assert "not only on this machine" not in again
+        loopback = url.replace("0.0.0.0", "127.0.0.1", 1)
+        client = Background(loopback, headers, "list_variables", {})
+        kernel.wait_for(client.done, what="the read-only kernel tool's answer")
+        assert client.error is None, client.error
+        assert not client.result.is_error
+    finally:
+        stop_serving(kernel)
+    plain = _stream(kernel.execute("%agent serve"))  # a new serve on loopback: no such note
+    try:
+        assert "not only on this machine" not in plain and "127.0.0.1" in plain
+    finally:
+        stop_serving(kernel)
