@@ -84,7 +84,7 @@ def allowed_names(host: str) -> list[str]:
         names = ["127.0.0.1", "localhost", "[::1]"]
         try:
             machine = socket.gethostname()[:253]
-            found = {info[4][0] for info in socket.getaddrinfo(machine, None)[:32]}
+            found = {str(info[4][0]) for info in socket.getaddrinfo(machine, None)[:32]}
         except (OSError, UnicodeError):
             machine, found = "", set()
         if machine:

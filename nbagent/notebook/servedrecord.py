@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..course.provenance import MAX_ASKED, MAX_ITEMS, CallRecord, Provenance
 from ..redact import redact_secrets
 from .courserecord import _decision
-
-if TYPE_CHECKING:
-    from .serving import ServedSession
 
 __all__ = ["served_record"]
 
@@ -50,8 +47,9 @@ def _result(record: Any) -> str:
     return _flat(redact_secrets(text[: MAX_ASKED * 4]))
 
 
-def served_record(served: ServedSession, *, until: float | None = None) -> Provenance:
-    """The record of ``served`` as it is now (its calls so far; the oldest 200 listed)."""
+def served_record(served: Any, *, until: float | None = None) -> Provenance:
+    """The record of ``served`` (a :class:`.serving.ServedSession`, which imports this module)
+    as it is now: its calls so far, the oldest 200 listed."""
     calls = served.calls
     records = list(calls.records)
     transcript = getattr(served.view, "transcript", None)
@@ -72,7 +70,7 @@ def served_record(served: ServedSession, *, until: float | None = None) -> Prove
     started = getattr(served, "started", None)
     seconds = max(0.0, (until or time.monotonic()) - started) if started else 0.0
     tools = ", ".join(served.tool_names()[:20])
-    approval = "approved without asking (--approve auto)" if served.auto else "approvals as in a run"
+    approval = "approved without asking (--approve auto)" if served.auto else "asked as in a run"
     return Provenance(
         run_id=calls.id,
         prompt=redact_secrets(

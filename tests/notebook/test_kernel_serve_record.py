@@ -1,8 +1,8 @@
-"""``%agent serve`` recorded like a run, with nobody to click, and exposed, in a real kernel: ``%agent
-report`` lists what the external agent asked and what it got; the serving cell's final output
-carries a ``served`` provenance record that a saved notebook (and the class report's reader)
-reads back; where no widget can show, a call that needs approval is denied with the reason
-and nothing runs; ``--expose`` says once what it exposes.
+"""``%agent serve`` recorded like a run, with nobody to click, and exposed, in a real kernel:
+``%agent report`` lists what the external agent asked and what it got; the serving cell's
+final output carries a ``served`` provenance record that a saved notebook (and the class
+report's reader) reads back; where no widget can show, a call that needs approval is denied
+with the reason and nothing runs; ``--expose`` says once what it exposes.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_report_lists_the_served_calls_and_the_serving_cell_carries_their_record
         assert "keep.txt" in text  # what it asked
         assert SECRET not in text  # … redacted
     assert "asked " in plain and "got deleted" in plain  # what it got
-    assert "<script" not in shown and html.escape("<script>") in shown  # escaped, never trusted HTML
+    assert "<script" not in shown and html.escape("<script>") in shown  # never trusted HTML
     assert "<th>asked</th>" in shown and "<th>got</th>" in shown
 
     # the serving cell's final output carries the record, read back strictly
@@ -157,7 +157,10 @@ def test_with_no_widgets_a_call_that_needs_approval_is_denied_and_nothing_runs(
         finally:
             stop_serving(kernel)
     finally:
-        kernel.execute("_os.environ.pop('NBAGENT_MODE', None)\nnbagent.notebook.current_session().unregister('look')")
+        kernel.execute(
+            "_os.environ.pop('NBAGENT_MODE', None)\n"
+            "nbagent.notebook.current_session().unregister('look')"
+        )
 
 
 def test_expose_says_once_what_it_exposes_and_serves_over_loopback_too(kernel: Kernel) -> None:
