@@ -26,6 +26,7 @@ from .lab import (
     Shots,
     cells_done,
     mark_cells,
+    menu,
     missing,
     open_in_notebook7,
     open_notebook,
@@ -44,7 +45,9 @@ RUN = "%agent say hello"
 
 
 @pytest.fixture(scope="module", params=["jupyterlab", "notebook"])
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Lab]:
     reason = missing()
     if reason is None and request.param == "notebook":
         try:
@@ -96,8 +99,9 @@ def test_a_runs_record_is_in_its_cells_metadata_once_saved(served: Lab, tmp_path
             wait_for("both cells to run", lambda: cells_done(page), 60)
             wait_for(
                 "the run's final output",
-                lambda: page.locator(".jp-OutputArea-output", has_text="Hello from the cell.")
-                .count(),
+                lambda: page.locator(
+                    ".jp-OutputArea-output", has_text="Hello from the cell."
+                ).count(),
                 120,
             )
             page.keyboard.press("Control+s")
@@ -107,6 +111,7 @@ def test_a_runs_record_is_in_its_cells_metadata_once_saved(served: Lab, tmp_path
                 time.sleep(0.2)
                 cells = nbformat.read(path, as_version=4).cells
                 return len(cells) > 1 and _output_record(cells[1]) and cells
+
             cells = wait_for("the saved notebook with the run's output", saved_record, 60)
             saved = nbformat.read(path, as_version=4)
             nbformat.validate(saved)
@@ -116,14 +121,26 @@ def test_a_runs_record_is_in_its_cells_metadata_once_saved(served: Lab, tmp_path
             run = from_metadata(in_cell)
             assert isinstance(run, Provenance) and run.prompt == "say hello"
             assert "nbagent" not in cells[0].metadata  # the setup cell ran no agent
+            page.locator(".jp-CodeCell").nth(1).click()
             if app == "jupyterlab":
-                page.locator(".jp-CodeCell").nth(1).click()
                 page.locator(".jp-SideBar.jp-mod-right li[title*='Property Inspector']").click()
                 tools = page.locator(".jp-NotebookTools .jp-Collapse-header", has_text="Advanced")
                 if tools.count():
                     tools.first.click()
-                page.locator(".jp-NotebookTools", has_text=run.run_id).first.wait_for(timeout=30_000)
+                page.locator(".jp-NotebookTools", has_text=run.run_id).first.wait_for(
+                    timeout=30_000
+                )
                 shots.take(page, "property-inspector")
+            # outputs cleared: the cell no longer claims the run
+            menu(page, "Edit", "Clear Cell Output")
+            page.keyboard.press("Control+s")
+
+            def cleared() -> bool:
+                time.sleep(0.2)
+                cell = nbformat.read(path, as_version=4).cells[1]
+                return not cell.outputs and "nbagent" not in cell.metadata
+
+            wait_for("the cleared cell saved without the record", cleared, 60)
         except Exception:
             shots.take(page, f"{app}-failure")
             raise

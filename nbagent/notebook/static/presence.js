@@ -48,16 +48,26 @@ function recordIn(cell) {
   return null;
 }
 
+// Copy the run's record once it is in the cell's outputs; take it away again when those
+// outputs go (the cell cleared or run again), so the cell never claims a run it no longer shows.
 function follow(cell) {
-  const copy = () => {
+  let copied = null;
+  const update = () => {
     const record = recordIn(cell);
-    if (!record) return;
-    cell.outputs.changed.disconnect(copy);
-    const text = JSON.stringify(record);
-    if (text.length <= MAX_RECORD) cell.setMetadata("nbagent", JSON.parse(text));
+    if (copied === null) {
+      if (!record) return;
+      const text = JSON.stringify(record);
+      if (text.length > MAX_RECORD) return cell.outputs.changed.disconnect(update);
+      copied = record.run_id;
+      cell.setMetadata("nbagent", JSON.parse(text));
+    } else if (!record || record.run_id !== copied) {
+      cell.outputs.changed.disconnect(update);
+      const mine = cell.getMetadata("nbagent");
+      if (mine && mine.run_id === copied) cell.deleteMetadata("nbagent");
+    }
   };
-  cell.outputs.changed.connect(copy);
-  copy();
+  cell.outputs.changed.connect(update);
+  update();
 }
 
 // Find the run's cell as soon as its view is in the notebook model (a quick run may end
