@@ -323,7 +323,10 @@ def admit(session: Session, shell: Any, plan: Any) -> bool:
             if generator is not None:
                 check_price(course, granted, generator, model or "this model")
     except CourseRefusal as refusal:
-        show_refusal(refusal, refusal_record(course, refusal, plan.prompt, run_id, model))
+        record = refusal_record(course, refusal, plan.prompt, run_id, model)
+        show_refusal(refusal, record)
+        with session._lock:  # kept for %agent report, after the run it followed
+            session.refusals.append((session.jobs[-1] if session.jobs else None, record))
         return False
     plan.course = granted
     return True

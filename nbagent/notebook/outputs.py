@@ -60,6 +60,9 @@ def show_live(view: View, display_id: str) -> None:
     }
     if widget is not None:
         data[_WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
+        presence = getattr(view, "presence", None)
+        if presence is not None:  # finds the cell by it (the record goes to its metadata)
+            presence.view_id = widget.model_id
     view.display_ids = [display_id]  # type: ignore[attr-defined]
     _display(data, {}, display_id)
 

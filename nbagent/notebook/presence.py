@@ -34,6 +34,9 @@ class Presence(anywidget.AnyWidget):
     key = traitlets.Unicode().tag(sync=True)  # the run on the page, across its views
     #: The run waits for a person: only then does a cleared view matter (and get reported).
     waiting = traitlets.Bool(False).tag(sync=True)
+    #: The model id of the run's view as its cell shows it: the script finds the cell by it,
+    #: to copy the run's provenance into the cell's metadata when the run ends.
+    view_id = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(key=secrets.token_hex(8), layout=widgets.Layout(display="none"))

@@ -55,11 +55,26 @@ def provenance_of(job: Job, session: Session) -> Provenance | None:
 
 
 def session_runs(session: Session) -> tuple[list[Provenance], list[FollowUp]]:
-    """The session's ended runs, oldest first, and what later commands did with their code."""
+    """The session's ended runs and refused attempts, oldest first, and what later commands
+    did with their code. A refusal comes after the run that was the newest when it was refused
+    (first, when that run is no longer kept)."""
     with session._lock:
         jobs = list(session.jobs)
         follow_ups = [f for f in session.follow_ups if isinstance(f, FollowUp)]
-    runs = [p for job in jobs if job.done for p in [provenance_of(job, session)] if p is not None]
+        refusals = list(session.refusals)
+    after: dict[int, list[Provenance]] = {}
+    kept = {id(job) for job in jobs}
+    first: list[Provenance] = []
+    for job, record in refusals:
+        if isinstance(record, Provenance):
+            (after.setdefault(id(job), []) if id(job) in kept else first).append(record)
+    runs = first
+    for job in jobs:
+        if job.done:
+            run = provenance_of(job, session)
+            if run is not None:
+                runs.append(run)
+        runs.extend(after.get(id(job), ()))
     runs += [served_of(served) for served in list(getattr(session, "served_sessions", ()))]
     return runs, follow_ups
 

@@ -142,6 +142,8 @@ class Session:
         #: what ``%agent cells`` / ``%agent undo`` did with runs' code (course FollowUps, for
         #: ``%agent report``), the newest _KEEP_JOBS
         self.follow_ups: deque[Any] = deque(maxlen=_KEEP_JOBS)
+        #: runs the course policy refused, as (the newest job then, or None; its Provenance)
+        self.refusals: deque[tuple[Any, Any]] = deque(maxlen=_KEEP_JOBS)
         #: What ``%agent serve`` serves now (:class:`.serving.ServedSession`), or None.
         self.served: Any = None
         self.served_sessions: list[Any] = []  # every %agent serve of this session (the report)

@@ -21,6 +21,7 @@ from ..course.gateway import Gateway
 from ..providers import wire
 from .conftest import SECRET
 from .kernel import Kernel
+from .test_kernel_approval import setup_run, wait_ended
 
 MODEL = "openai:gpt-4.1-mini"
 
@@ -44,7 +45,7 @@ def course(kernel: Kernel, folder: Path, policy: str, notebook: str = "lesson.ip
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nbformat.v4.new_notebook(), path)
     kernel.execute(
-        f"os.environ['JPY_SESSION_NAME'] = {str(path)!r}\n"
+        f"import os\nos.environ['JPY_SESSION_NAME'] = {str(path)!r}\n"
         "os.environ.pop('NBAGENT_COURSE_POLICY', None)"
     )
     return data
@@ -315,6 +316,28 @@ def test_a_refusal_record_reads_back_strictly(kernel: Kernel, tmp_path: Path) ->
     assert record is not None
     raw = next(o["metadata"]["nbagent"] for o in outputs if "nbagent" in o.get("metadata", {}))
     assert from_metadata(raw) == record
+
+
+def test_agent_report_lists_refused_attempts_after_the_run_they_followed(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    setup_run(kernel, '["Hello."]')
+    kernel.execute("s = nbagent.notebook.current_session(); s.jobs.clear(); s.refusals.clear()")
+    course(kernel, tmp_path, "kernel_tools = false\n")
+    wait_ended(kernel, kernel.submit("%agent --new say hello"))
+    run(kernel, f"%agent -m {MODEL} --kernel sum <b>the</b> list")
+    run(kernel, f"%agent -m {MODEL} --kernel again")
+    report = kernel.submit("%agent report")
+    kernel.finish(report)
+    (output,) = [o for o in kernel.cell_outputs(report) if o["output_type"] == "display_data"]
+    plain, shown = output["data"]["text/plain"], output["data"]["text/html"]
+    assert "3 run(s): 0 live, 0 replayed, 1 offline, 2 refused" in plain, plain
+    lines = [line for line in plain.splitlines()[3:] if " · " in line and line[0] != " "]
+    assert [line.split(" · ")[1] for line in lines] == ["offline stand-in", "refused", "refused"]
+    assert plain.count("refused: The kernel tools (--kernel) are off") == 2, plain
+    assert "sum &lt;b&gt;the&lt;/b&gt; list" in shown and "<b>the</b>" not in shown
+    assert gateway.requests == []
+    assert kernel.eval("(len(s.refusals), s.refusals.maxlen)") == (2, 200)
 
 
 # what the gateways answer, as their sources and docs give it: LiteLLM's proxy turns a

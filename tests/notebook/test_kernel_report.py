@@ -89,7 +89,10 @@ def test_the_class_report_reads_a_notebook_the_kernel_saved(kernel: Kernel, tmp_
 
 
 def test_report_with_no_run_says_so(kernel: Kernel) -> None:
-    kernel.execute("import nbagent.notebook; nbagent.notebook.current_session().jobs.clear()")
+    kernel.execute(
+        "import nbagent.notebook\ns = nbagent.notebook.current_session()\n"
+        "s.jobs.clear(); s.refusals.clear()"
+    )
     cell = kernel.submit("%agent report")
     kernel.finish(cell)
     assert "No %agent run in this notebook's session yet." in kernel.cell_text(cell)

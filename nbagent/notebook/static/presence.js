@@ -7,6 +7,106 @@
 // deleted) says nothing: the kernel cannot tell whether the person will come back. Views are
 // counted per run on this page, so a re-render (new view, then the old one removed) is quiet.
 
+// It also copies the run's provenance record into its cell's own metadata (``nbagent``), where
+// JupyterLab's property inspector shows it and a saved notebook keeps it: the kernel has no way
+// to write cell metadata, but the widget manager's document context holds the notebook model.
+// The cell is the one whose outputs show the run's view (``view_id``); when the run ends its
+// view is replaced by plain output carrying the record in its metadata, and that record (the
+// kernel bounded it and hid secrets in it) is what is copied, never anything else of the page.
+
+const VIEW = "application/vnd.jupyter.widget-view+json";
+const MAX_RECORD = 256 * 1024; // characters of JSON; the kernel's records are far smaller
+
+function notebookOf(model) {
+  const manager = model.widget_manager;
+  const context = manager && (manager.context || manager._context);
+  const notebook = context && context.model;
+  return notebook && notebook.cells ? notebook : null;
+}
+
+function* codeCells(notebook) {
+  for (let i = 0; i < notebook.cells.length; i++) {
+    const cell = notebook.cells.get(i);
+    if (cell && cell.outputs && typeof cell.setMetadata === "function") yield cell;
+  }
+}
+
+function showsView(cell, id) {
+  for (let j = 0; j < cell.outputs.length; j++) {
+    const shown = (cell.outputs.get(j).data || {})[VIEW];
+    if (shown && shown.model_id === id) return true;
+  }
+  return false;
+}
+
+function recordIn(cell) {
+  for (let j = 0; j < cell.outputs.length; j++) {
+    const mine = (cell.outputs.get(j).metadata || {}).nbagent;
+    const record = mine && typeof mine === "object" ? mine.provenance : null;
+    if (record && typeof record === "object" && typeof record.run_id === "string") return record;
+  }
+  return null;
+}
+
+// Copy the run's record once it is in the cell's outputs; take it away again when those
+// outputs go (the cell cleared or run again), so the cell never claims a run it no longer shows.
+function follow(cell) {
+  let copied = null;
+  const update = () => {
+    const record = recordIn(cell);
+    if (copied === null) {
+      if (!record) return;
+      const text = JSON.stringify(record);
+      if (text.length > MAX_RECORD) return cell.outputs.changed.disconnect(update);
+      copied = record.run_id;
+      cell.setMetadata("nbagent", JSON.parse(text));
+    } else if (!record || record.run_id !== copied) {
+      cell.outputs.changed.disconnect(update);
+      const mine = cell.getMetadata("nbagent");
+      if (mine && mine.run_id === copied) cell.deleteMetadata("nbagent");
+    }
+  };
+  cell.outputs.changed.connect(update);
+  update();
+}
+
+// Find the run's cell as soon as its view is in the notebook model (a quick run may end
+// before its view is ever drawn), then follow that cell until the run's record arrives.
+const placed = new Set(); // the runs (``key``) whose cell was found
+
+function watchCell(model) {
+  const notebook = notebookOf(model);
+  if (!notebook) return;
+  const waiting = [];
+  const look = () => {
+    const id = model.get("view_id");
+    if (!id || placed.has(model.get("key"))) return;
+    for (const cell of codeCells(notebook)) {
+      if (showsView(cell, id)) {
+        placed.add(model.get("key"));
+        for (const other of waiting) other.outputs.changed.disconnect(look);
+        waiting.length = 0;
+        follow(cell);
+        return;
+      }
+    }
+  };
+  for (const cell of codeCells(notebook)) {
+    cell.outputs.changed.connect(look);
+    waiting.push(cell);
+  }
+  model.on("change:view_id", look);
+  look();
+}
+
+function initialize({ model }) {
+  try {
+    watchCell(model);
+  } catch (error) {
+    console.warn("nbagent: no cell metadata for this run", error);
+  }
+}
+
 function render({ model, el }) {
   const views = (globalThis.__nbagentPresence ??= new Map());
   const key = model.get("key");
@@ -38,4 +138,4 @@ function render({ model, el }) {
   };
 }
 
-export default { render };
+export default { initialize, render };
