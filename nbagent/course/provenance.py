@@ -45,8 +45,10 @@ KEY = "nbagent"
 MAX_ITEMS = 200
 MAX_PROMPT = 500
 MAX_CODE = 2000
+#: Characters kept of a served call's arguments and of its result.
+MAX_ASKED = 300
 
-Mode = Literal["live", "replayed", "offline"]
+Mode = Literal["live", "replayed", "offline", "served"]
 Decision = Literal["approved", "edited", "denied", "rule", "auto", "not asked"]
 Kept = Literal["cells", "undone", "kept"]
 Action = Literal["cells", "undone"]
@@ -85,11 +87,17 @@ def sha256_digest(data: bytes | str) -> str:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One tool call of a run: its tool, how it was decided, and how it ended."""
+    """One tool call of a run: its tool, how it was decided, and how it ended.
+
+    A call an external agent made (``%agent serve``, mode ``served``) also keeps what it asked
+    (``arguments``, as JSON) and what it got (``result``), each cut to 300 characters and
+    redacted: both are None, or both are text."""
 
     tool: str
     decision: Decision
     status: str
+    arguments: str | None = None
+    result: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,14 +164,7 @@ class Provenance:
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
             "seconds": round(self.seconds, 3),
             "stop_reason": _cut(self.stop_reason, _SHORT),
-            "calls": [
-                {
-                    "tool": _cut(c.tool, _NAME),
-                    "decision": c.decision,
-                    "status": _cut(c.status, _SHORT),
-                }
-                for c in calls[:MAX_ITEMS]
-            ],
+            "calls": [_call_metadata(c) for c in calls[:MAX_ITEMS]],
             "calls_total": max(len(calls), self.calls_total or 0),
             "snippets": [
                 {"code": _cut(redact_secrets(s.code), MAX_CODE), "kept": s.kept}
@@ -238,12 +239,17 @@ def from_metadata(value: object) -> Provenance:
     call_records = []
     for n, item in enumerate(calls):
         where = f"calls[{n}]"
-        call = _object(item, where, {"tool", "decision", "status"})
+        asked = isinstance(item, Mapping) and ("arguments" in item or "result" in item)
+        call = _object(item, where, _SERVED_CALL_KEYS if asked else _CALL_KEYS)
         call_records.append(
             CallRecord(
                 tool=_text(call["tool"], f"{where}.tool", _NAME),
                 decision=_choice(call["decision"], f"{where}.decision", _DECISIONS),  # type: ignore[arg-type]
                 status=_text(call["status"], f"{where}.status", _SHORT),
+                arguments=_text(call["arguments"], f"{where}.arguments", MAX_ASKED)
+                if asked
+                else None,
+                result=_text(call["result"], f"{where}.result", MAX_ASKED) if asked else None,
             )
         )
     snippet_records = []
@@ -312,6 +318,22 @@ _RUN_KEYS = frozenset(
         "snippets_total", "output_digest",
     }
 )  # fmt: skip
+
+
+_CALL_KEYS = frozenset({"tool", "decision", "status"})
+_SERVED_CALL_KEYS = _CALL_KEYS | {"arguments", "result"}
+
+
+def _call_metadata(call: CallRecord) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "tool": _cut(call.tool, _NAME),
+        "decision": call.decision,
+        "status": _cut(call.status, _SHORT),
+    }
+    if call.arguments is not None or call.result is not None:
+        data["arguments"] = _cut(redact_secrets(call.arguments or ""), MAX_ASKED)
+        data["result"] = _cut(redact_secrets(call.result or ""), MAX_ASKED)
+    return data
 
 
 def _shown(value: object) -> str:

@@ -70,7 +70,7 @@ def _row_of(found: Found, course: CoursePolicy | None) -> NotebookRow:
 
 def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) -> NotebookRow:
     runs = scan.runs
-    modes = {"live": 0, "replayed": 0, "offline": 0}
+    modes = {"live": 0, "replayed": 0, "offline": 0, "served": 0}
     refused = 0
     models: dict[str, None] = {}
     digests: dict[str, None] = {}

@@ -22,7 +22,12 @@ from .provenance import FollowUp, Provenance
 
 __all__ = ["NotebookReport", "fate_of", "notebook_report", "runs_bundle", "runs_text"]
 
-_MODE_WORDS = {"live": "live", "replayed": "replayed", "offline": "offline stand-in"}
+_MODE_WORDS = {
+    "live": "live",
+    "replayed": "replayed",
+    "offline": "offline stand-in",
+    "served": "served over MCP (%agent serve)",
+}
 _KEPT_WORDS = {
     "kept": "kept in the kernel",
     "cells": "kept as cells (%agent cells)",
@@ -70,7 +75,12 @@ def _policy(run: Provenance) -> str:
 
 
 def _calls(run: Provenance) -> list[str]:
-    lines = [f"{c.tool}: {c.decision}, {c.status}" for c in run.calls]
+    lines = []
+    for c in run.calls:
+        line = f"{c.tool}: {c.decision}, {c.status}"
+        if c.arguments is not None:
+            line += f"\n    asked {_cut(c.arguments, 200)}\n    got {_cut(c.result or '', 200)}"
+        lines.append(line)
     more = (run.calls_total or 0) - len(run.calls)
     if more > 0:
         lines.append(f"… and {more} more")
@@ -89,6 +99,7 @@ def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
     live = sum(1 for r in asked if r.mode == "live")
     replayed = sum(1 for r in asked if r.mode == "replayed")
     offline = sum(1 for r in asked if r.mode == "offline")
+    served = sum(1 for r in asked if r.mode == "served")
     refused = len(runs) - len(asked)
     tokens_in = sum(r.input_tokens for r in runs)
     tokens_out = sum(r.output_tokens for r in runs)
@@ -101,7 +112,9 @@ def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
     models = sorted({r.model for r in asked if r.model})
     head = (
         f"{len(runs)} run(s): {live} live, {replayed} replayed, {offline} offline, "
-        f"{refused} refused · {tokens_in:,} in / {tokens_out:,} out tokens · {cost}"
+        f"{refused} refused"
+        + (f", {served} served (%agent serve)" if served else "")
+        + f" · {tokens_in:,} in / {tokens_out:,} out tokens · {cost}"
     )
     return head, ", ".join(models) or "none"
 
@@ -201,12 +214,20 @@ def _details(run: Provenance, fate: str | None) -> list[str]:
     if run.refused:
         out.append(f"<p>refused: {_esc(run.refused)}</p>")
     if run.calls:
-        out.append("<table>" + _row(["tool", "decided", "ended"], "th"))
+        asked = any(c.arguments is not None for c in run.calls)
+        heads = ["tool", "decided", "ended"] + (["asked", "got"] if asked else [])
+        out.append("<table>" + _row(heads, "th"))
         for call in run.calls:
-            out.append(_row([_esc(call.tool), _esc(call.decision), _esc(call.status)]))
+            cells = [_esc(call.tool), _esc(call.decision), _esc(call.status)]
+            if asked:
+                cells += [
+                    f"<code>{_esc(call.arguments or '')}</code>",
+                    _esc(call.result or ""),
+                ]
+            out.append(_row(cells))
         more = (run.calls_total or 0) - len(run.calls)
         if more > 0:
-            out.append(_row([f"… and {more} more", "", ""]))
+            out.append(_row([f"… and {more} more"] + [""] * (len(heads) - 1)))
         out.append("</table>")
     for snippet in run.snippets:
         code = snippet.code if len(snippet.code) <= _CODE else snippet.code[:_CODE] + "\n…"

@@ -9,7 +9,8 @@ have, checked in this order for every HTTP request:
    (:func:`hmac.compare_digest`): 401 without it or with another. The token is registered with
    :func:`nbagent.redact.hide_exactly`, and no repr shows it.
 3. **Host and Origin** (DNS rebinding): the SDK's checks, with the host and port this server
-   listens on as the only ones allowed (421 for another Host, 403 for another Origin).
+   listens on as the only ones allowed (:func:`allowed_names`; 421 for another Host, 403 for
+   another Origin).
 4. **The body**: at most ``max_body_bytes`` (413 past it, before it is parsed).
 5. **Connections**: at most ``max_connections`` at once (uvicorn answers 503 past it), and at
    most ``max_calls`` tool calls in progress (a call past it gets a tool error at once).
@@ -43,7 +44,14 @@ if TYPE_CHECKING:
 
     from ..tools import Tool
 
-__all__ = ["ServeError", "ServeSettings", "ServedTools", "ToolServer", "is_loopback"]
+__all__ = [
+    "ServeError",
+    "ServeSettings",
+    "ServedTools",
+    "ToolServer",
+    "allowed_names",
+    "is_loopback",
+]
 
 log = logging.getLogger("nbagent")
 
@@ -60,6 +68,31 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def allowed_names(host: str) -> list[str]:
+    """The names a client may send in Host (and Origin) to a server bound at ``host``: the
+    bound address itself; for 127.0.0.1 (or localhost) also ``localhost`` and ``[::1]``; for
+    every address (``0.0.0.0``, ``::``) the loopback names and this machine's own name and
+    addresses. Any other name is DNS rebinding's (or a mistake) and is refused."""
+    bare = host.strip("[]")
+    shown = f"[{bare}]" if ":" in bare else bare
+    names = [shown]
+    if bare in ("127.0.0.1", "localhost"):
+        names = ["127.0.0.1", "localhost", "[::1]"]
+    elif bare in ("0.0.0.0", "::"):
+        names = ["127.0.0.1", "localhost", "[::1]"]
+        try:
+            machine = socket.gethostname()[:253]
+            found = {str(info[4][0]) for info in socket.getaddrinfo(machine, None)[:32]}
+        except (OSError, UnicodeError):
+            machine, found = "", set()
+        if machine:
+            names.append(machine)
+        for address in sorted(found):
+            address = address.split("%", 1)[0]
+            names.append(f"[{address}]" if ":" in address else address)
+    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -276,13 +309,8 @@ class ToolServer:
             on_call_tool=self._call_tool,
         )
         port = self.port
-        hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
-        origins = [f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"]
-        if not is_loopback(self.settings.host):
-            host = self.settings.host
-            shown = f"[{host}]" if ":" in host else host
-            hosts.append(f"{shown}:{port}")
-            origins.append(f"http://{shown}:{port}")
+        hosts = [f"{name}:{port}" for name in allowed_names(self.settings.host)]
+        origins = [f"http://{host}" for host in hosts]
         manager = StreamableHTTPSessionManager(
             server,
             security_settings=TransportSecuritySettings(

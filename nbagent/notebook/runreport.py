@@ -5,7 +5,9 @@ Each ended run of the session is read back from the record its output carries (t
 with its snippets' state as the kernel toolkit knows it now (a snippet undone since says so),
 and :func:`nbagent.course.runs_bundle` puts them into escaped HTML tables and plain text:
 prompt, model, live or replayed, tokens, cost, each call and how it was decided, and the code
-the agent ran with what became of it (kept, undone, made into cells). No widget: a notebook
+the agent ran with what became of it (kept, undone, made into cells). Each ``%agent serve`` of
+the session follows, as a run of mode ``served``: what the external agent asked (tool and
+arguments), how each call was decided, and what it got. No widget: a notebook
 saved and reopened without a kernel reads the same.
 """
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from .runner import Job
     from .session import Session
 
-__all__ = ["provenance_of", "report", "session_runs"]
+__all__ = ["provenance_of", "report", "served_of", "session_runs"]
 
 
 def provenance_of(job: Job, session: Session) -> Provenance | None:
@@ -58,7 +60,22 @@ def session_runs(session: Session) -> tuple[list[Provenance], list[FollowUp]]:
         jobs = list(session.jobs)
         follow_ups = [f for f in session.follow_ups if isinstance(f, FollowUp)]
     runs = [p for job in jobs if job.done for p in [provenance_of(job, session)] if p is not None]
+    runs += [served_of(served) for served in list(getattr(session, "served_sessions", ()))]
     return runs, follow_ups
+
+
+def served_of(served: Any) -> Provenance:
+    """A ``%agent serve`` session's record: the one its cell's output carries once it stopped,
+    else what it has served so far."""
+    from .servedrecord import served_record
+
+    record = getattr(served.view, "provenance", None)
+    if record is not None and not served.running:
+        try:
+            return from_metadata(record)
+        except ProvenanceError:
+            pass
+    return served_record(served)
 
 
 def report(session: Session, _shell: Any = None, _words: list[str] | None = None) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import html
 import shlex
 import threading
+import time
 import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,8 @@ class ServedSession:
         self._ticker: asyncio.Task[None] | None = None
         self._stopped = False
         self._lock = threading.Lock()
+        self.started = time.monotonic()
+        self.reason: str | None = None
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "serving"
@@ -121,11 +124,25 @@ class ServedSession:
         try:
             if not self.view.finished:
                 self.view.close("finished")
+            self._record()
             outputs.run_ended(self.view, static_segments=False)
         finally:
             if self.session.served is self:
                 self.session.served = None
         self.reason = reason
+
+    def _record(self) -> None:
+        """The session's provenance onto its view, so the cell's final output carries it."""
+        from .servedrecord import served_record
+
+        try:
+            self.view.provenance = served_record(self).to_metadata()
+        except Exception as exc:  # the record must never cost the cell its outputs
+            import logging
+
+            logging.getLogger("nbagent").warning(
+                "no provenance record for %s: %s", self.calls.id, redact_secrets(str(exc))
+            )
 
     def connection_line(self, client: str = "claude") -> str:
         """The exact line (or snippet) to give ``client``, token included: show it only to the
@@ -260,6 +277,7 @@ def serve(
     served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
     served_holder.append(served)
     session.served = served
+    session.served_sessions = [*getattr(session, "served_sessions", [])[-99:], served]
     if kernel:
         toolkit_names = ", ".join(_KERNEL_HINTS)
         outputs.note(f"with the kernel tools ({toolkit_names}): run_python asks you each time")

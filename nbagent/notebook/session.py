@@ -144,6 +144,7 @@ class Session:
         self.follow_ups: deque[Any] = deque(maxlen=_KEEP_JOBS)
         #: What ``%agent serve`` serves now (:class:`.serving.ServedSession`), or None.
         self.served: Any = None
+        self.served_sessions: list[Any] = []  # every %agent serve of this session (the report)
 
     # --- the model and the conversation ----------------------------------------------------------
 

@@ -198,3 +198,32 @@ def test_a_notebook_report_escapes_what_the_file_holds(tmp_path: Path) -> None:
     shown = notebook_report(path)._repr_mimebundle_()["text/html"]
     assert "<script" not in shown and "<b>" not in shown
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown and "openai:&lt;b&gt;x" in shown
+
+
+def test_a_served_session_is_read_by_the_class_report_as_a_run_of_mode_served(
+    tmp_path: Path,
+) -> None:
+    """``%agent serve`` records what an external agent asked and got (mode ``served``): the
+    class report counts it, asks it for no recording and no price, and shows its calls."""
+    from nbagent.course import CallRecord, Provenance, notebook_report
+
+    record = Provenance(
+        "serve-1", "tool calls from an MCP client", None, None, "served",
+        calls=(CallRecord("delete_file", "denied", "denied", '{"path": "<i>a</i>"}', "no"),),
+    )  # fmt: skip
+    output = {"output_type": "display_data", "data": {"text/plain": "x"},
+              "metadata": {"nbagent": {"provenance": record.to_metadata()}}}  # fmt: skip
+    cell = {"cell_type": "code", "id": "a", "metadata": {}, "execution_count": 1,
+            "source": "%agent serve", "outputs": [output]}  # fmt: skip
+    folder = tmp_path / "student-009"
+    folder.mkdir()
+    path = folder / "n.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                "nbformat_minor": 5}))  # fmt: skip
+    (row,) = read_class([tmp_path])
+    assert row.error == "" and row.problems == "" and row.flags == ""
+    assert (row.runs, row.live, row.replayed, row.offline, row.refused) == (1, 0, 0, 0, 0)
+    assert row.cost_usd == 0 and row.unpriced_runs == 0
+    shown = notebook_report(path)._repr_mimebundle_()["text/html"]
+    assert "served over MCP" in shown and "delete_file" in shown
+    assert "<i>" not in shown and "&lt;i&gt;a&lt;/i&gt;" in shown

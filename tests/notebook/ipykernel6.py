@@ -40,17 +40,22 @@ def _build(where: Path) -> Path:
     want = {
         "ipykernel": VERSION,
         "root": str(ROOT),
-        "extra": ["pandas", "matplotlib", "prices"],
+        "extra": ["pandas", "matplotlib", "prices", "mcp"],
         "pyproject": project,  # a new dependency must reach this venv too
     }
     if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
         return python
+    if where.is_symlink():  # another checkout's venv: clearing it would break that checkout
+        raise subprocess.CalledProcessError(
+            1, ["venv", str(where)], f"{where} links to a venv built for another checkout"
+        )
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(where)], check=True)
     subprocess.run(
         [
             *(str(python), "-m", "pip", "install", "-q"),
-            # prices: the course tests read what a run cost in this kernel too
-            *(f"ipykernel=={VERSION}", "pandas", "matplotlib", "-e", f"{ROOT}[prices]"),
+            # prices: the course tests read what a run cost in this kernel too; mcp: %agent
+            # serve's tests serve from this kernel too
+            *(f"ipykernel=={VERSION}", "pandas", "matplotlib", "-e", f"{ROOT}[prices,mcp]"),
         ],
         check=True,
     )
