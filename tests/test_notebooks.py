@@ -84,7 +84,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 14)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 15)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -171,6 +171,19 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         assert "the model read: Oslo: sunny, 25 °C | edited: True" in printed
         assert "pack a raincoat and boots" in printed
         assert "they first differ at step 2: they answered differently" in printed
+    elif path.stem == "14_typed_answers_and_helpers":  # a typed value, a retry, two helpers
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        html = "\n".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
+        assert "Booking(guest='Ann Berg', nights=3, city='Oslo')" in printed
+        assert "nights + 1 = 4" in printed
+        assert "/nights: 'three' is not of type 'integer'" in printed  # what went back
+        assert "after 2 steps" in printed
+        assert "research answered: Oslo: rain, 9 °C today." in printed
+        assert "write answered: Pack a raincoat" in printed
+        # the saved output keeps each helper's own run inside its call
+        assert "research: its own run" in html and "write: its own run" in html
+        assert "[tool] weather" in shown  # the researcher's own call, in the plain text too
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

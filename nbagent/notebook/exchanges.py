@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..content import ImagePart, TextPart
@@ -167,8 +167,17 @@ def exchange_html(exchanges: Sequence[Exchange], index: int) -> str:
     )
 
 
-def exchanges_html(exchanges: Sequence[Exchange]) -> str:
-    """Every step of a run, each folded, under one fold (static: it survives saving)."""
+def exchanges_html(
+    exchanges: Sequence[Exchange],
+    inner: Callable[[str], str] | None = None,
+    *,
+    title: str = "What the model saw, step by step",
+) -> str:
+    """Every step of a run, each folded, under one fold (static: it survives saving).
+
+    ``inner(call_id)``: the safe HTML of the requests a helper agent made for that call of
+    the run (``agent.as_tool``), shown under the step whose answer made the call ("" when
+    the call ran none)."""
     if not exchanges:
         return ""
     steps = []
@@ -176,14 +185,18 @@ def exchanges_html(exchanges: Sequence[Exchange]) -> str:
         summary = f"step {exchange.step} · {exchange.model or 'model'} · {exchange.status}" + (
             " · edited" if exchange.edited else ""
         )
+        under = ""
+        if inner is not None:
+            calls = [p for p in exchange.answer.content if isinstance(p, ToolCall)]
+            under = "".join(inner(call.id) for call in calls)
         steps.append(
             f'<details style="margin-left:0.8em"><summary style="{_LABEL}">'
-            f"{_esc(summary, 200)}</summary>{exchange_html(exchanges, index)}</details>"
+            f"{_esc(summary, 200)}</summary>{exchange_html(exchanges, index)}{under}</details>"
         )
     count = len(exchanges)
     return (
-        f'<details class="nbagent-exchanges"><summary style="{_LABEL}">What the model saw, '
-        f"step by step ({count} request{'s' if count != 1 else ''})</summary>"
+        f'<details class="nbagent-exchanges"><summary style="{_LABEL}">{_esc(title, 300)} '
+        f"({count} request{'s' if count != 1 else ''})</summary>"
         f"{''.join(steps)}</details>"
     )
 

@@ -41,6 +41,7 @@ from .render import (
     safe_markdown,
     shorten,
 )
+from .static_nested import nested_forms, nested_requests
 from .transcript import Transcript
 from .wording import change_lines
 
@@ -241,13 +242,20 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
             f'<details><summary style="{_LABEL_STYLE}">Traceback</summary>'
             f"{_pre(record.traceback)}</details>"
         )
+    markdown = redact_secrets(block_markdown(record, transcript))
+    plain = redact_secrets(block_plain(record, transcript))
+    nested = nested_forms(record.name, transcript.helpers.get(record.call_id, ()), _forms)
+    if nested is not None:  # the helper's own run, under the call (each piece already safe)
+        html_parts.append(nested[0])
+        markdown, plain = f"{markdown}\n\n{nested[1]}", f"{plain}\n{nested[2]}"
     html_parts.append("</div>")
-    return _Piece(
-        "".join(html_parts),
-        redact_secrets(block_markdown(record, transcript)),
-        redact_secrets(block_plain(record, transcript)),
-        [] if inline_images else images,
-    )
+    return _Piece("".join(html_parts), markdown, plain, [] if inline_images else images)
+
+
+def _forms(transcript: Transcript) -> list[tuple[str, str, str]]:
+    """A helper's run as pieces in their three forms (its images inline: a nested run is one
+    block of its caller's output)."""
+    return [(p.html, p.markdown, p.plain) for p in _pieces(transcript, True, seen=False)]
 
 
 def _details_html(rest: dict[str, Any]) -> str:
@@ -448,13 +456,13 @@ def _tail(transcript: Transcript) -> _Piece:
     return _Piece("".join(parts), redact_secrets("\n\n".join(md)), redact_secrets("\n".join(plain)))
 
 
-def _pieces(transcript: Transcript, inline_images: bool) -> Iterator[_Piece]:
+def _pieces(transcript: Transcript, inline_images: bool, seen: bool = True) -> Iterator[_Piece]:
     yield _head(transcript)
     for block in transcript.blocks:
         piece = _piece(block, transcript, inline_images)
         if piece.html or piece.images:
             yield piece
-    exchanges = _exchanges_piece(transcript)
+    exchanges = _exchanges_piece(transcript) if seen else None  # a helper's: under the call
     if exchanges is not None:
         yield exchanges
     yield _tail(transcript)
@@ -467,7 +475,9 @@ def _exchanges_piece(transcript: Transcript) -> _Piece | None:
     count = len(transcript.exchanges)
     requests = f"{count} request{'s' if count != 1 else ''}"
     said = f"(what the model saw at each step, {requests}: in the HTML form)"
-    return _Piece(exchanges_html(transcript.exchanges), f"*{said}*", said)
+    return _Piece(
+        exchanges_html(transcript.exchanges, nested_requests(transcript)), f"*{said}*", said
+    )
 
 
 def _bundle(pieces: list[_Piece]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from ..events import (
     ApprovalRequested,
     ApprovalResolved,
     AssistantTextDelta,
+    HelperEvent,
     ReasoningTextDelta,
     RunCancelled,
     RunFailed,
@@ -49,6 +50,9 @@ from ..timeline import Timeline
 from .records import Block, CallRecord, Change, NoteRecord, ReasoningRecord, TextRecord
 from .render import pretty_arguments
 from .wording import call_line, resumed_words, seconds
+
+#: How many helper runs (``agent.as_tool``) one transcript keeps, each with its own events.
+_MAX_HELPER_RUNS = 64
 
 #: How much of the final answer the run's metadata record keeps.
 _RECORD_TEXT = 1_000
@@ -110,6 +114,9 @@ class Transcript:
     pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
     #: A typed run's validated answer as JSON (``output=``), None otherwise.
     answer: Any = None
+    #: Helper agents' runs, each a transcript of its own, by the id of the call that ran it.
+    helpers: dict[str, list[Transcript]] = field(default_factory=dict, repr=False)
+    _helper_runs: dict[str, Transcript] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -136,6 +143,9 @@ class Transcript:
         return self.stop_reason is not None
 
     def handle(self, event: AgentEvent) -> None:
+        if isinstance(event, HelperEvent):  # a helper's run: kept apart, under its call
+            self._helper(event)
+            return
         if self.timing is not None:
             self.timing.add(event)
         if isinstance(event, AssistantTextDelta):
@@ -257,6 +267,16 @@ class Transcript:
                 self.answer = _redacted(to_json(event.result.output))
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
+
+    def _helper(self, event: HelperEvent) -> None:
+        inner = self._helper_runs.get(event.run_id)
+        if inner is None:
+            if len(self._helper_runs) >= _MAX_HELPER_RUNS:
+                return  # bounded: the call's own result still says what the helper answered
+            inner = Transcript(prompt=f"(asked by the call to {event.tool_name})", clock=self.clock)
+            self._helper_runs[event.run_id] = inner
+            self.helpers.setdefault(event.call_id, []).append(inner)
+        inner.handle(event.event)  # a helper's helper: wrapped once more, nested once more
 
     def _fold(self, event: ToolCallRepeated) -> None:
         """A repeat: its record leaves the blocks (it stays in ``calls``, for the record) and

@@ -105,6 +105,13 @@ EXPECTED = {
         "to look at: run-1 (nbagent-recordings/run-1-3.json): the answer in the cell",
         "17 notebook(s), 29 run(s), 6 flagged",
     ],
+    "14_typed_answers_and_helpers": [
+        "Booking(guest='Ann Berg', nights=3, city='Oslo')",
+        "/nights: 'three' is not of type 'integer'",
+        "research: its own run",
+        "research answered: Oslo: rain, 9 °C today.",
+        "the planner said: Pack a raincoat: Oslo has rain and 9 °C today.",
+    ],
 }
 #: How many step-mode pauses a person meets in each lesson under Run All (each gets Next).
 PAUSES = {"12_step_and_fork": 3}

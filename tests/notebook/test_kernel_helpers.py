@@ -124,3 +124,33 @@ def test_a_kernel_interrupt_stops_the_caller_and_the_helper(ready: Kernel) -> No
         "[type(m).__name__ for m in nbagent.notebook.current_session().agent.messages]"
     )
     assert history[-1] == "ToolMessage"  # every call answered
+
+
+def test_the_saved_output_keeps_the_helpers_run_inside_the_call(ready: Kernel) -> None:
+    """Once the run ends, its static output (what the notebook saves) still shows the helper's
+    own run under the call: its call and result, folded in the HTML, indented in the text."""
+    import nbformat
+
+    kernel = ready
+    cell = kernel.submit("%agent --new --approve auto -o saved b.txt")
+    record = wait_ended(kernel, cell)
+    assert record["stop_reason"] == "finished"
+    outputs = [o for o in kernel.cell_outputs(cell) if o.get("data")]
+    html = "".join(str(o["data"].get("text/html", "")) for o in outputs)
+    plain = "\n".join(str(o["data"].get("text/plain", "")) for o in outputs)
+    assert "application/vnd.jupyter.widget-view+json" not in str(outputs)  # static now
+    assert '<details open class="nbagent-nested">' in html and "cleaner: its own run" in html
+    inside = html[html.index("cleaner: its own run") :]
+    assert "⚙ delete" in inside and "deleted b.txt" in inside  # the helper's call, its result
+    assert "cleaner: its own requests (2 requests)" in html  # under the call in the request view
+    assert "  ┆ cleaner: its own run" in plain and "    [tool] delete" in plain
+    cells = [
+        nbformat.v4.new_code_cell(
+            "%agent --new --approve auto -o saved b.txt",
+            outputs=[
+                nbformat.v4.new_output(o["output_type"], data=o["data"], metadata=o["metadata"])
+                for o in outputs
+            ],
+        )
+    ]
+    nbformat.validate(nbformat.v4.new_notebook(cells=cells))
