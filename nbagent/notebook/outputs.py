@@ -22,7 +22,7 @@ from .static import run_outputs
 if TYPE_CHECKING:
     from .runner import View
 
-__all__ = ["note", "refresh", "run_ended", "show_live"]
+__all__ = ["flush_iopub", "note", "refresh", "run_ended", "show_live"]
 
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _lock = threading.Lock()
@@ -123,3 +123,19 @@ def refresh(view: View) -> None:
     with _lock:
         for (data, metadata), display_id in zip(bundles, ids, strict=True):
             _update(data, metadata, display_id)
+
+
+def flush_iopub(shell: Any, timeout: float = 2.0) -> None:
+    """Wait (bounded) until the kernel's IOPub thread has sent what was published so far: the
+    finished outputs of a shutdown were only queued, and a kernel that exits next may drop them."""
+    thread = getattr(
+        getattr(getattr(shell, "kernel", None), "iopub_thread", None), "schedule", None
+    )
+    if thread is None:
+        return
+    sent = threading.Event()
+    try:
+        thread(sent.set)
+    except Exception:  # the thread is closing: nothing more can be sent
+        return
+    sent.wait(timeout)

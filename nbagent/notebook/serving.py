@@ -117,7 +117,8 @@ class ServedSession:
             if self._stopped:
                 return
             self._stopped = True
-        self.server.stop()
+        # the calls and the cell first, the server last: its shutdown can take a while, and a
+        # kernel shutting down may exit before it returns (the cell must be text by then)
         self.calls.close(f"Serving stopped ({reason})")
         if self._ticker is not None:
             self._ticker.cancel()
@@ -129,7 +130,8 @@ class ServedSession:
         finally:
             if self.session.served is self:
                 self.session.served = None
-        self.reason = reason
+            self.reason = reason
+            self.server.stop()
 
     def _record(self) -> None:
         """The session's provenance onto its view, so the cell's final output carries it."""

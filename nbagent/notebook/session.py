@@ -22,6 +22,7 @@ from ..approvals.rules import Predicate, RuleSet, make_rule
 from ..errors import NbagentError
 from ..redact import redact_secrets
 from ..tools import Definition, Tool, ToolContext, tool, validate_tools
+from .outputs import flush_iopub
 from .recordings import RecordingStore
 from .runner import kernel_loop
 
@@ -579,6 +580,7 @@ class Session:
         if self.served is not None:  # %agent serve: its server and waiting calls end too
             self.served.stop("the kernel shut down")
         self.close_mcp_servers()
+        flush_iopub(self.shell)
 
     def stop(self) -> int:
         """Cancel the running run and everything queued; returns how many were stopped."""

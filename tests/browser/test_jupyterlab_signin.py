@@ -194,7 +194,14 @@ def test_sign_in_by_clicking_the_link_call_save_reopen(
         assert "You can close this tab." in said
         assert leaked(base, tab.content()) == []  # the code is in its address, not its page
         tab.close()
-        wait_for("the add cell to end", lambda: ran(page, 1))
+        # the cell ends, then its output is replaced by the table: wait for both (read at once,
+        # the page can still show the first line alone)
+        wait_for(
+            "the add cell to end with its table",
+            lambda: (
+                ran(page, 1) and output(page, 1).startswith("Signed in to the MCP server secure.\n")
+            ),
+        )
         signed = output(page, 1)
         shots.take(page, "3-signed-in", cell(page, 1))
         assert signed.startswith("Signed in to the MCP server secure.\n"), signed
