@@ -27,9 +27,9 @@ from .lab import (
     faint_text,
     mark_cells,
     menu,
-    missing,
     open_notebook,
     running_lab,
+    skip_unless_browser,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,10 +119,7 @@ PAUSES = {"12_step_and_fork": 3}
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    reason = missing()
-    if reason:
-        print(f"browser test skipped: {reason}")
-        pytest.skip(reason)
+    skip_unless_browser()
     home = tmp_path_factory.mktemp("course-lab")
     work = home / "work"
     shutil.copytree(ROOT / "notebooks", work)

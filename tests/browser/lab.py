@@ -164,17 +164,23 @@ def running_lab(
         log.close()
 
 
-def serve_notebook(
-    tmp_path_factory: Any, name: str, notebook: str, cells: list[str]
-) -> Iterator[Lab]:
-    """For a module fixture: skip (saying why) where the browser tests cannot run, else write a
-    notebook of ``cells`` (code) as ``notebook`` and serve it from a fresh JupyterLab."""
+def skip_unless_browser() -> None:
+    """Skip the test (printing why) where the browser tests cannot run here."""
     import pytest
 
     reason = missing()
     if reason:
         print(f"browser test skipped: {reason}")
         pytest.skip(reason)
+
+
+def serve_notebook(
+    tmp_path_factory: Any, name: str, notebook: str, cells: list[str]
+) -> Iterator[Lab]:
+    """For a module fixture: skip (saying why) where the browser tests cannot run, else write a
+    notebook of ``cells`` (code) as ``notebook`` and serve it from a fresh JupyterLab."""
+
+    skip_unless_browser()
     import nbformat
 
     home = tmp_path_factory.mktemp(name)

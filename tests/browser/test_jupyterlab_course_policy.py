@@ -15,7 +15,7 @@ import pytest
 
 from nbagent.course.provenance import read_output
 
-from .lab import CHROMIUM, KERNELSPEC, Lab, missing, open_notebook, running_lab
+from .lab import CHROMIUM, KERNELSPEC, Lab, open_notebook, running_lab, skip_unless_browser
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-output"
@@ -25,10 +25,7 @@ CELLS = ["%load_ext nbagent", "%agent policy", "%agent -m openai:gpt-4.1-mini wh
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    reason = missing()
-    if reason:
-        print(f"browser test skipped: {reason}")
-        pytest.skip(reason)
+    skip_unless_browser()
     import nbformat
 
     home = tmp_path_factory.mktemp("lab-course")

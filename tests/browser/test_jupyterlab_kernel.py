@@ -48,9 +48,9 @@ from .lab import (
     faint_text,
     mark_cells,
     menu,
-    missing,
     open_notebook,
     running_lab,
+    skip_unless_browser,
     wait_for,
 )
 
@@ -98,10 +98,7 @@ nbagent.notebook.current_session().set_model(ScriptedModel([
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    reason = missing()
-    if reason:
-        print(f"browser test skipped: {reason}")
-        pytest.skip(reason)
+    skip_unless_browser()
     import nbformat
 
     home = tmp_path_factory.mktemp("lab-kernel")

@@ -42,9 +42,9 @@ from .lab import (
     Shots,
     faint_text,
     menu,
-    missing,
     open_notebook,
     running_lab,
+    skip_unless_browser,
     wait_for,
 )
 
@@ -63,10 +63,7 @@ def base() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, base: str) -> Iterator[Lab]:
-    reason = missing()
-    if reason:
-        print(f"browser test skipped: {reason}")
-        pytest.skip(reason)
+    skip_unless_browser()
     import nbformat
 
     home = tmp_path_factory.mktemp("lab-signin")

@@ -172,7 +172,7 @@ def test_mcp_servers_off_refuses_a_run_while_one_is_connected(
 ) -> None:
     pytest.importorskip("mcp", reason="the mcp SDK is not installed (the mcp extra)")
     if not kernel.eval("__import__('importlib.util').util.find_spec('mcp') is not None"):
-        pytest.skip("the kernel's Python has no mcp SDK (the ipykernel 6.29 venv has no extras)")
+        pytest.skip("the kernel's Python has no mcp SDK (a venv built without the mcp extra)")
     from ..mcp.conftest import DEMO
 
     course(kernel, tmp_path, "mcp = true\n")  # connected while it was allowed
