@@ -187,15 +187,23 @@ def test_a_dask_cluster_runs_a_tool_defined_in_a_notebook_cell(ready: Kernel) ->
         msg_id = kernel.submit('%agent map --over quiz --engine client "{answer}|{key}"')
         kernel.finish(msg_id, allow_errors=True)
         assert "cannot be sent to Dask workers" in kernel.replies[msg_id]["content"]["evalue"]
-    finally:
-        kernel.execute("client.close(); cluster.close()", timeout=120)
+    finally:  # the module's model again: the tests after this one wait on its `hold`
+        kernel.execute(
+            "client.close(); cluster.close()\n"
+            "nbagent.notebook.current_session().set_model(FunctionModel(decide))",
+            timeout=120,
+        )
 
 
 def test_an_interrupted_map_cell_says_so_in_one_line(ready: Kernel) -> None:
     kernel = ready
     if not in_cell(kernel):
         pytest.skip("before ipykernel 7.4 a map that may ask runs in the background")
-    kernel.execute('stuck = pd.DataFrame({"answer": ["slow"], "key": ["4"]})')
+    # the row waits on `hold` (never set) under the module's model, whatever ran before
+    kernel.execute(
+        'stuck = pd.DataFrame({"answer": ["slow"], "key": ["4"]})\n'
+        "nbagent.notebook.current_session().set_model(FunctionModel(decide))"
+    )
     since = kernel.mark()
     msg_id = kernel.submit('%agent map --over stuck -o partial "{answer}|{key}"')
     kernel.wait_for(lambda: kernel.buttons("Stop", since=since), what="the map's view")
@@ -206,3 +214,4 @@ def test_an_interrupted_map_cell_says_so_in_one_line(ready: Kernel) -> None:
     # one line, not the frames of nbagent's awaiting call
     shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(reply["traceback"]))
     assert shown == "KeyboardInterrupt: %agent map was stopped by a kernel interrupt", shown
+    assert kernel.eval("list(partial['status'])") == ["cancelled"]
