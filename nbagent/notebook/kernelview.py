@@ -12,7 +12,10 @@ per execution, and JupyterLab 4.6 and Notebook 7.6 insert the first of a reply a
 directly below the executed cell (measured in tests/browser), so every step comes in that one
 cell, each under a comment naming its run and step. Run All does not run the new cell, and each
 ``%agent cells`` adds one more. Headless runs (nbclient, ``jupyter execute``, CI) ignore
-payloads: the same code is also shown in the cell's output, so nothing is lost there.
+payloads: the same code is also shown in the cell's output, so nothing is lost there. The
+output's metadata holds the command's record (which runs, each step and whether its code is
+kept in the cell, the policy's digest); in JupyterLab and Notebook 7 the page copies it into the
+new cell's own metadata (:mod:`.cellnote`), since a payload cannot carry metadata.
 
 **The Undo button** is a widget, so it cannot survive saving (a reopened notebook would show
 JupyterLab's "Error displaying widget"): it becomes plain text once clicked, and as soon as any
