@@ -21,6 +21,7 @@ from nbagent.course import FollowUp, StepRecord, notebook_report, read_class
 from nbagent.course.provenance import read_output
 
 from ..course.gateway import Gateway
+from .conftest import SECRET
 from .kernel import Kernel
 from .test_kernel_approval import wait_ended
 from .test_kernel_course import MODEL, course, digest, gateway, run
@@ -65,12 +66,7 @@ def test_a_refusal_names_its_rule_and_time_and_asks_the_page_to_mark_its_cell(
     kernel: Kernel, gateway: Gateway, tmp_path: Path, policy: str, line: str, rule: str
 ) -> None:
     data = course(kernel, tmp_path, policy)
-    # a key, so that the money budget's price check resolves the model (and never shows it)
-    kernel.execute("import os\nos.environ['OPENAI_API_KEY'] = 'sk-test-not-a-real-key-0000'")
-    try:
-        text, record, outputs = run(kernel, line)
-    finally:
-        kernel.execute("os.environ.pop('OPENAI_API_KEY', None)")
+    text, record, outputs = run(kernel, line)  # the kernel has a key (SECRET): never shown
     assert record is not None and record.refused == text.strip(), text
     assert record.rule == rule and ID.fullmatch(record.run_id)
     assert record.at is not None and TIME.fullmatch(record.at)
@@ -81,7 +77,7 @@ def test_a_refusal_names_its_rule_and_time_and_asks_the_page_to_mark_its_cell(
     kernel.send_comm(note, {"method": "custom", "content": {"event": "done", "marked": True}})
     kernel.wait_for(lambda: note in kernel.closed, what="the note closed")
     raw = next(o["metadata"]["nbagent"] for o in outputs if "nbagent" in o.get("metadata", {}))
-    assert "sk-test-not-a-real-key" not in str(raw)
+    assert SECRET not in str(raw) and SECRET not in text
     cell = nbformat.v4.new_code_cell(line, metadata={"nbagent": raw})
     cell.outputs = [nbformat.from_dict(o) for o in outputs]
     _saved([cell], tmp_path / "n.ipynb")
