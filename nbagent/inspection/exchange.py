@@ -6,9 +6,9 @@ choice and the options) and what came back (text, reasoning where the provider s
 why it ended, tokens). ``result.exchanges[k]`` (and ``run.exchanges`` while the run goes on) hold
 them; a step whose calls ran helper agents (``agent.as_tool``) holds their runs too,
 ``result.exchanges[k].helpers[call_id]`` (a :class:`~nbagent.events.RunResult` with exchanges
-of its own, and so on down); :meth:`Exchange.body` gives the JSON the adapter sends for it, for adapters that say
-(``build_body``). Nothing is stored twice: a request holds the very message objects of the
-conversation.
+of its own, and so on down); :meth:`Exchange.body` gives the JSON the adapter sends for it,
+for adapters that say (``build_body``). Nothing is stored twice: a request holds the very
+message objects of the conversation.
 
 Keys are not in here (a request carries no credentials); front ends still hide credential-shaped
 text in whatever of it they show, as everywhere.
