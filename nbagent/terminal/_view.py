@@ -175,6 +175,7 @@ class TerminalView:
             view = TerminalView(self.console, self.limits, debug=self.debug, clock=self.clock)
             view.prefix = self.prefix + f"  {self.console.symbol('nest')} "
             view._helper_name = clean_strict(event.tool_name)
+            view.abandoned = self.abandoned  # a helper's abandoned calls are the session's too
             self._helpers[event.run_id] = view
         self._last_call = ""  # the next line about this run's calls says which call
         with self.console.indented(view.prefix):
@@ -182,7 +183,7 @@ class TerminalView:
 
     def still_running(self) -> list[AbandonedCall]:
         """Abandoned functions (of any run shown) that have not ended yet."""
-        self.abandoned = [h for h in self.abandoned if not h.done()]
+        self.abandoned[:] = [h for h in self.abandoned if not h.done()]  # shared with helpers'
         return list(self.abandoned)
 
     # --- text ---------------------------------------------------------------------------------
