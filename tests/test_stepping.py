@@ -204,6 +204,7 @@ def test_switching_the_model_for_one_step() -> None:
         (next_step(results={"c1": None}), "cannot be None: every call keeps its one result"),
         (next_step(results={"c1": "a"}, remove=("c1",)), "rewrite a result or remove it"),
         (Resume("sideways"), "unknown action"),  # type: ignore[arg-type]
+        (next_step(instructions="x" * 200_001), "at most 200,000 are sent from a pause"),
     ],
 )
 def test_an_edit_that_would_break_the_history_is_refused_saying_why(

@@ -396,15 +396,7 @@ class InteractiveApprover:
                 return False
             del self._pauses[pause_id]
 
-        def settle() -> None:
-            if not waiting.future.done():
-                waiting.future.set_result(resume)
-
-        try:
-            waiting.loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the loop is closed: the run is over
-            return False
-        return True
+        return _settle(waiting.loop, waiting.future, resume)
 
     def known_decision(self, request: ApprovalRequest) -> Decision | None:
         if request.tool_name in self.always_allowed:
@@ -463,15 +455,22 @@ class InteractiveApprover:
                 self.always_allowed.add(pending.request.tool_name)
             self.decided[call_id] = decision
 
-        def settle() -> None:
-            if not pending.future.done():
-                pending.future.set_result(decision)
+        return _settle(pending.loop, pending.future, decision)
 
-        try:
-            pending.loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the loop is closed: the run is over
-            return False
-        return True
+
+def _settle(loop: Any, future: Any, value: Any) -> bool:
+    """Give ``future`` its value on its own loop, from any thread (first value wins); False
+    when the loop is closed (the run is over)."""
+
+    def settle() -> None:
+        if not future.done():
+            future.set_result(value)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:
+        return False
+    return True
 
 
 def approval_policy(name: str) -> Approver:

@@ -28,7 +28,9 @@ A rewritten result is untrusted as a tool's is (a person types it, or pastes 50 
 bar): it goes through the same pipeline, :func:`~nbagent.content.checked_result` (images
 decode-checked) and then the run's result limits (lone surrogates replaced, text beyond
 ``Limits.max_result_chars`` cut with a marker, extra images left out); instructions typed at a
-pause have their lone surrogates replaced too.
+pause have their lone surrogates replaced too, and more than :data:`MAX_PAUSE_INSTRUCTIONS`
+characters of them are refused, saying so (cutting a person's instructions would change what
+they asked for without their knowing).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from ..generation import Request
 from ..limits import Limits
 from ..messages import ToolMessage, ToolResultPart
 from ..tools import ToolCall
+
+#: Characters of instructions a pause accepts (a person may paste anything into the bar).
+MAX_PAUSE_INSTRUCTIONS = 200_000
 
 __all__ = [
     "REMOVED",
@@ -166,6 +171,12 @@ class StepPause:
         if instructions is not None:
             if not isinstance(instructions, str):
                 raise StepEditError("instructions must be text")
+            if len(instructions) > MAX_PAUSE_INSTRUCTIONS:
+                raise StepEditError(
+                    f"the instructions are {len(instructions):,} characters long: at most "
+                    f"{MAX_PAUSE_INSTRUCTIONS:,} are sent from a pause (put a long text in a "
+                    "tool result or a file the agent can read)"
+                )
             instructions = clean_text(instructions)
         return replace(resume, results=results, instructions=instructions)
 

@@ -142,7 +142,7 @@ def tools_table(session: Session) -> None:
             "No tools yet: define one with @nbagent.tool, or call nbagent.register(...).",
         )
         return
-    from ..providers._preflight import PROVIDERS, provider_label
+    from ..providers import PROVIDERS, provider_label
 
     titled = any(t.title for t in tools)
     providers: list[str] = list(PROVIDERS)

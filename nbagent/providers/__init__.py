@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 from ._config import describe_config, model_id, resolve_generator
 
 if TYPE_CHECKING:
-    from ._preflight import SchemaProblem, ToolSchemaWarning, configured_providers, preflight
+    from ._preflight import (
+        PROVIDERS,
+        SchemaProblem,
+        ToolSchemaWarning,
+        configured_providers,
+        preflight,
+        provider_label,
+    )
     from ._strict import strict_schema
     from .anthropic import AnthropicMessages
     from .local import LocalChat
@@ -24,6 +31,7 @@ if TYPE_CHECKING:
     from .responses import OpenAIResponses
 
 __all__ = [
+    "PROVIDERS",
     "AnthropicMessages",
     "LocalChat",
     "OpenAIChat",
@@ -34,6 +42,7 @@ __all__ = [
     "describe_config",
     "model_id",
     "preflight",
+    "provider_label",
     "resolve_generator",
     "strict_schema",
 ]
@@ -48,6 +57,8 @@ _LAZY = {
     "ToolSchemaWarning": "._preflight",
     "configured_providers": "._preflight",
     "preflight": "._preflight",
+    "provider_label": "._preflight",
+    "PROVIDERS": "._preflight",
 }
 
 
