@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from typing import Any
 
 from nbagent import Agent
 from nbagent.events import RunResult
-from nbagent.generation import Request
-from nbagent.models import Call, FunctionModel, Turn
-from nbagent.tools import tool
-from tests.test_delegation import answered, caller_model, helper_model, last_user
+from tests.test_delegation import caller_model, helper_model, last_user, waiting_helper
 
 
 async def test_a_steps_helper_runs_are_under_its_exchange() -> None:
@@ -48,20 +44,7 @@ async def test_a_helpers_helper_is_under_the_helpers_own_exchange() -> None:
 
 async def test_a_helper_stopped_with_its_caller_is_there_as_it_stopped() -> None:
     started = asyncio.Event()
-
-    @tool
-    async def slow(seconds: float) -> str:
-        """Wait."""
-        started.set()
-        await asyncio.sleep(seconds)
-        return "done"
-
-    def helper_decide(request: Request) -> Any:
-        if not answered(request):
-            return Turn(Call("slow", {"seconds": 60}))
-        return "finished waiting"
-
-    helper = Agent(FunctionModel(helper_decide), [slow])
+    helper = waiting_helper(started)
     caller = Agent(caller_model(), [helper.as_tool(name="researcher", description="x")])
     run = caller.start("capital?")
     await asyncio.wait_for(started.wait(), 10)

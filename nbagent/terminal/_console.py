@@ -284,15 +284,7 @@ class Console:
             styled = "\n".join(self.style(p, "dim") for p in pieces)
             self._write(self.out, self._indent(styled))
             return
-        prefix = self.prefix + "thinking: "
-        out = []
-        for index, piece in enumerate(text.split("\n")):
-            if index:
-                out.append("\n")
-            if piece and (index or self.at_line_start):
-                out.append(prefix)
-            out.append(piece)
-        self._write(self.out, "".join(out))
+        self._write(self.out, self._indent(text, self.prefix + "thinking: "))
 
     # --- the front end's own lines -----------------------------------------------------------
 

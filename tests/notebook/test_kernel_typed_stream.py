@@ -52,8 +52,26 @@ def ready(kernel: Kernel, gateway: Gateway) -> Kernel:
     return kernel
 
 
-def sse(chunks: list[dict[str, Any]], done: bool) -> bytes:
-    return wire.openai_sse(chunks, done=done)
+def held_run(
+    kernel: Kernel, gateway: Gateway, line: str, head: list[Any], tail: list[Any]
+) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """Run ``line`` while the server sends ``head`` and holds ``tail`` back; check the answer
+    block half filled in (then released) and at the end; return the run's record, every value
+    the block took, and the request body sent."""
+    gate = gateway.held_sse(wire.openai_sse(head, done=False), wire.openai_sse(tail))
+    since = kernel.mark()
+    cell = kernel.submit(line)
+    try:
+        half = half_shown(kernel, since)
+    finally:
+        gate.set()
+    record = wait_ended(kernel, cell)
+    (values,) = answer_states(kernel, since).values()  # one block, filled in then replaced
+    raw = [kernel.stream_text(comm_id) for comm_id in kernel.streams(since)]
+    assert not any('"name"' in text for text in raw)  # fields filled in, not JSON text
+    assert ">Be<" in half and ">age<" not in half and "Ann <b>" not in half  # escaped
+    assert "filling in" not in values[-1] and ">Bern<" in values[-1]
+    return record, values, gateway.requests[-1]
 
 
 def answer_states(kernel: Kernel, since: int) -> dict[str, list[str]]:
@@ -89,11 +107,6 @@ def half_shown(kernel: Kernel, since: int) -> str:
     return str(kernel.wait_for(check, what="the answer half filled in"))
 
 
-def finished_value(kernel: Kernel, since: int) -> list[str]:
-    (values,) = answer_states(kernel, since).values()  # one block, filled in then replaced
-    return values
-
-
 def test_a_native_answer_fills_in_then_the_validated_value_replaces_it(
     ready: Kernel, gateway: Gateway
 ) -> None:
@@ -108,23 +121,12 @@ def test_a_native_answer_fills_in_then_the_validated_value_replaces_it(
         wire.oa_chunk({}, "stop"),
         wire.oa_usage(),
     ]
-    gate = gateway.held_sse(sse(head, False), sse(tail, True))
-    since = kernel.mark()
-    cell = kernel.submit("%agent --new --output Person -o p Who is Ann?")
-    try:
-        half = half_shown(kernel, since)
-    finally:
-        gate.set()
-    assert ">Be<" in half and ">age<" not in half and "Ann <b>" not in half  # escaped
-    record = wait_ended(kernel, cell)
+    line = "%agent --new --output Person -o p Who is Ann?"
+    record, values, body = held_run(kernel, gateway, line, head, tail)
     assert record["stop_reason"] == "finished"
     assert kernel.eval("p.output == Person('Ann <b>', 'Bern', 31)") is True
-    body = gateway.requests[-1]
     assert body["response_format"]["type"] == "json_schema"  # the native route, on the wire
-    values = finished_value(kernel, since)
-    assert "filling in" not in values[-1] and ">31<" in values[-1] and ">Bern<" in values[-1]
-    raw = [kernel.stream_text(comm_id) for comm_id in kernel.streams(since)]
-    assert not any('"name"' in text for text in raw)  # fields filled in, not JSON text
+    assert ">31<" in values[-1]
 
 
 def test_the_final_answer_tools_arguments_fill_in_the_same_way(
@@ -143,18 +145,9 @@ def test_the_final_answer_tools_arguments_fill_in_the_same_way(
         wire.oa_chunk({}, "tool_calls"),
         wire.oa_usage(),
     ]
-    gate = gateway.held_sse(sse(head, False), sse(tail, True))
-    since = kernel.mark()
-    cell = kernel.submit("%agent --new --output Loose -o bo Who is Ann?")
-    try:
-        half = half_shown(kernel, since)
-    finally:
-        gate.set()
-    assert ">Be<" in half and ">age<" not in half
-    record = wait_ended(kernel, cell)
+    line = "%agent --new --output Loose -o bo Who is Ann?"
+    record, values, body = held_run(kernel, gateway, line, head, tail)
     assert record["stop_reason"] == "terminated"
     assert kernel.eval("bo.output == Loose('Ann <b>', 'Bern', 7)") is True
-    body = gateway.requests[-1]
     assert [t["function"]["name"] for t in body["tools"]] == [ANSWER_TOOL]
-    values = finished_value(kernel, since)
-    assert "filling in" not in values[-1] and ">7<" in values[-1]
+    assert ">7<" in values[-1]

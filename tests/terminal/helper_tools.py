@@ -1,29 +1,19 @@
 """A tools module for the terminal tests of helper agents (``agent.as_tool``): a caller whose
 model hands the task to a ``cleaner`` helper, whose own model calls ``remove`` (which asks
-for approval) and then says what it did. Used through ``--tools`` in real subprocesses."""
+for approval) and then says what it did. Used through ``--tools MODULE:cleaner`` in real
+subprocesses (the caller's model is ``nbagent_model``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from nbagent import Agent, tool
-from nbagent.generation import (
-    Finish,
-    Request,
-    StreamEvent,
-    TextDelta,
-    ToolCallReceived,
-    ToolInputDelta,
-    ToolInputEnd,
-    ToolInputStart,
-    Usage,
-)
+from nbagent.generation import Finish, Request, StreamEvent, TextDelta, Usage
 from nbagent.messages import ToolMessage, UserMessage
 from nbagent.models import FunctionModel
-from nbagent.tools import ToolCall
 
-_ids = iter(range(1, 10_000))
+from .scripted_tools import _call, _play
 
 
 @tool(needs_approval=True)
@@ -32,59 +22,31 @@ def remove(path: str) -> str:
     return f"removed {path}"
 
 
-def _call(name: str, arguments: dict[str, str]) -> list[StreamEvent]:
-    call_id = f"call_{next(_ids)}"
-    text = json.dumps(arguments)
-    return [
-        ToolInputStart(call_id, name),
-        ToolInputDelta(call_id, text),
-        ToolInputEnd(call_id),
-        ToolCallReceived(ToolCall(call_id, name, text)),
-    ]
+def _model(who: str, says: str, act: Callable[[str], tuple[str, dict[str, str]]]) -> FunctionModel:
+    """A model that says ``says`` and makes the call ``act(prompt)``; after the results, says
+    what they were (``who says: …``)."""
+
+    def decide(request: Request) -> AsyncIterator[StreamEvent]:
+        last = request.messages[-1]
+        if isinstance(last, ToolMessage):
+            said = "; ".join(r.text for r in last.results)
+            return _play([TextDelta(f"{who} says: {said}"), Finish("stop", Usage(4, 2))])
+        asked = next(m.text for m in reversed(request.messages) if isinstance(m, UserMessage))
+        name, arguments = act(asked)
+        events = [TextDelta(says), *_call(name, json.dumps(arguments))]
+        return _play([*events, Finish("tool_calls", Usage(4, 2))])
+
+    return FunctionModel(decide, model=f"{who}-test")
 
 
-async def _play(events: list[StreamEvent]) -> AsyncIterator[StreamEvent]:
-    for event in events:
-        yield event
+def _remove(asked: str) -> tuple[str, dict[str, str]]:
+    return "remove", {"path": asked.removeprefix("remove ")}
 
 
-def _asked(request: Request) -> str:
-    return next((m.text for m in reversed(request.messages) if isinstance(m, UserMessage)), "")
+def _delegate(asked: str) -> tuple[str, dict[str, str]]:
+    return "cleaner", {"prompt": asked}
 
 
-def _helper(request: Request) -> AsyncIterator[StreamEvent]:
-    last = request.messages[-1]
-    usage = Usage(4, 2)
-    if isinstance(last, ToolMessage):
-        said = "; ".join(r.text for r in last.results)
-        return _play([TextDelta(f"helper says: {said}"), Finish("stop", usage)])
-    path = _asked(request).removeprefix("remove ")
-    return _play(
-        [
-            TextDelta("helper will remove it"),
-            *_call("remove", {"path": path}),
-            Finish("tool_calls", usage),
-        ]
-    )
-
-
-def _caller(request: Request) -> AsyncIterator[StreamEvent]:
-    last = request.messages[-1]
-    usage = Usage(10, 5)
-    if isinstance(last, ToolMessage):
-        said = "; ".join(r.text for r in last.results)
-        return _play([TextDelta(f"caller says: {said}"), Finish("stop", usage)])
-    prompt = _asked(request)
-    return _play(
-        [
-            TextDelta("asking the cleaner"),
-            *_call("cleaner", {"prompt": prompt}),
-            Finish("tool_calls", usage),
-        ]
-    )
-
-
-cleaner = Agent(FunctionModel(_helper, model="helper-test"), [remove]).as_tool(
-    name="cleaner", description="Removes files."
-)
-nbagent_model = FunctionModel(_caller, model="caller-test")
+helper = _model("helper", "helper will remove it", _remove)
+cleaner = Agent(helper, [remove]).as_tool(name="cleaner", description="Removes files.")
+nbagent_model = _model("caller", "asking the cleaner", _delegate)

@@ -12,19 +12,30 @@ TOOLS = "tests.terminal.helper_tools:cleaner"
 NEST = "  │ "
 
 
-def test_the_helpers_run_and_its_question_are_indented_under_its_call() -> None:
+def asked(prompt: str) -> Pty:
+    """A session at a terminal, given ``prompt``, once the helper's question is on screen."""
     term = Pty("--tools", TOOLS, env=environment(TERM="xterm", NO_COLOR="1"))
     term.wait_for("you> ")
-    term.type("remove a.txt\r")
+    term.type(prompt + "\r")
     term.wait_for("or type why not: ")
-    question = term.text.rsplit("\r\n", 1)[-1]
-    assert question.startswith(NEST + '  ? Run remove(path="a.txt")?'), question
-    term.type("y\r")
-    term.wait_for("caller says: helper says: removed a.txt")
+    return term
+
+
+def ended(term: Pty, last: str) -> list[str]:
+    """The session's lines, once ``last`` is on screen and Ctrl-D ended it (cleanly)."""
+    term.wait_for(last)
     term.wait_for("you> ", 2)
     term.type("\x04")
     assert term.finish() == 0
-    lines = term.text.split("\r\n")
+    return term.text.split("\r\n")
+
+
+def test_the_helpers_run_and_its_question_are_indented_under_its_call() -> None:
+    term = asked("remove a.txt")
+    question = term.text.rsplit("\r\n", 1)[-1]
+    assert question.startswith(NEST + '  ? Run remove(path="a.txt")?'), question
+    term.type("y\r")
+    lines = ended(term, "caller says: helper says: removed a.txt")
     start = lines.index('→ cleaner(prompt="remove a.txt")')  # the caller's call: not indented
     end = lines.index('  ← cleaner(prompt="remove a.txt"): helper says: removed a.txt')
     inner = lines[start + 1 : end]
@@ -39,16 +50,9 @@ def test_the_helpers_run_and_its_question_are_indented_under_its_call() -> None:
 
 
 def test_a_denied_helper_call_is_the_helpers_to_answer() -> None:
-    term = Pty("--tools", TOOLS, env=environment(TERM="xterm", NO_COLOR="1"))
-    term.wait_for("you> ")
-    term.type("remove b.txt\r")
-    term.wait_for("or type why not: ")
+    term = asked("remove b.txt")
     term.type("keep it\r")
-    term.wait_for("caller says:")
-    term.wait_for("you> ", 2)
-    term.type("\x04")
-    assert term.finish() == 0
-    lines = term.text.split("\r\n")
+    lines = ended(term, "caller says:")
     assert NEST + "  ✗ denied: keep it" in lines  # said under the helper's call
     assert NEST + "helper says: The person denied this call to remove: keep it" in lines
     assert "caller says: helper says: The person denied this call to remove: keep it" in lines
