@@ -269,9 +269,11 @@ class Transcript:
 
                 self.answer = _redacted(to_json(event.result.output))
                 if self.answer_mode == "native":  # its JSON text is the answer shown below
-                    last = event.result.steps
+                    final = event.result.steps
                     self.blocks = [
-                        b for b in self.blocks if not (isinstance(b, TextRecord) and b.step == last)
+                        b
+                        for b in self.blocks
+                        if not (isinstance(b, TextRecord) and b.step == final)
                     ]
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
