@@ -17,13 +17,10 @@ text in whatever of it they show, as everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..generation import FinishReason, Request, Usage
 from ..messages import AssistantMessage, Message
-
-if TYPE_CHECKING:
-    from ..events import RunResult
 
 __all__ = ["Exchange", "exchange_of", "new_messages"]
 
@@ -56,7 +53,9 @@ class Exchange:
     seconds: float = 0.0
     error: BaseException | None = field(default=None, compare=False)
     edited: tuple[str, ...] = ()
-    helpers: dict[str, RunResult] = field(default_factory=dict, compare=False, repr=False)
+    #: By call id, the helper's :class:`~nbagent.events.RunResult` (named by what it is, not
+    #: its class: the events room sits above this one).
+    helpers: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def body(self, generator: Any) -> dict[str, Any]:
         """The JSON body ``generator`` sends for this request (its ``build_body``), e.g. to see
