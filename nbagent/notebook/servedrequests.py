@@ -38,7 +38,8 @@ LIVE = 50
 #: Longest arguments or answer shown for one call.
 PART = 2_000
 _PRE = (
-    "white-space:pre-wrap;margin:2px 0;padding:3px 6px;font-family:var(--jp-code-font-family,"
+    "white-space:pre-wrap;line-height:1.35;margin:2px 0;padding:3px 6px;"
+    "font-family:var(--jp-code-font-family,"
     "monospace);font-size:var(--jp-code-font-size,12px);background:var(--jp-layout-color2,"
     "#f3f3f3);border-radius:3px"
 )
@@ -235,8 +236,8 @@ class ServingForms:
         if served.running:
             lead = f"Serving over MCP at {served.url}"
         else:
-            why = f" ({served.reason})" if served.reason else ""
-            lead = f"Served over MCP at {served.url} until it stopped{why}"
+            why = served.reason or "stopped"
+            lead = f"Served over MCP at {served.url}, now ended ({why})"
         return f"{lead} · tools: {self._tools()} · {self._clients()} · calls {approval}"
 
     def head_forms(self) -> tuple[str, str, str]:

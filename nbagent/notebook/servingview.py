@@ -26,7 +26,7 @@ class ServingView(RunView):
 
     def __init__(self, forms: ServingForms, **options: Any) -> None:
         self.forms = forms  # before RunView's: its header reads it
-        super().__init__("", **options)
+        super().__init__("tool calls from an MCP client", **options)
         self.transcript.serving = forms
         self.footer.value = self._footer_html()
         self._items: dict[str, Any] = {}

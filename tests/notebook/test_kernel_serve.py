@@ -273,7 +273,7 @@ def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_
         text = k.cell_text(serving)
         assert "delete_file" in text
         # the finished header and footer say why it stopped and count the call
-        assert "until it stopped (the kernel shut down)" in text, text
+        assert "now ended (the kernel shut down)" in text, text
         assert "stopped · 1 call: 1 cancelled" in text, text
         with pytest.raises(httpx2.TransportError):
             httpx2.post(url, headers=headers, json={}, timeout=5)

@@ -119,7 +119,7 @@ def test_header_footer_and_request_view_live_and_after_stop(kernel: Kernel) -> N
     assert token not in saved and SECRET not in saved
     shown = "".join(o["data"].get("text/html", "") for o in outputs if "data" in o)
     plain = kernel.cell_text(serving)
-    assert f"Served over MCP at {url} until it stopped" in plain
+    assert f"Served over MCP at {url} now ended (stopped with %agent serve stop)" in plain
     assert "stopped with %agent serve stop" in plain
     assert re.search(
         r"stopped · 4 calls: 1 approved, 1 denied, 1 by a rule, 1 without asking; "
@@ -196,7 +196,7 @@ def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> No
         if how != "the Stop button":
             stop_serving(kernel)
     if how == "the Stop button":
-        kernel.wait_for(lambda: "until it stopped" in kernel.cell_text(serving), what="the end")
+        kernel.wait_for(lambda: "now ended" in kernel.cell_text(serving), what="the end")
         assert "stopped with the Stop button" in kernel.cell_text(serving)
     saved = _saved(kernel, serving)
     assert token not in saved and WIDGET_MIME not in saved
