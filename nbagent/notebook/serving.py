@@ -118,7 +118,7 @@ class ServedSession:
             transcript = getattr(self.view, "transcript", None)
             listed = transcript.calls.values() if transcript is not None else ()
             calls = f"; {served_counts(listed)} so far"
-        return (
+        return redact_secrets(  # a client's name is its own text
             f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
             f"{approval}{used}{calls}. `%agent serve stop` ends it."
         )
