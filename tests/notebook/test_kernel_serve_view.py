@@ -119,7 +119,7 @@ def test_header_footer_and_request_view_live_and_after_stop(kernel: Kernel) -> N
     assert token not in saved and SECRET not in saved
     shown = "".join(o["data"].get("text/html", "") for o in outputs if "data" in o)
     plain = kernel.cell_text(serving)
-    assert f"Served over MCP at {url} now ended (stopped with %agent serve stop)" in plain
+    assert f"Served over MCP at {url}, now ended (stopped with %agent serve stop)" in plain
     assert "stopped with %agent serve stop" in plain
     assert re.search(
         r"stopped · 4 calls: 1 approved, 1 denied, 1 by a rule, 1 without asking; "
