@@ -14,7 +14,8 @@ Cursor and VS Code cannot run here: their snippets are not checked by this modul
 The clients come from npm (``@anthropic-ai/claude-code``, ``@openai/codex``) and PyPI
 (``jupyter-ai-persona-manager``); each test skips, saying where it looked, when its client is
 not installed: ``NBAGENT_CLAUDE_CODE`` (the ``claude`` binary), ``NBAGENT_CODEX`` (``codex.js``),
-and the persona manager importable (``--no-deps`` is enough: only its pydantic models are read).
+and the persona manager importable or in ``.venv/clients/python`` (``--no-deps`` is enough: only
+its pydantic models are read). scripts/test installs all three there.
 """
 
 from __future__ import annotations
@@ -143,11 +144,23 @@ def test_codex_reads_the_howtos_config(tmp_path: Path) -> None:
     assert inline.returncode != 0 or "not supported" in inline.stderr, inline.stdout
 
 
-def test_jupyter_ai_reads_the_howtos_settings() -> None:
+def _persona_manager() -> Path | None:
+    """The folder of jupyter_ai_persona_manager: importable, or where scripts/test puts it."""
     spec = importlib.util.find_spec("jupyter_ai_persona_manager")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("jupyter-ai-persona-manager is not installed (pip install --no-deps is enough)")
-    models = Path(next(iter(spec.submodule_search_locations))) / "mcp_server_models.py"
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    there = CLIENTS.parent / "python" / "jupyter_ai_persona_manager"
+    return there if there.is_dir() else None
+
+
+def test_jupyter_ai_reads_the_howtos_settings() -> None:
+    found = _persona_manager()
+    if found is None:
+        pytest.skip(
+            "jupyter-ai-persona-manager is neither importable nor in "
+            f"{CLIENTS.parent / 'python'} (pip install --no-deps is enough)"
+        )
+    models = found / "mcp_server_models.py"
     loaded = importlib.util.spec_from_file_location("_jai_mcp_server_models", models)
     assert loaded is not None and loaded.loader is not None
     module = importlib.util.module_from_spec(loaded)
