@@ -119,6 +119,9 @@ class Transcript:
     #: Helper agents' runs, each a transcript of its own, by the id of the call that ran it.
     helpers: dict[str, list[Transcript]] = field(default_factory=dict, repr=False)
     _helper_runs: dict[str, Transcript] = field(default_factory=dict, repr=False)
+    #: ``%agent serve``: its header, footer and request view in place of a run's (a
+    #: :class:`.servingview.ServingForms`); None for a run.
+    serving: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -341,7 +344,9 @@ class Transcript:
     # --- renderings ---------------------------------------------------------------------------
 
     def footer(self) -> str:
-        """One line: stop reason, steps, tokens, time."""
+        """One line: stop reason, steps, tokens, time (a serving: its calls, time)."""
+        if self.serving is not None:
+            return str(self.serving.footer(self))
         state = STOP_WORDS.get(self.stop_reason or "", self.stop_reason or "running")
         tokens = f"{self.usage.input_tokens:,} in / {self.usage.output_tokens:,} out tokens"
         plural = "" if self.steps == 1 else "s"
