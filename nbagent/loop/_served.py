@@ -67,6 +67,8 @@ log = logging.getLogger("nbagent")
 _serve_ids = itertools.count(1)
 #: Served calls remembered for the timeline and the report (the oldest go first).
 KEEP_RECORDS = 1_000
+#: Client names remembered (from their ``initialize``), the most recent last.
+KEEP_CLIENTS = 16
 
 
 class CallRefused(Exception):
@@ -93,6 +95,10 @@ class ServedRecord:
     status: str = "waiting"
     result: ToolResult | None = None
     elapsed: float = 0.0
+    #: When it came (seconds since the epoch), for a person reading the request view.
+    at: float = field(default_factory=time.time)
+    #: The tool that answered (its output schema shapes the MCP answer), None if unknown.
+    tool: Tool | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -151,6 +157,7 @@ class ServedCalls:
         self._open: dict[str, ServedRecord] = {}  # calls not answered yet, by call id
         self._started = False
         self.closed = False
+        self._clients: dict[str, float] = {}
 
     # --- what RunState asks of a run ------------------------------------------------------------
 
@@ -275,6 +282,24 @@ class ServedCalls:
             raise ArgumentsRefusedError(f"Invalid arguments for {name}: {exc}") from None
         return found, value
 
+    def client_seen(self, name: str) -> None:
+        """A client that named itself (``clientInfo`` of its ``initialize``) made a request;
+        from any thread. At most :data:`KEEP_CLIENTS` names are kept, the latest ones."""
+        name = " ".join(str(name).split())[:80]
+        if not name:
+            return
+        with self._lock:
+            self._clients.pop(name, None)
+            self._clients[name] = time.time()
+            while len(self._clients) > KEEP_CLIENTS:
+                self._clients.pop(next(iter(self._clients)))
+
+    @property
+    def clients(self) -> list[str]:
+        """The names of the clients that used this session, the most recent last."""
+        with self._lock:
+            return list(self._clients)
+
     # --- calls ----------------------------------------------------------------------------------
 
     def submit(
@@ -310,7 +335,8 @@ class ServedCalls:
         self._steps = number  # each call is its own step: `%agent undo serve-1 step 3`
         text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
         call = ToolCall(f"{self.id}-call-{number}", found.name, text)
-        record = ServedRecord(call, copy_json(arguments), client, time.monotonic())
+        record = ServedRecord(call, copy_json(arguments), client, time.monotonic(), tool=found)
+        self.client_seen(client)
         if on_progress is not None:
             self._listeners[call.id] = on_progress
         self.records.append(record)

@@ -158,6 +158,9 @@ class ServedTools(Protocol):
     ) -> concurrent.futures.Future[ToolResult]:
         """Run one checked call on :attr:`loop`; cancelling the future stops it."""
 
+    def client_seen(self, name: str) -> None:
+        """A client that named itself in its ``initialize`` made a request (any thread)."""
+
 
 class _Secret(str):
     """The token: a str whose repr never shows it."""
@@ -340,9 +343,10 @@ class ToolServer:
 
         return app
 
-    async def _list_tools(self, _ctx: Any, _params: Any) -> Any:
+    async def _list_tools(self, ctx: Any, _params: Any) -> Any:
         import mcp_types as types
 
+        self.calls.client_seen(_client_name(ctx))  # known from its initialize on
         tools = self.calls.listed()  # on this thread: a busy kernel does not hold up a list
         return types.ListToolsResult(tools=[mcp_tool(t) for t in tools])
 

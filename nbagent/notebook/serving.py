@@ -21,6 +21,7 @@ import shlex
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,9 @@ from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
 from ..redact import redact_secrets
 from . import outputs
 from .frontend import detect, widgets_available
+from .render import close_widgets
 from .runner import kernel_loop
+from .servedrequests import ServingForms
 
 if TYPE_CHECKING:
     from ..tools import Tool
@@ -78,6 +81,8 @@ class ServedSession:
         self._lock = threading.Lock()
         self.started = time.monotonic()
         self.reason: str | None = None
+        #: Takes the line with the token out of the cell (set while it is shown).
+        self.hide_line: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else "serving"
@@ -99,30 +104,41 @@ class ServedSession:
     def tool_names(self) -> list[str]:
         return [t.name for t in self.calls.listed()]
 
-    def describe(self) -> str:
-        """What is served and where (no token)."""
+    def describe(self, *, counted: bool = True) -> str:
+        """What is served, where and to whom (no token); ``counted``: with the calls so far
+        (a status asked now, not a line that stays in the cell and goes stale)."""
+        from .servedrequests import served_counts
+
         tools = ", ".join(self.tool_names()) or "no tools yet (define some with @nbagent.tool)"
         approval = "approved without asking (--approve auto)" if self.auto else "as in a run"
-        calls = len(self.calls.records)
-        return (
+        clients = self.calls.clients
+        used = f"; used by {', '.join(clients[-4:])}" if clients else ""
+        calls = ""
+        if counted:
+            transcript = getattr(self.view, "transcript", None)
+            listed = transcript.calls.values() if transcript is not None else ()
+            calls = f"; {served_counts(listed)} so far"
+        return redact_secrets(  # a client's name is its own text
             f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
-            f"{approval}; {calls} call{'s' if calls != 1 else ''} so far. "
-            "`%agent serve stop` ends it."
+            f"{approval}{used}{calls}. `%agent serve stop` ends it."
         )
 
     def stop(self, reason: str = "stopped with %agent serve stop") -> None:
-        """End serving: calls still waiting are cancelled (their cards say so), the cell's
-        output becomes text."""
+        """End serving: calls still waiting are cancelled (their cards say so), the line with
+        the token leaves the cell, the cell's output becomes text."""
         with self._lock:
             if self._stopped:
                 return
             self._stopped = True
+        self.reason = reason  # before the cell becomes text: its header says why it stopped
         # the calls and the cell first, the server last: its shutdown can take a while, and a
         # kernel shutting down may exit before it returns (the cell must be text by then)
         self.calls.close(f"Serving stopped ({reason})")
         if self._ticker is not None:
             self._ticker.cancel()
         try:
+            if self.hide_line is not None:
+                self.hide_line()
             if not self.view.finished:
                 self.view.close("finished")
             self._record()
@@ -130,7 +146,6 @@ class ServedSession:
         finally:
             if self.session.served is self:
                 self.session.served = None
-            self.reason = reason
             self.server.stop()
 
     def _record(self) -> None:
@@ -260,7 +275,10 @@ def serve(
         if served_holder:
             served_holder[0].stop("stopped with the Stop button")
 
-    view = _make_view(interactive, fallback if fallback is session.approver else None, stop_clicked)
+    forms = ServingForms()
+    view = _make_view(
+        forms, interactive, fallback if fallback is session.approver else None, stop_clicked
+    )
     loop = kernel_loop()
     calls = ServedCalls(
         lambda: _served_tools(session, kernel),
@@ -277,6 +295,9 @@ def serve(
     except ServeError:
         raise
     served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
+    forms.served = served
+    if hasattr(view, "refresh_header"):
+        view.refresh_header()  # it said "starting" until now
     served_holder.append(served)
     session.served = served
     session.served_sessions = [*getattr(session, "served_sessions", [])[-99:], served]
@@ -301,14 +322,16 @@ def serve(
     return served
 
 
-def _make_view(interactive: bool, approver: Any, on_stop: Any) -> Any:
+def _make_view(forms: ServingForms, interactive: bool, approver: Any, on_stop: Any) -> Any:
     if interactive:
-        from .view import RunView
+        from .servingview import ServingView
 
-        return RunView("tool calls from an MCP client", approver=approver, on_stop=on_stop)
+        return ServingView(forms, approver=approver, on_stop=on_stop)
     from .textview import TextView
 
-    return TextView("tool calls from an MCP client")
+    view = TextView("tool calls from an MCP client")
+    view.transcript.serving = forms
+    return view
 
 
 def _show(holder: list[ServedSession], view: Any, event: AgentEvent) -> None:
@@ -359,8 +382,10 @@ def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
 
 
 def _show_connection(served: ServedSession) -> None:
-    """The line to paste, once: a widget whose saved form has no token, cleared when the next
-    cell runs."""
+    """The line to paste, once: a widget whose saved form has no token. It leaves the cell
+    (plain text without the token in its place, the widget closed, so that no widget state
+    holds it any more) when the person clicks "Hide", when a client first connects with the
+    token (it was seen and used), when the next cell runs, or when serving ends."""
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -368,47 +393,78 @@ def _show_connection(served: ServedSession) -> None:
     json_line = served.connection_line("json")
     shown = widgets.HTML(
         '<div style="font-size:0.9em">Connect a client (shown once; it holds the token, and '
-        "disappears when another cell runs). Claude Code:<pre style='white-space:pre-wrap'>"
-        f"{html.escape(line)}</pre>Any client that takes JSON (Cursor, VS Code …):"
+        "disappears when a client connects, another cell runs or you hide it). Claude Code:"
+        f"<pre style='white-space:pre-wrap'>{html.escape(line)}</pre>Any client that takes "
+        "JSON (Cursor, VS Code …):"
         f"<pre style='white-space:pre-wrap'>{html.escape(json_line)}</pre></div>"
     )
+    button = widgets.Button(
+        description="Hide the line", icon="eye-slash", tooltip="I have copied it: hide it now"
+    )
+    box = widgets.VBox([shown, button])
     data = {
         "text/plain": f"nbagent serves at {served.url} (the line with the token was shown once)",
         "application/vnd.jupyter.widget-view+json": {
             "version_major": 2,
             "version_minor": 0,
-            "model_id": shown.model_id,
+            "model_id": box.model_id,
         },
     }
     display_id = f"nbagent-serve-line-{uuid.uuid4().hex}"
     display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
     shell = served.session.shell
     made = int(getattr(shell, "execution_count", 0) or 0)
+    done = threading.Lock()
+    hidden: list[bool] = []
 
-    def clear(result: Any = None) -> None:
+    def hide() -> None:
         from IPython.display import update_display
 
-        count = getattr(result, "execution_count", None)
-        if count is not None and count < made:
-            return
+        with done:
+            if hidden:
+                return
+            hidden.append(True)
+        served.hide_line = None
         # plain text in place of the widget: a saved notebook then holds no widget here
         text = (
             f"nbagent serves at {served.url}; the line with its token was shown once "
-            "(%agent serve stop, then %agent serve for a new one)"
+            "(nbagent.serve().connection_line() gives it again; %agent serve stop, then "
+            "%agent serve, makes a new token)"
         )
         update_display(  # type: ignore[no-untyped-call]
             {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"},
             raw=True,
             display_id=display_id,
         )
-        shown.close()
+        shown.value = ""  # the token leaves the widget's state before the widget closes
+        close_widgets([box, shown, button])
+        if shell is not None and hasattr(shell, "events"):
+            try:
+                shell.events.unregister("post_run_cell", after_cell)
+            except ValueError:
+                pass
+
+    def after_cell(result: Any = None) -> None:
+        count = getattr(result, "execution_count", None)
+        if count is not None and count < made:
+            return  # the serving cell's own end
+        hide()
+
+    loop = served.calls.loop
+
+    def connected() -> None:  # on the server's thread: the cell's outputs are the kernel's
         try:
-            shell.events.unregister("post_run_cell", clear)
-        except ValueError:
+            loop.call_soon_threadsafe(hide)
+        except RuntimeError:  # the kernel's loop is closed: serving ends with it
             pass
 
+    button.on_click(lambda _button: hide())
+    served.hide_line = hide
+    served.server.on_connect = connected
+    if served.server.connected.is_set():
+        connected()
     if shell is not None and hasattr(shell, "events"):
-        shell.events.register("post_run_cell", clear)
+        shell.events.register("post_run_cell", after_cell)
 
 
 # --- the magic ----------------------------------------------------------------------------------
@@ -457,4 +513,5 @@ def serve_command(session: Session, _shell: Any, words: list[str]) -> None:
         )
     except (ServeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    print(served.describe())
+    if not hasattr(served.view, "widget"):  # a card's header says it, and keeps it current
+        print(served.describe(counted=False))

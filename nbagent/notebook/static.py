@@ -419,6 +419,8 @@ def block_plain(block: Block, transcript: Transcript) -> str:
 
 
 def _head(transcript: Transcript) -> _Piece:
+    if transcript.serving is not None:  # %agent serve: what is served, where, to whom
+        return _Piece(*transcript.serving.head_forms())
     model = f" · <code>{_esc(transcript.model)}</code>" if transcript.model else ""
     prompt = _esc(transcript.prompt).replace("\n", "<br>")
     quoted = safe_markdown(_fallback(transcript.prompt)).replace("\n", "\n> ")
@@ -469,7 +471,11 @@ def _pieces(transcript: Transcript, inline_images: bool, seen: bool = True) -> I
 
 
 def _exchanges_piece(transcript: Transcript) -> _Piece | None:
-    """What the model saw at each step, folded (it opens in the saved output)."""
+    """What the model saw at each step, folded (it opens in the saved output); for a
+    serving, what the client asked and got."""
+    if transcript.serving is not None:
+        forms = transcript.serving.requests_forms(transcript)
+        return None if forms is None else _Piece(*forms)
     if not transcript.exchanges:
         return None
     count = len(transcript.exchanges)

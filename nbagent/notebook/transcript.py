@@ -114,9 +114,14 @@ class Transcript:
     pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
     #: A typed run's validated answer as JSON (``output=``), None otherwise.
     answer: Any = None
+    #: How a typed run answers (RunStarted's ``answer_mode``); "" for a run that answers text.
+    answer_mode: str = ""
     #: Helper agents' runs, each a transcript of its own, by the id of the call that ran it.
     helpers: dict[str, list[Transcript]] = field(default_factory=dict, repr=False)
     _helper_runs: dict[str, Transcript] = field(default_factory=dict, repr=False)
+    #: ``%agent serve``: its header, footer and request view in place of a run's (a
+    #: :class:`.servingview.ServingForms`); None for a run.
+    serving: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.timing is None:
@@ -246,6 +251,7 @@ class Transcript:
             )
         elif isinstance(event, RunStarted):
             self.run_id, self.model = event.run_id, event.model
+            self.answer_mode = event.answer_mode
             self.prompt = event.prompt or self.prompt  # a run with no prompt keeps its label
         elif isinstance(event, StepStarted):
             self.steps = event.step
@@ -265,6 +271,13 @@ class Transcript:
                 from ..output import to_json
 
                 self.answer = _redacted(to_json(event.result.output))
+                if self.answer_mode == "native":  # its JSON text is the answer shown below
+                    final = event.result.steps
+                    self.blocks = [
+                        b
+                        for b in self.blocks
+                        if not (isinstance(b, TextRecord) and b.step == final)
+                    ]
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
 
@@ -331,7 +344,9 @@ class Transcript:
     # --- renderings ---------------------------------------------------------------------------
 
     def footer(self) -> str:
-        """One line: stop reason, steps, tokens, time."""
+        """One line: stop reason, steps, tokens, time (a serving: its calls, time)."""
+        if self.serving is not None:
+            return str(self.serving.footer(self))
         state = STOP_WORDS.get(self.stop_reason or "", self.stop_reason or "running")
         tokens = f"{self.usage.input_tokens:,} in / {self.usage.output_tokens:,} out tokens"
         plural = "" if self.steps == 1 else "s"

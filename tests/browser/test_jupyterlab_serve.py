@@ -50,6 +50,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     )
 
 
+def _saved_text(lab: Lab) -> str:
+    try:
+        return (Path(lab.root) / NOTEBOOK).read_text()
+    except OSError:  # JupyterLab writes it now
+        return ""
+
+
 def _call(url: str, token: str, out: dict[str, Any]) -> threading.Thread:
     from nbagent import mcp_server
     from nbagent.tools import ToolCall, ToolContext
@@ -100,7 +107,23 @@ def test_an_external_run_python_is_approved_diffed_undone_saved_and_reopened(lab
             assert "served_value" in out["result"].text
             undo = page.locator(BUTTONS, has_text="Undo this call's changes")
             expect(undo).to_have_count(1, timeout=timeout)
+            # the header: what, where, by whom (never the token); the footer: the calls
+            header = page.locator(".nbagent-run", has_text="Serving over MCP at").first
+            expect(header).to_contain_text(served["url"], timeout=timeout)
+            expect(header).to_contain_text("used by nbagent", timeout=timeout)
+            expect(header).to_contain_text("1 call: 1 approved", timeout=timeout)
+            assert served["token"] not in header.inner_text()
+            # the request view, live: what the client asked and what went back
+            fold = page.get_by_text("What the client asked and got (1 call)").first
+            expect(fold).to_be_visible(timeout=timeout)
+            fold.click()
+            page.locator(".nbagent-served-requests summary", has_text="#1 · run_python").click()
+            expect(page.get_by_text("what the client asked").first).to_be_visible(timeout=timeout)
+            expect(page.get_by_text('"method": "tools/call"').first).to_be_visible(timeout=timeout)
             page.screenshot(path=str(SHOTS / "serve-done.png"), full_page=True)
+            page.keyboard.press("Control+s")  # saved while it serves: no token in the file
+            wait_for("the save while serving", lambda: "was shown once" in _saved_text(lab))
+            assert served["token"] not in _saved_text(lab)
             undo.click()
             expect(undo.first).to_be_hidden(timeout=timeout)  # it became what the undo did
             editors = page.locator(".jp-Cell .jp-InputArea-editor .cm-content")
@@ -120,6 +143,15 @@ def test_an_external_run_python_is_approved_diffed_undone_saved_and_reopened(lab
             page.reload()
             expect(page.get_by_text("stopped serving at").first).to_be_visible(timeout=timeout)
             expect(page.get_by_text("run_python").first).to_be_visible(timeout=timeout)
+            finished = page.locator(".nbagent-run", has_text="now ended").first
+            expect(finished).to_contain_text("stopped · 1 call: 1 approved", timeout=timeout)
+            assert "tokens" not in finished.inner_text()
+            saved_fold = finished.locator("summary", has_text="What the client asked and got")
+            saved_fold.first.click()
+            finished.locator("summary", has_text="#1 · run_python").first.click()
+            expect(finished.get_by_text('"method": "tools/call"').first).to_be_visible(
+                timeout=timeout
+            )
             page.screenshot(path=str(SHOTS / "serve-reopened.png"), full_page=True)
             expect(page.get_by_text("the line with its token was shown once").first).to_be_visible(
                 timeout=timeout

@@ -270,7 +270,11 @@ def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_
         assert client.error is not None or client.result.is_error
         outputs = k.cell_outputs(serving)
         assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
-        assert "delete_file" in k.cell_text(serving)
+        text = k.cell_text(serving)
+        assert "delete_file" in text
+        # the finished header and footer say why it stopped and count the call
+        assert "now ended (the kernel shut down)" in text, text
+        assert "stopped · 1 call: 1 cancelled" in text, text
         with pytest.raises(httpx2.TransportError):
             httpx2.post(url, headers=headers, json={}, timeout=5)
     finally:

@@ -181,8 +181,11 @@ def test_expose_says_once_what_it_exposes_and_serves_over_loopback_too(kernel: K
         assert not client.result.is_error
     finally:
         stop_serving(kernel)
+    since = kernel.mark()
     plain = _stream(kernel.execute("%agent serve"))  # a new serve on loopback: no such note
     try:
-        assert "not only on this machine" not in plain and "127.0.0.1" in plain
+        assert "not only on this machine" not in plain
+        header = [t for t in kernel.html_texts(since) if "Serving over MCP at" in t]
+        assert header and "http://127.0.0.1:" in header[0]  # the card's header says where
     finally:
         stop_serving(kernel)

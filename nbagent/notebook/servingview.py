@@ -1,0 +1,107 @@
+"""The serving cell's card (``%agent serve``): what is served, where, to whom, and its calls.
+
+A :class:`ServingView` is a run's view (:class:`.view.RunView`: the same cards, approvals and
+Stop) with a header and a footer of its own, since a serving session has no prompt and no model:
+the header says what is served and at which URL (never the token) and which clients use it (the
+names they gave in ``initialize``); the footer counts the served calls and how they went. Under
+the cards, the request view lists each call as the client asked it and what went back
+(:mod:`.servedrequests`, whose :class:`~.servedrequests.ServingForms` gives the same header,
+footer and request view to the cell's finished output), so a saved notebook reads the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..events import AgentEvent, ApprovalResolved, ToolCallReady, ToolFinished
+from .render import close_widgets
+from .servedrequests import LIVE, TITLE, ServingForms, number, request_html
+from .view import RunView
+
+__all__ = ["ServingView"]
+
+
+class ServingView(RunView):
+    """The serving cell's live card (see the module docs)."""
+
+    def __init__(self, forms: ServingForms, **options: Any) -> None:
+        self.forms = forms  # before RunView's: its header reads it
+        super().__init__("tool calls from an MCP client", **options)
+        self.transcript.serving = forms
+        self.footer.value = self._footer_html()
+        self._items: dict[str, Any] = {}
+        self._dropped = 0
+        import ipywidgets as widgets
+
+        self._earlier = widgets.HTML("", layout=self.shared.layout)
+        self.requests_box = widgets.VBox([self._earlier], layout=self.shared.layout)
+        self.requests = widgets.Accordion(
+            children=[self.requests_box], titles=(self._title(),), selected_index=None
+        )
+        self.requests.add_class("nbagent-served-requests")
+        children = list(self.widget.children)
+        children.insert(2, self.requests)
+        self.widget.children = tuple(children)
+
+    def _header_html(self) -> str:
+        self._header_text = self.forms.header()
+        return self.forms.head_forms()[0]
+
+    def _title(self) -> str:
+        count = len(self._items) + self._dropped
+        return f"{TITLE} ({count:,} call{'s' if count != 1 else ''})"
+
+    def handle(self, event: AgentEvent) -> None:
+        super().handle(event)
+        if isinstance(event, ToolCallReady):
+            self._add(event.call.id)
+        elif isinstance(event, ApprovalResolved):
+            self._redraw(event.call_id)
+        elif isinstance(event, ToolFinished):
+            self._redraw(event.call.id)
+
+    def _add(self, call_id: str) -> None:
+        import ipywidgets as widgets
+
+        if call_id in self._items:
+            return
+        item = widgets.HTML("", layout=self.shared.layout)
+        self._items[call_id] = item
+        while len(self._items) > LIVE:  # bounded: the oldest leave the live view
+            oldest = next(iter(self._items))
+            close_widgets([self._items.pop(oldest)])
+            self._dropped += 1
+        if self._dropped:
+            self._earlier.value = (
+                f'<div style="font-size:0.85em;opacity:0.7">the {self._dropped:,} earlier '
+                "calls: in <code>%agent report</code> (and in this cell once it stops)</div>"
+            )
+        self.requests_box.children = (self._earlier, *self._items.values())
+        self.requests.titles = (self._title(),)
+        self._redraw(call_id)
+
+    def _redraw(self, call_id: str) -> None:
+        item = self._items.get(call_id)
+        record = self.forms.record(call_id)
+        if item is None or record is None:
+            return
+        card = self.transcript.calls.get(call_id)
+        item.value = request_html(number(record, len(self._items)), record, card)
+
+    def refresh_header(self) -> None:
+        """Redraw the header if what it says changed (a client named itself, a tool came)."""
+        if self.forms.header() != self._header_text:
+            self.header.value = self._header_html()
+
+    def tick(self) -> None:
+        super().tick()
+        if not self.finished:
+            self.refresh_header()
+
+    def close(self, stop_reason: str | None = None) -> None:
+        super().close(stop_reason)
+        self.header.value = self._header_html()
+
+    def dispose(self) -> None:
+        close_widgets([self.requests, self.requests_box, self._earlier, *self._items.values()])
+        super().dispose()
