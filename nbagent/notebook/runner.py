@@ -65,6 +65,10 @@ class View(Protocol):
     def close(self, stop_reason: str | None = None) -> None: ...
 
 
+#: What an interrupted run's own output says (its cell's error says it too, when it is sent).
+INTERRUPTED = "the run was stopped by a kernel interrupt"
+
+
 class CellInterrupted(KeyboardInterrupt):
     """A kernel interrupt stopped the run an awaiting ``%agent`` cell was waiting for.
 
@@ -323,6 +327,11 @@ class Job:
             task = self.task
             if task is not None and task.done():  # the run was stopped before it began
                 return self._settle(task)
+            # the run's own output says why it stopped: the cell's one-line error may never be
+            # sent (jupyter_client interrupts a kernel right before shutting it down)
+            transcript = getattr(self.view, "transcript", None)
+            if transcript is not None and transcript.error is None:
+                transcript.error = INTERRUPTED
             self.cancel()
             if task is not None:
                 await asyncio.wait({task}, timeout=CANCEL_WAIT)
