@@ -7,8 +7,10 @@ and :func:`nbagent.course.runs_bundle` puts them into escaped HTML tables and pl
 prompt, model, live or replayed, tokens, cost, each call and how it was decided, and the code
 the agent ran with what became of it (kept, undone, made into cells). Each ``%agent serve`` of
 the session follows, as a run of mode ``served``: what the external agent asked (tool and
-arguments), how each call was decided, and what it got. No widget: a notebook
-saved and reopened without a kernel reads the same.
+arguments), how each call was decided, and what it got. Runs of kernel sessions before this
+one (a restart) come from the saved notebook, when the kernel knows its file
+(:func:`~.coursegate.locate`), read with :func:`nbagent.course.notebook_report`. No widget: a
+notebook saved and reopened without a kernel reads the same.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from .runner import Job
     from .session import Session
 
-__all__ = ["provenance_of", "report", "served_of", "session_runs"]
+__all__ = ["earlier_runs", "provenance_of", "report", "served_of", "session_runs"]
 
 
 def provenance_of(job: Job, session: Session) -> Provenance | None:
@@ -93,9 +95,47 @@ def served_of(served: Any) -> Provenance:
     return served_record(served)
 
 
-def report(session: Session, _shell: Any = None, _words: list[str] | None = None) -> None:
-    """Show the session's runs as one static output (``%agent report``)."""
+def _identity(run: Provenance) -> tuple[Any, ...]:
+    """What tells one run from another in a saved file and in the session alike (a session's
+    records are redacted and cut as they are saved; a snippet's state may change since)."""
+    saved = run.to_metadata()
+    return (saved["run_id"], saved.get("at"), saved["mode"], saved["prompt"], saved["refused"])
+
+
+def earlier_runs(shell: Any, runs: list[Provenance]) -> tuple[list[Provenance], str | None]:
+    """Runs the saved notebook holds that this kernel session does not (sessions before a
+    restart), read as untrusted as any submission; and a line saying where they came from
+    (None: no saved notebook found, or nothing earlier in it)."""
+    from ..course import notebook_report
+    from .coursegate import locate
+
+    where = locate(shell).notebook
+    if where is None:
+        return [], None
+    saved = notebook_report(where)
+    if saved.error is not None:
+        return [], f"the saved notebook {where.name} could not be read: {saved.error}"
+    known = {_identity(run) for run in runs}
+    earlier = [run for run in saved.runs if _identity(run) not in known]
+    if not earlier:
+        return [], None
+    return earlier, (
+        f"{len(earlier)} earlier run(s) read from the saved notebook {where.name} (kernel "
+        "sessions before this one, as it was last saved)"
+    )
+
+
+def report(session: Session, shell: Any = None, _words: list[str] | None = None) -> None:
+    """Show the notebook's runs as one static output (``%agent report``): those the saved
+    notebook holds from earlier kernel sessions first, then this session's."""
+    import html
+
     from IPython.display import display
 
     runs, follow_ups = session_runs(session)
-    display(no_math(runs_bundle(runs, follow_ups)), raw=True)  # type: ignore[no-untyped-call]
+    earlier, note = earlier_runs(shell if shell is not None else session.shell, runs)
+    bundle = runs_bundle([*earlier, *runs], follow_ups)
+    if note is not None:
+        bundle["text/html"] += f"<p><small>{html.escape(note)}</small></p>"
+        bundle["text/plain"] += f"\n{note}"
+    display(no_math(bundle), raw=True)  # type: ignore[no-untyped-call]

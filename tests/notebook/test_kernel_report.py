@@ -68,6 +68,48 @@ def test_report_lists_each_run_with_its_calls_and_code_and_survives_saving(
     assert "no cost (no live run)" in plain and "models: scripted" in plain
 
 
+def test_after_a_restart_the_report_reads_the_earlier_runs_from_the_saved_notebook(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    setup_run(kernel, '["Hello <b>there</b>."]')
+    first = kernel.submit("%agent --new say hello before the restart")
+    wait_ended(kernel, first)
+    saved = tmp_path / "lesson.ipynb"
+    _saved_and_reopened(kernel, [("%agent say hello before the restart", first)], saved)
+    clear = "s = nbagent.notebook.current_session(); s.jobs.clear(); s.refusals.clear()"
+    kernel.execute(f"import nbagent.notebook\n{clear}")  # a new kernel session's memory
+    # the kernel's notebook, as ipykernel names it from JPY_SESSION_NAME
+    kernel.execute(f"__session__ = {str(saved)!r}")
+    try:
+        setup_run(kernel, '["Hello again."]')
+        second = kernel.submit("%agent --new say hello after the restart")
+        wait_ended(kernel, second)
+        report = kernel.submit("%agent report")
+        kernel.finish(report)
+        plain = kernel.cell_text(report)
+        assert plain.index("say hello before the restart") < plain.index("after the restart")
+        assert "2 run(s): 0 live, 0 replayed, 2 offline" in plain, plain
+        assert "1 earlier run(s) read from the saved notebook lesson.ipynb" in plain, plain
+        # saved with this session's run in it too: each run is listed once
+        _saved_and_reopened(
+            kernel,
+            [("%agent say hello before the restart", first), ("%agent say hello after", second)],
+            saved,
+        )
+        again = kernel.submit("%agent report")
+        kernel.finish(again)
+        plain = kernel.cell_text(again)
+        assert plain.count("say hello after the restart") == 1, plain
+        assert "2 run(s)" in plain and "1 earlier run(s)" in plain, plain
+        # a saved file that is not a notebook is said, never a crash
+        saved.write_text("{not json")
+        broken = kernel.submit("%agent report")
+        kernel.finish(broken)
+        assert "the saved notebook lesson.ipynb could not be read" in kernel.cell_text(broken)
+    finally:
+        kernel.execute(f"del __session__\n{clear}")
+
+
 def test_the_class_report_reads_a_notebook_the_kernel_saved(kernel: Kernel, tmp_path: Path) -> None:
     from nbagent.course import read_class
 
