@@ -8,8 +8,9 @@ of ``%agent allow``, a snippet's namespace diff, and an Undo button under a snip
 changed it. The cell's output becomes plain text when serving ends (``%agent serve stop``, a
 kernel shutdown), so a saved notebook shows what was asked and answered.
 
-The line to paste into a client (with the bearer token) is shown once, in a widget of its own
-whose saved form never holds the token, and it is cleared as soon as another cell runs.
+The line to paste into a client (with the bearer token) is shown once, sent to the page as a
+message that no widget state keeps (:mod:`.secretline`), and it leaves the cell when a client
+connects, on "Hide the line", when another cell runs or when serving ends.
 """
 
 from __future__ import annotations
@@ -389,14 +390,31 @@ def _show_connection(served: ServedSession) -> None:
     import ipywidgets as widgets
     from IPython.display import display
 
-    line = served.connection_line("claude")
-    json_line = served.connection_line("json")
-    shown = widgets.HTML(
-        '<div style="font-size:0.9em">Connect a client (shown once; it holds the token, and '
-        "disappears when a client connects, another cell runs or you hide it). Claude Code:"
-        f"<pre style='white-space:pre-wrap'>{html.escape(line)}</pre>Any client that takes "
-        "JSON (Cursor, VS Code …):"
-        f"<pre style='white-space:pre-wrap'>{html.escape(json_line)}</pre></div>"
+    from .secretline import SecretLine
+
+    # the lines travel as messages to the page, never as widget state (a notebook saved with
+    # its widget state holds no token): see .secretline
+    lines = [
+        SecretLine(served.connection_line("claude")),
+        SecretLine(served.connection_line("json")),
+    ]
+    small = widgets.Layout(margin="0")
+    shown = widgets.VBox(
+        [
+            widgets.HTML(
+                '<div style="font-size:0.9em">Connect a client (shown once; it holds the '
+                "token, and disappears when a client connects, another cell runs or you hide "
+                "it). Claude Code:</div>",
+                layout=small,
+            ),
+            lines[0],
+            widgets.HTML(
+                '<div style="font-size:0.9em">Any client that takes JSON (Cursor, VS Code …):'
+                "</div>",
+                layout=small,
+            ),
+            lines[1],
+        ]
     )
     button = widgets.Button(
         description="Hide the line", icon="eye-slash", tooltip="I have copied it: hide it now"
@@ -436,8 +454,9 @@ def _show_connection(served: ServedSession) -> None:
             raw=True,
             display_id=display_id,
         )
-        shown.value = ""  # the token leaves the widget's state before the widget closes
-        close_widgets([box, shown, button])
+        for secret in lines:  # no view gets the token any more
+            secret.forget()
+        close_widgets([box, shown, *shown.children, button])
         if shell is not None and hasattr(shell, "events"):
             try:
                 shell.events.unregister("post_run_cell", after_cell)

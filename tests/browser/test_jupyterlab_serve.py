@@ -89,12 +89,21 @@ def test_an_external_run_python_is_approved_diffed_undone_saved_and_reopened(lab
         try:
             open_notebook(page, lab, NOTEBOOK)
             page.locator(".jp-Cell .jp-InputArea-editor .cm-content").first.click()
-            for _ in range(3):  # setup, %agent serve --kernel, the connection file
+            for _ in range(2):  # setup, %agent serve --kernel
                 page.keyboard.press("Shift+Enter")
+            # the line to paste, shown once: its script asked the kernel for it (no widget
+            # state holds it)
+            line = page.locator("pre", has_text="claude mcp add").first
+            expect(line).to_be_visible(timeout=timeout)
+            shown_line = line.inner_text()
+            page.screenshot(path=str(SHOTS / "serve-line.png"))
+            page.keyboard.press("Shift+Enter")  # the connection file (the line then leaves)
             connection = Path(lab.root) / "serve-connection.json"
             wait_for("the connection file", connection.exists)
             found = wait_for("its content", lambda: connection.read_text() or None)
             served = json.loads(found)
+            assert f"Bearer {served['token']}" in shown_line, shown_line
+            expect(page.locator("pre", has_text="claude mcp add")).to_have_count(0, timeout=timeout)
             out: dict[str, Any] = {}
             client = _call(served["url"], served["token"], out)
             approve = page.locator(BUTTONS, has_text="Approve")

@@ -108,7 +108,7 @@ def test_header_footer_and_request_view_live_and_after_stop(kernel: Kernel) -> N
         assert "by a rule" in next(v for v in views if "· touch ·" in v)
         assert "broken on 7" in next(v for v in views if "· broken ·" in v)
         for text in kernel.html_texts(since):
-            assert token not in text or "claude mcp add" in text  # only the shown-once line
+            assert token not in text  # the shown-once line is no widget's state either
     finally:
         stop_serving(kernel)
 
@@ -133,18 +133,29 @@ def test_header_footer_and_request_view_live_and_after_stop(kernel: Kernel) -> N
     assert html.escape("not <b>that</b> one") in shown
 
 
-def _line_widget(kernel: Kernel, since: int) -> tuple[str, str]:
-    """The comm id of the shown-once line and the token it holds."""
-    found = kernel.wait_for(
+def _secret_lines(kernel: Kernel, since: int) -> list[str]:
+    """The comm ids of the shown-once lines (SecretLine widgets: a placeholder as state)."""
+    return kernel.wait_for(
         lambda: [
-            (c, s["value"])
-            for c, s in list(kernel.widgets.items())[since:]
-            if s.get("_model_name") == "HTMLModel" and "claude mcp add" in s.get("value", "")
+            c for c, s in list(kernel.widgets.items())[since:] if "placeholder" in s and "_esm" in s
         ],
-        what="the line with the token",
+        what="the lines with the token",
     )
-    comm_id, value = found[0]
-    token = re.search(r"Bearer ([A-Za-z0-9_-]{20,})", value)
+
+
+def _ask(kernel: Kernel, comm_id: str) -> None:
+    """What the line's script sends when its view is shown."""
+    kernel.send_comm(comm_id, {"method": "custom", "content": {"event": "ready"}})
+
+
+def _line_widget(kernel: Kernel, since: int) -> tuple[str, str]:
+    """The comm id of the shown-once line and the token it holds, sent to the page as a message
+    when the page asks (never widget state)."""
+    comm_id = _secret_lines(kernel, since)[0]
+    _ask(kernel, comm_id)
+    (text,) = kernel.wait_for(lambda: kernel.customs.get(comm_id), what="the line, sent")
+    assert "claude mcp add" in text["text"]
+    token = re.search(r"Bearer ([A-Za-z0-9_-]{20,})", text["text"])
     assert token is not None
     return comm_id, token.group(1)
 
@@ -164,8 +175,10 @@ def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> No
     serving = kernel.submit("%agent serve")
     kernel.finish(serving)  # no other cell runs after it: that would clear the line too
     comm_id, token = _line_widget(kernel, since)
-    assert token in json.dumps(kernel.widgets[comm_id])  # shown, once
-    assert token not in _saved(kernel, serving)  # a notebook saved now: the widget's id only
+    # shown on the page, yet in no widget's state: a notebook saved now, with its widget state
+    # too, holds no token
+    assert token not in json.dumps(kernel.widgets)
+    assert token not in _saved(kernel, serving)
     url = kernel.wait_for(lambda: _card_html(kernel, since, "Serving over MCP at"))
     url = html.unescape(re.search(r"http://127\.0\.0\.1:\d+/mcp", url).group(0))  # type: ignore[union-attr]
     try:
@@ -178,7 +191,11 @@ def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> No
         else:
             kernel.click(kernel.buttons("Stop", since=since)[0])
         kernel.wait_for(lambda: comm_id in kernel.closed, what="the line's widget to close")
-        assert token not in kernel.widgets[comm_id].get("value", "")  # cleared before closing
+        sent = len(kernel.customs[comm_id])
+        _ask(kernel, comm_id)  # a view asking afterwards gets nothing
+        kernel.drain(0.3)
+        assert len(kernel.customs[comm_id]) == sent
+        assert token not in json.dumps(kernel.widgets)
         text = kernel.wait_for(
             lambda: (
                 "shown once" in kernel.cell_text(serving)
