@@ -52,6 +52,7 @@ class Run(Protocol):
     _budget: Budget | None
     _usage: Usage
     _requests: int
+    exchanges: list[Any]
 
     def emit(self, event: Any) -> None: ...
 
@@ -197,8 +198,10 @@ async def _delegate(
             for event in run._queue.drain():  # what it said while stopping, to its end
                 caller.emit(HelperEvent(call_id, name, depth, run.id, event))
         _charge(caller, run)
+        _attach(caller, call_id, run.final)
         raise
     _charge(caller, run)
+    _attach(caller, call_id, result)
     return _answer(name, result, output is not None)
 
 
@@ -238,6 +241,16 @@ def _charge(caller: Run | None, run: Any) -> None:
         return
     caller._usage = caller._usage + final.usage
     caller._requests += run._requests
+
+
+def _attach(caller: Run | None, call_id: str, result: Any) -> None:
+    """The helper's result under the caller's exchange whose answer made the call."""
+    if caller is None or result is None:
+        return
+    for exchange in reversed(caller.exchanges):
+        if any(call.id == call_id for call in exchange.answer.tool_calls):
+            exchange.helpers[call_id] = result
+            return
 
 
 def _answer(name: str, result: Any, typed: bool) -> ToolResult | str:

@@ -171,6 +171,12 @@ class RunStarted:
     #: The agent's conversation (:attr:`nbagent.Agent.conversation_id`): the same for every run
     #: of one conversation, unique across processes.
     conversation_id: str = ""
+    #: A typed run's way of answering (``output=``, see :mod:`nbagent.output`): "native" (the
+    #: answer streams as JSON text) or "tool" (as the ``final_answer`` call's arguments); ""
+    #: for a run that answers text. A front end shows the value filling in from it.
+    answer_mode: str = ""
+    #: The typed answer's value is its ``value`` property (an output that is not an object).
+    answer_wrapped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

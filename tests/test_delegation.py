@@ -131,11 +131,8 @@ async def test_the_helpers_tokens_count_against_the_callers_budget() -> None:
     assert result.usage.total_tokens == 150 + own and len(caller_requests) == 3
 
 
-async def test_stopping_the_caller_stops_the_helper_with_every_call_answered(
-    history_valid: Any,
-) -> None:
-    started = asyncio.Event()
-    helper_runs: list[Any] = []
+def waiting_helper(started: asyncio.Event) -> Agent:
+    """A helper whose first call waits a minute (``started`` is set once it waits)."""
 
     @tool
     async def slow(seconds: float) -> str:
@@ -149,7 +146,15 @@ async def test_stopping_the_caller_stops_the_helper_with_every_call_answered(
             return Turn(Call("slow", {"seconds": 60}))
         return "finished waiting"
 
-    helper = Agent(FunctionModel(helper_decide), [slow])
+    return Agent(FunctionModel(helper_decide), [slow])
+
+
+async def test_stopping_the_caller_stops_the_helper_with_every_call_answered(
+    history_valid: Any,
+) -> None:
+    started = asyncio.Event()
+    helper_runs: list[Any] = []
+    helper = waiting_helper(started)
     helper.observe(lambda run_id, event: helper_runs.append(event))
     caller = Agent(caller_model(), [helper.as_tool(name="researcher", description="x")])
     run = caller.start("capital?")

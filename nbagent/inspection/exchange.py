@@ -4,9 +4,11 @@ A run keeps, for each model turn, the :class:`~nbagent.generation.Request` exact
 handed it to the model's adapter (instructions, every message, the tools' definitions, the tool
 choice and the options) and what came back (text, reasoning where the provider sent it, calls,
 why it ended, tokens). ``result.exchanges[k]`` (and ``run.exchanges`` while the run goes on) hold
-them; :meth:`Exchange.body` gives the JSON the adapter sends for it, for adapters that say
-(``build_body``). Nothing is stored twice: a request holds the very message objects of the
-conversation.
+them; a step whose calls ran helper agents (``agent.as_tool``) holds their runs too,
+``result.exchanges[k].helpers[call_id]`` (a :class:`~nbagent.events.RunResult` with exchanges
+of its own, and so on down); :meth:`Exchange.body` gives the JSON the adapter sends for it,
+for adapters that say (``build_body``). Nothing is stored twice: a request holds the very
+message objects of the conversation.
 
 Keys are not in here (a request carries no credentials); front ends still hide credential-shaped
 text in whatever of it they show, as everywhere.
@@ -33,7 +35,11 @@ class Exchange:
     (None when it did not finish); ``status`` "complete", "length" or "failed"; ``retries`` how
     many times the request was sent again (each is a request: see ``Budget``); ``model`` the
     model that answered, and ``edited`` what a person changed at a step-mode pause before it
-    was sent (see :mod:`nbagent.inspection.stepping`).
+    was sent (see :mod:`nbagent.inspection.stepping`). ``helpers`` holds, by call id, the run
+    of each helper agent (``agent.as_tool``) that one of this answer's calls started, as its
+    :class:`~nbagent.events.RunResult` (its own ``exchanges`` hold its requests, its helpers'
+    under its calls); it fills in as those calls end, and a stopped helper is there as it
+    stopped.
     """
 
     step: int
@@ -47,6 +53,9 @@ class Exchange:
     seconds: float = 0.0
     error: BaseException | None = field(default=None, compare=False)
     edited: tuple[str, ...] = ()
+    #: By call id, the helper's :class:`~nbagent.events.RunResult` (named by what it is, not
+    #: its class: the events room sits above this one).
+    helpers: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def body(self, generator: Any) -> dict[str, Any]:
         """The JSON body ``generator`` sends for this request (its ``build_body``), e.g. to see

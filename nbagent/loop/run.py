@@ -218,7 +218,17 @@ class Run:
             messages.append(self.prompt)
         self._taken = _call_ids(messages)
         model_name = getattr(agent.generator, "model", "")
-        self.emit(RunStarted(self.id, self.prompt.text, str(model_name), agent.conversation_id))
+        typed = self.answer
+        self.emit(
+            RunStarted(
+                self.id,
+                self.prompt.text,
+                str(model_name),
+                agent.conversation_id,
+                typed.mode if typed is not None else "",
+                typed is not None and typed.spec.wrapped,
+            )
+        )
         stop: StopReason = "max_steps"
         try:
             for step in range(1, self.max_steps + 1):

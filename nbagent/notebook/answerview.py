@@ -1,7 +1,9 @@
 """A typed run's answer (``output=``) for the person: a table where its shape is one, else JSON.
 
 An object of plain values is a two-column table (field, value); a list of such objects is a
-table with a column per field; anything else is indented JSON. Every value is escaped and
+table with a column per field; anything else is indented JSON. While the answer streams
+(:func:`filling_html`) an object is a field/value table whatever its values (a nested one
+shown as JSON in its cell), filling in as the fields arrive. Every value is escaped and
 credential-shaped text hidden (the saved notebook keeps this), and the shown size is bounded.
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 from ..redact import redact_secrets
 from .render import fenced, shorten
 
-__all__ = ["answer_forms"]
+__all__ = ["answer_forms", "filling_html"]
 
 MAX_ROWS = 50
 MAX_COLUMNS = 20
@@ -23,6 +25,7 @@ _CELL = 300
 _TABLE = "border-collapse:collapse;margin:4px 0"
 _TD = "border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top"
 _LABEL = "font-weight:600;margin-top:6px"
+_FILLING = "font-weight:600;margin-top:6px;opacity:0.7"
 
 
 def answer_forms(value: Any) -> tuple[str, str, str]:
@@ -34,15 +37,32 @@ def answer_forms(value: Any) -> tuple[str, str, str]:
     return head + body, "**Answer**\n\n" + fenced(text, "json"), f"Answer:\n{text}"
 
 
-def _table(value: Any) -> str | None:
-    if isinstance(value, dict) and value and all(_plain(v) for v in value.values()):
+def filling_html(value: Any, text: str = "", state: str = "filling in…") -> str:
+    """A typed answer as it streams: ``value`` is the best parse of what arrived (None when
+    nothing parses yet: then the ``text`` that arrived is shown as it is). Never validated."""
+    head = f'<div style="{_FILLING}">Answer <small>({html.escape(state)})</small></div>'
+    if value is None:
+        said = shorten(text, MAX_JSON) if text.strip() else "…"
+        return head + f'<pre style="margin:2px 0">{_esc(said)}</pre>'
+    table = _table(value, partial=True)
+    if table is not None:
+        return head + table
+    said = shorten(_json(value, indent=1), MAX_JSON)
+    return head + f'<pre style="margin:2px 0">{_esc(said)}</pre>'
+
+
+def _table(value: Any, partial: bool = False) -> str | None:
+    if isinstance(value, dict) and value and (partial or all(_plain(v) for v in value.values())):
         pairs = list(value.items())[:MAX_ROWS]
         body = "".join(f"<tr><th style='{_TD}'>{_esc(k)}</th>{_td(v)}</tr>" for k, v in pairs)
         return f"<table style='{_TABLE}'><tbody>{body}</tbody></table>{_more(len(value))}"
     if (
         isinstance(value, list)
         and value
-        and all(isinstance(row, dict) and all(_plain(v) for v in row.values()) for row in value)
+        and all(
+            isinstance(row, dict) and (partial or all(_plain(v) for v in row.values()))
+            for row in value
+        )
     ):
         columns: list[str] = []
         for row in value[:MAX_ROWS]:

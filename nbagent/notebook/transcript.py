@@ -114,6 +114,8 @@ class Transcript:
     pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
     #: A typed run's validated answer as JSON (``output=``), None otherwise.
     answer: Any = None
+    #: How a typed run answers (RunStarted's ``answer_mode``); "" for a run that answers text.
+    answer_mode: str = ""
     #: Helper agents' runs, each a transcript of its own, by the id of the call that ran it.
     helpers: dict[str, list[Transcript]] = field(default_factory=dict, repr=False)
     _helper_runs: dict[str, Transcript] = field(default_factory=dict, repr=False)
@@ -250,6 +252,7 @@ class Transcript:
             )
         elif isinstance(event, RunStarted):
             self.run_id, self.model = event.run_id, event.model
+            self.answer_mode = event.answer_mode
             self.prompt = event.prompt or self.prompt  # a run with no prompt keeps its label
         elif isinstance(event, StepStarted):
             self.steps = event.step
@@ -269,6 +272,13 @@ class Transcript:
                 from ..output import to_json
 
                 self.answer = _redacted(to_json(event.result.output))
+                if self.answer_mode == "native":  # its JSON text is the answer shown below
+                    final = event.result.steps
+                    self.blocks = [
+                        b
+                        for b in self.blocks
+                        if not (isinstance(b, TextRecord) and b.step == final)
+                    ]
             if isinstance(event, RunFailed):
                 self.error = f"{type(event.error).__name__}: {event.error}"
 

@@ -45,7 +45,9 @@ from ..events import (
     ToolStarted,
 )
 from ..inspection.stepping import Resume
+from ..output import ANSWER_TOOL
 from ..redact import redact_secrets
+from .answerlive import LiveAnswer
 from .card import Shared, ToolCard
 from .nested import NestedRuns
 from .presence import Presence
@@ -98,7 +100,7 @@ class RunView:
         self.clock = clock
         self.interval = interval
         self.cards: dict[str, ToolCard] = {}
-        self._streams: list[TextStream] = []
+        self._streams: list[TextStream | LiveAnswer] = []
         self._text: TextStream | None = None
         self._text_kind = ""
         self._last_send = clock()
@@ -113,6 +115,10 @@ class RunView:
         self.pauses: dict[str, PauseBar] = {}  # step mode: the pauses waiting, by id
         self._pause_widgets: list[widgets.Widget] = []
         self.presence = Presence(clock)
+        #: A typed run's answer filling in (see .answerlive), and how the run answers.
+        self.answer: LiveAnswer | None = None
+        self._typed = ("", False)
+        self._answer_key: tuple[int, str] = (0, "")
         #: Helper agents' runs, each in the card of the call that runs it (see .nested).
         self.nested = NestedRuns(
             lambda prompt: RunView(prompt, approver=approver, clock=clock, interval=interval),
@@ -239,13 +245,17 @@ class RunView:
             self.nested.handle(event)
             return
         if isinstance(event, AssistantTextDelta):
-            self._stream_for("text", event.step).append(event.text)
+            typed = self._typed[0] == "native"
+            stream = self._live(event.step) if typed else self._stream_for("text", event.step)
+            stream.append(event.text)
             self._maybe_flush()
             return
         if isinstance(event, ToolArgumentsDelta):
             card = self.cards.get(event.call_id)
             if card is not None:
                 card.feed_arguments(event.delta)
+                if self._typed[0] == "tool" and event.name == ANSWER_TOOL:
+                    self._live(self.transcript.steps, event.call_id).append(event.delta)
                 self._maybe_flush()
             return
         if isinstance(event, ReasoningTextDelta):
@@ -313,6 +323,7 @@ class RunView:
         elif isinstance(event, StepRetried):
             self._drop_step(event.step)
         elif isinstance(event, RunStarted):
+            self._typed = (event.answer_mode, event.answer_wrapped)
             self.header.value = self._header_html()
         elif isinstance(event, StepFinished):
             self._finish_text()
@@ -322,7 +333,39 @@ class RunView:
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
             if isinstance(event, RunFailed):
                 self.show_error(event.error)
+            self._answered(event)
             self.close()
+
+    def _live(self, step: int, call_id: str = "") -> LiveAnswer:
+        """The typed answer's block: a new try (another step, another answer call) starts it
+        again, at the end."""
+        live = self.answer
+        if live is None or live not in self._streams:
+            live = self.answer = LiveAnswer(self._typed[1], layout=self.shared.layout)
+            self._streams.append(live)
+        elif self._answer_key == (step, call_id) and live in self.body.children:
+            return live
+        else:
+            live.restart()
+            self.body.children = tuple(w for w in self.body.children if w is not live)
+        self._finish_text()
+        self._stream_steps[id(live)] = step
+        self._answer_key = (step, call_id)
+        self._append_block(live)
+        return live
+
+    def _answered(self, event: RunFinished | RunFailed | RunCancelled) -> None:
+        """The validated value replaces what streamed; without one, the card says so."""
+        if not self._typed[0]:
+            return
+        output = getattr(event, "result", None)
+        output = output.output if output is not None else None
+        if output is not None:
+            from ..output import to_json
+
+            self._live(-1).validated(to_json(output))
+        elif self.answer is not None:
+            self.answer.unvalidated("The run ended before the answer was validated.")
 
     def _paused(self, event: StepPaused) -> None:
         """Step mode: a bar with Next, Run to end and Stop (and edits before a request); a

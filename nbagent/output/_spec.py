@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from ..content import error_result, text_result
 from ..errors import OutputTypeError
 from ..messages import AssistantMessage, ToolMessage
+from ..schema._pydantic import is_pydantic_model
 from ..tools import Tool, ToolContext, validate_tools
 
 __all__ = ["ANSWER_TOOL", "OutputSpec", "output_spec", "to_json"]
@@ -152,13 +152,6 @@ def output_spec(output: Any, *, error: type[Exception] = OutputTypeError) -> Out
 def _shown(output: Any) -> str:
     text = repr(output)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def is_pydantic_model(output: Any) -> bool:
-    """Whether ``output`` is a pydantic model class (pydantic is never imported for this)."""
-    pydantic = sys.modules.get("pydantic")
-    base = getattr(pydantic, "BaseModel", None)
-    return isinstance(output, type) and base is not None and issubclass(output, base)
 
 
 def to_json(value: Any) -> Any:

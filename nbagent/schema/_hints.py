@@ -55,6 +55,7 @@ from ._decoders import (
     _union_decoder,
 )
 from ._docstrings import _parse_docstring
+from ._pydantic import is_pydantic_model, pydantic_schema
 
 __all__ = ["decode_arguments_as"]
 
@@ -104,7 +105,8 @@ _STRINGS: tuple[tuple[type, str, str], ...] = (
 )
 _SUPPORTED = (
     "str, int, float, bool, None, Any, Literal, Enum, list/Sequence, tuple, set, "
-    "dict[str, T], Optional/Union, dataclass, TypedDict, date/datetime/time, UUID, Path"
+    "dict[str, T], Optional/Union, dataclass, TypedDict, pydantic model, date/datetime/time, "
+    "UUID, Path"
 )
 
 
@@ -154,6 +156,7 @@ class _Compiler:
         self.owner = owner
         self._named: dict[Any, _Named] = {}
         self._names: set[str] = set()
+        self._extra: dict[str, Any] = {}  # the $defs of pydantic models, renamed where taken
 
     # errors ---------------------------------------------------------------
 
@@ -199,6 +202,8 @@ class _Compiler:
                 return self._named_node(tp, lambda: self._dataclass(tp, where))
             if _is_typeddict(tp):
                 return self._named_node(tp, lambda: self._typeddict(tp, where))
+            if is_pydantic_model(tp):
+                return self._named_node(tp, lambda: self._pydantic(tp, where))
             for cls, fmt, label in _STRINGS:
                 if issubclass(tp, cls):
                     parse = getattr(tp, "fromisoformat", tp)
@@ -306,12 +311,7 @@ class _Compiler:
     def _named_node(self, tp: type, build: Callable[[], _Node]) -> _Node:
         entry = self._named.get(tp)
         if entry is None:
-            name, n = tp.__name__, 1
-            while name in self._names:
-                n += 1
-                name = f"{tp.__name__}_{n}"
-            self._names.add(name)
-            entry = self._named[tp] = _Named(name)
+            entry = self._named[tp] = _Named(self._free_name(tp.__name__))
             node = build()
             entry.schema, entry.decode, entry.hashable = node.schema, node.decode, node.hashable
             entry.building = False
@@ -321,12 +321,20 @@ class _Compiler:
         entry.refs.append(ref)
         return _Node(ref, entry.decode or _late_decoder(entry), entry.hashable)
 
+    def _free_name(self, wanted: str) -> str:
+        name, n = wanted, 1
+        while name in self._names:
+            n += 1
+            name = f"{wanted}_{n}"
+        self._names.add(name)
+        return name
+
     def definitions(self) -> dict[str, Any]:
         """Inline named types used once and not recursive; return the rest as ``$defs``.
 
         Models read an inline schema more easily; ``$defs`` is kept for reuse and recursion.
         """
-        defs: dict[str, Any] = {}
+        defs: dict[str, Any] = dict(self._extra)
         for entry in self._named.values():
             if entry.recursive or len(entry.refs) != 1:
                 defs[entry.name] = entry.schema
@@ -394,6 +402,14 @@ class _Compiler:
         schema = _object_schema(properties, required, description)
         decode = _object_decoder(tp.__name__, decoders, frozenset(required), None)
         return _Node(schema, decode, hashable=False)
+
+    def _pydantic(self, tp: type, where: str) -> _Node:
+        try:
+            schema, defs, decode = pydantic_schema(tp, self._free_name)
+        except ValueError as exc:
+            raise self.fail(where, tp, str(exc)) from None
+        self._extra.update(defs)
+        return _Node(schema, decode, hashable=tp.__hash__ is not None)
 
     def _class_hints(self, tp: type, where: str) -> dict[str, Any]:
         try:

@@ -15,6 +15,8 @@ import os
 import re
 import threading
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -41,8 +43,24 @@ _STYLES = {
     "magenta": "35",
     "cyan": "36",
 }
-_SYMBOLS = {"call": "→", "result": "←", "ok": "✓", "fail": "✗", "retry": "↻", "more": "…"}
-_ASCII = {"call": "->", "result": "<-", "ok": "+", "fail": "x", "retry": "~", "more": "..."}
+_SYMBOLS = {
+    "call": "→",
+    "result": "←",
+    "ok": "✓",
+    "fail": "✗",
+    "retry": "↻",
+    "more": "…",
+    "nest": "│",
+}
+_ASCII = {
+    "call": "->",
+    "result": "<-",
+    "ok": "+",
+    "fail": "x",
+    "retry": "~",
+    "more": "...",
+    "nest": "|",
+}
 
 # C0 controls except tab and newline, DEL, C1 controls, and the bidirectional overrides that can
 # make text read differently from what it is ("Trojan Source").
@@ -174,6 +192,10 @@ class Console:
         self._external_open = False  # the last write was a tool's, and its line is open
         self.lost: OSError | ValueError | None = None
         self.lost_stream: TextIO | None = None
+        #: Written before each of our lines and the model's (a helper agent's run, indented
+        #: under the call that runs it: see :meth:`indented`); "" at the top level.
+        self.prefix = ""
+        self._stream_prefix = ""
 
     # --- pieces ------------------------------------------------------------------------------
 
@@ -186,6 +208,31 @@ class Console:
 
     def symbol(self, name: str) -> str:
         return self.symbols[name]
+
+    @contextmanager
+    def indented(self, prefix: str) -> Iterator[None]:
+        """Our lines, the model's text and questions start with ``prefix`` meanwhile."""
+        with self._lock:
+            before, self.prefix = self.prefix, prefix
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.prefix = before
+
+    def _indent(self, text: str, prefix: str | None = None) -> str:
+        """``text`` with ``prefix`` (the console's) at the start of each line it begins."""
+        prefix = self.prefix if prefix is None else prefix
+        if not prefix:
+            return text
+        out = []
+        for index, piece in enumerate(text.split("\n")):
+            if index:
+                out.append("\n")
+            if piece and (index or self.at_line_start):
+                out.append(prefix)
+            out.append(piece)
+        return "".join(out)
 
     def _write(self, stream: TextIO, text: str) -> None:
         if not text:
@@ -223,29 +270,21 @@ class Console:
         if not text:
             return
         with self._lock:
-            if self._stream != kind:
+            if self._stream != kind or self._stream_prefix != self.prefix:
                 self._end_line()
-                self._stream = kind
+                self._stream, self._stream_prefix = kind, self.prefix
             if kind == "reasoning":
                 self._write_reasoning(text)
             else:
-                self._write(self.out, text)
+                self._write(self.out, self._indent(text))
 
     def _write_reasoning(self, text: str) -> None:
         if self.color:
             pieces = text.split("\n")
             styled = "\n".join(self.style(p, "dim") for p in pieces)
-            self._write(self.out, styled)
+            self._write(self.out, self._indent(styled))
             return
-        prefix = "thinking: "
-        out = []
-        for index, piece in enumerate(text.split("\n")):
-            if index:
-                out.append("\n")
-            if piece and (index or self.at_line_start):
-                out.append(prefix)
-            out.append(piece)
-        self._write(self.out, "".join(out))
+        self._write(self.out, self._indent(text, self.prefix + "thinking: "))
 
     # --- the front end's own lines -----------------------------------------------------------
 
@@ -266,7 +305,12 @@ class Console:
             stream = self.err if error else self.out
             if error and self.err is not self.out:
                 self.flush(self.out)
-            self._write(stream, self.style(text, *styles) + "\n")
+            if self.prefix:
+                lines = text.split("\n")
+                shown = "\n".join(self.prefix + self.style(one, *styles) for one in lines)
+            else:
+                shown = self.style(text, *styles)
+            self._write(stream, shown + "\n")
             self.at_line_start = True
 
     # --- questions ---------------------------------------------------------------------------
@@ -279,6 +323,7 @@ class Console:
         """
         with self._lock:
             self._end_line()
+            question = self.prefix + question
             self._write(self.out, question)
             self.asking = True
             self._redraw = question if interruptible else None

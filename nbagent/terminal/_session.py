@@ -272,7 +272,8 @@ class Session:
             while isinstance(inner, HelperEvent):  # a helper agent's call asks here too
                 inner = inner.event
             if isinstance(inner, ApprovalRequested):
-                await self._ask(run, inner.request)
+                with self.console.indented(view.prefix_of(event)):  # under the helper's call
+                    await self._ask(run, inner.request)
             elif isinstance(event, StepPaused) and event.pause.kind == "repeat":
                 await self._ask_repeat(run, event.pause)
             elif isinstance(event, RunFailed):

@@ -7,6 +7,11 @@ When a run is cancelled (or fails) with calls still pending, the loop answers ea
 cancelled; the view says so in the one line that ends the run rather than one line per call.
 A function the loop gave up on (``ToolFinished.abandoned``) is reported truthfully: the end line
 says it is still running, and a later line says when it really ended.
+
+A helper agent's run (``agent.as_tool``: its events come as :class:`~nbagent.events.HelperEvent`)
+is shown under the call that runs it by a view of its own, every line indented one level with a
+rule at its left (``│``): its text, its calls and their results, its end; a helper of a helper
+nests once more. Its approval questions are asked there too (:meth:`TerminalView.prefix_of`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ..events import (
     AgentEvent,
     ApprovalResolved,
     AssistantTextDelta,
+    HelperEvent,
     ReasoningTextDelta,
     RunCancelled,
     RunFailed,
@@ -139,6 +145,10 @@ class TerminalView:
         self._resolved: set[str] = set()  # calls whose approval was answered
         self._repeats: dict[str, int] = {}  # call id -> times: a repeat, said in one line
         self.abandoned: list[AbandonedCall] = []
+        #: What this view's lines start with (a helper's run: one level per caller).
+        self.prefix = ""
+        self._helper_name = ""  # the tool that runs this view's run, for a helper's view
+        self._helpers: dict[str, TerminalView] = {}  # helper runs' views, by run id
 
     def show(self, event: AgentEvent) -> None:
         """Render one event (ApprovalRequested is the session's: it asks the question)."""
@@ -148,15 +158,42 @@ class TerminalView:
         if handler is not None:
             handler(event)
 
+    def prefix_of(self, event: AgentEvent) -> str:
+        """What the lines about ``event`` start with: a helper's event (one wrapper per level)
+        is shown indented under its call, and so is the question it asks."""
+        view = self
+        while isinstance(event, HelperEvent):
+            inner = view._helpers.get(event.run_id)
+            if inner is None:
+                break
+            view, event = inner, event.event
+        return view.prefix
+
+    def _on_HelperEvent(self, event: HelperEvent) -> None:
+        view = self._helpers.get(event.run_id)
+        if view is None:
+            view = TerminalView(self.console, self.limits, debug=self.debug, clock=self.clock)
+            view.prefix = self.prefix + f"  {self.console.symbol('nest')} "
+            view._helper_name = clean_strict(event.tool_name)
+            view.abandoned = self.abandoned  # a helper's abandoned calls are the session's too
+            self._helpers[event.run_id] = view
+        self._last_call = ""  # the next line about this run's calls says which call
+        with self.console.indented(view.prefix):
+            view.show(event.event)
+
     def still_running(self) -> list[AbandonedCall]:
         """Abandoned functions (of any run shown) that have not ended yet."""
-        self.abandoned = [h for h in self.abandoned if not h.done()]
+        self.abandoned[:] = [h for h in self.abandoned if not h.done()]  # shared with helpers'
         return list(self.abandoned)
 
     # --- text ---------------------------------------------------------------------------------
 
     def _on_RunStarted(self, event: RunStarted) -> None:
         self._started = self.clock()
+        self._helpers.clear()
+        if self._helper_name:
+            asked = one_line(clean_strict(event.prompt), self.limits.max_call_chars)
+            self.console.line(f"{self._helper_name}, its own run: {asked}", "dim")
         self._names.clear()
         self._labels.clear()
         self._last_call = ""

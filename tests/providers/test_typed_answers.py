@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -196,3 +196,34 @@ async def test_a_model_that_never_answers_in_the_form_fails_after_the_tries(
     assert isinstance(result.error, OutputInvalidError)
     assert result.error.answer == "Ann, 31" and result.text == "Ann, 31"
     assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("adapter", "reply", "schema_at"),
+    [
+        (openai, chat_json, lambda body: body["response_format"]["json_schema"]["schema"]),
+        (responses, responses_json, lambda body: body["text"]["format"]["schema"]),
+        (anthropic, anthropic_json, lambda body: body["output_config"]["format"]["schema"]),
+    ],
+)
+async def test_pydantic_models_inside_a_dataclass_answer_natively_as_instances(
+    server: Server, adapter: Any, reply: Any, schema_at: Any
+) -> None:
+    pydantic = pytest.importorskip("pydantic", reason="pydantic is not installed")
+
+    class Address(pydantic.BaseModel):
+        city: str
+        zip: int
+
+    # made with real types: annotations in this module are strings, and Address is local
+    fields = [("ship_to", list[Address]), ("bill_to", Optional[Address])]  # noqa: UP045
+    Order = dataclasses.make_dataclass("Order", fields)
+
+    server.queue(Reply(reply('{"ship_to": [{"city": "Bern", ', '"zip": 3000}], "bill_to": null}')))
+    model = adapter(server)
+    result = await Agent(model).run("the order", output=Order)
+    await model.aclose()
+    assert result.output == Order([Address(city="Bern", zip=3000)], None)
+    assert isinstance(result.output.ship_to[0], Address)
+    sent = json.dumps(schema_at(server.requests[0].json))
+    assert '"city"' in sent and '"zip"' in sent  # pydantic's part of the schema, on the wire

@@ -501,6 +501,8 @@ async def test_a_helper_agents_call_is_asked_in_the_terminal_too() -> None:
     os.close(write_fd)
     assert status == 0 and ran == ["a.txt"]
     lines = out.getvalue().splitlines()
-    assert any(line.startswith("  ? Run remove(") for line in lines), lines
+    # asked under the call that runs the helper, indented like the rest of its run
+    assert any(line.startswith("  │   ? Run remove(") for line in lines), lines
+    assert '  │ → remove(path="a.txt")' in lines and "  │ Removed it." in lines
     assert "All clean." in lines
     assert_history_valid(agent.messages)
