@@ -29,6 +29,9 @@ class NotebookRow:
     replayed: int = 0
     offline: int = 0
     refused: int = 0
+    #: cells ``%agent cells`` made (their metadata says so), and of those, edited since
+    agent_cells: int = 0
+    agent_cells_edited: int = 0
     models: str = ""
     input_tokens: int = 0
     output_tokens: int = 0

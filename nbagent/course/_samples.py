@@ -185,13 +185,17 @@ def _exam(folder: Path, student: str, policy_digest: str | None, ran: bool) -> P
         cells[1]["outputs"] = [_run_output(run, answer, "ask")]
     else:
         message = "AI is off in exams/*.ipynb (nbagent-course.toml): this is an exam."
-        run = Provenance(run_id="run-1", prompt=prompt, model=None, provider=None,
+        # as JupyterLab saves a refused cell: the record in its output and in the cell itself
+        refusal_id = "refused-" + sha256_digest(student)[7:19]  # random in a kernel; fixed here
+        run = Provenance(run_id=refusal_id, prompt=prompt, model=None, provider=None,
                          mode="offline", policy_digest=policy_digest,
                          policy_source="nbagent-course.toml", ai_off=True, refused=message,
-                         stop_reason="refused")  # fmt: skip
+                         stop_reason="refused", rule="ai",
+                         at="2026-11-30T10:00:00Z")  # fmt: skip
         cells[1]["outputs"] = [{"output_type": "display_data",
                                 "data": {"text/plain": message, "text/markdown": message},
                                 "metadata": {"nbagent": run.to_metadata()}}]  # fmt: skip
+        cells[1]["metadata"] = {"nbagent": run.to_metadata()}
     path = exam / "final.ipynb"
     path.write_text(json.dumps(_notebook(cells), indent=1), encoding="utf-8")
     return path

@@ -70,6 +70,10 @@ class NotebookScan:
     problems_total: int = 0
     #: ``%agent`` cells that show no run (not executed, or only an error): not a problem.
     unrun_cells: int = 0
+    #: Cells ``%agent cells`` made (their own metadata says so), and how many of them were
+    #: edited since (their source is no longer the code the agent gave).
+    agent_cells: int = 0
+    agent_cells_edited: int = 0
     #: Each recording read once per notebook: its digest (or why not), its final answer.
     recordings: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
     answers: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
@@ -181,6 +185,7 @@ def scan_notebook(notebook: Mapping[str, Any], root: Path, folder: Path) -> Note
         if not isinstance(cell, Mapping):
             continue
         runs_here = _read_cell(scan, cell, number)
+        _count_agent_cell(scan, cell)
         if not runs_here and cell.get("cell_type") == "code" and _is_run_cell(_source(cell)):
             _, shown = _records(cell)
             if shown:
@@ -203,9 +208,12 @@ def _read_cell(scan: NotebookScan, cell: Mapping[str, Any], number: int) -> int:
             value = value["provenance"]  # a run's output: its record holds the provenance
         if is_follow_up(value):
             try:
-                scan.follow_ups.append(follow_up_from_metadata(value))
+                follow = follow_up_from_metadata(value)
             except ProvenanceError as exc:
                 scan.add("metadata_tampered", f"cell {number}: {exc}")
+                continue
+            if follow not in scan.follow_ups[-MAX_OUTPUTS:]:  # the command's and its cell's
+                scan.follow_ups.append(follow)
             continue
         if not _looks_like_a_record(value):
             if isinstance(value, Mapping) and "run_id" in value and "usage" in value:
@@ -228,6 +236,24 @@ def _read_cell(scan: NotebookScan, cell: Mapping[str, Any], number: int) -> int:
             break
         scan.runs.append(run)
     return len(seen)
+
+
+def _count_agent_cell(scan: NotebookScan, cell: Mapping[str, Any]) -> None:
+    """A cell ``%agent cells`` made says so in its own metadata (the record of the command, a
+    ``cells`` follow-up); its source then is, or is no longer, the code of that record."""
+    metadata = cell.get("metadata")
+    value = metadata.get("nbagent") if isinstance(metadata, Mapping) else None
+    if cell.get("cell_type") != "code" or not is_follow_up(value):
+        return
+    try:
+        follow = follow_up_from_metadata(value)
+    except ProvenanceError:
+        return  # flagged as tampered by _read_cell
+    if follow.action != "cells":
+        return
+    scan.agent_cells += 1
+    if sha256_digest(_source(cell).rstrip() + "\n") != follow.code_digest:
+        scan.agent_cells_edited += 1
 
 
 def _recorded_answer(path: Path) -> str:

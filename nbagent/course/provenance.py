@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -29,6 +31,7 @@ from ..redact import redact_secrets
 __all__ = [
     "CallRecord",
     "FollowUp",
+    "StepRecord",
     "Provenance",
     "ProvenanceError",
     "SnippetRecord",
@@ -37,6 +40,7 @@ __all__ = [
     "is_follow_up",
     "read_output",
     "sha256_digest",
+    "utc_now",
 ]
 
 VERSION = 1
@@ -140,6 +144,10 @@ class Provenance:
     snippets: tuple[SnippetRecord, ...] = field(default_factory=tuple)
     snippets_total: int | None = None
     output_digest: str | None = None
+    #: The policy rule a refusal names (``ai``, ``models``, ``budget.session.tokens`` …).
+    rule: str | None = None
+    #: When the run started (or was refused), UTC, to the second: ``2026-03-02T14:05:09Z``.
+    at: str | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         """The JSON object written under ``metadata["nbagent"]``: every string cut to its bound,
@@ -172,20 +180,41 @@ class Provenance:
             ],
             "snippets_total": max(len(snippets), self.snippets_total or 0),
             "output_digest": self.output_digest,
+            "rule": _cut_or_none(self.rule, _SHORT),
+            "at": self.at,
         }
         from_metadata(data)  # what we write, we can read back: a bad value fails here, not later
         return data
 
 
 @dataclass(frozen=True)
+class StepRecord:
+    """One step of a run's code in the cell ``%agent cells`` made: its run and step, and
+    whether its code is in the cell (``kept``) or only there as a comment (``left_out`` says
+    why: ``undone``, ``error``, ``interrupted`` …)."""
+
+    run_id: str | None
+    step: int | None
+    kept: bool = True
+    left_out: str | None = None
+
+
+@dataclass(frozen=True)
 class FollowUp:
     """What a later command did with runs' code: ``cells`` (``%agent cells`` put it into a new
     cell) or ``undone`` (``%agent undo``). ``code_digest`` is the digest of the new cell's
-    source (None for ``undone``), so a report can find the cell it became."""
+    source (None for ``undone``), so a report can find the cell it became.
+
+    The same record of a ``cells`` command is written twice: into the command's output, and
+    (by the notebook's page) into the new cell's own metadata, where it says the agent made
+    that cell: which steps of which runs it holds and whether each step's code is kept in it,
+    under which policy (``policy_digest``)."""
 
     action: Action
     runs: tuple[str, ...]
     code_digest: str | None = None
+    steps: tuple[StepRecord, ...] = ()
+    policy_digest: str | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         """The JSON object written under ``metadata["nbagent"]`` of the command's output."""
@@ -194,6 +223,16 @@ class FollowUp:
             "action": self.action,
             "runs": [_cut(r, _SHORT) for r in self.runs[:MAX_ITEMS]],
             "code_digest": self.code_digest,
+            "steps": [
+                {
+                    "run_id": _cut_or_none(s.run_id, _SHORT),
+                    "step": s.step,
+                    "kept": s.kept,
+                    "left_out": _cut_or_none(s.left_out, _SHORT),
+                }
+                for s in self.steps[:MAX_ITEMS]
+            ],
+            "policy_digest": self.policy_digest,
         }
         follow_up_from_metadata(data)
         return data
@@ -228,7 +267,7 @@ def from_metadata(value: object) -> Provenance:
     """Read a run's record from untrusted metadata (the value under ``"nbagent"``).
 
     Raises :class:`ProvenanceError` for anything nbagent would not have written."""
-    obj = _object(value, "", _RUN_KEYS)
+    obj = _object(value, "", _RUN_KEYS, _RUN_LATER)
     if obj["version"] != VERSION or isinstance(obj["version"], bool):
         raise ProvenanceError(
             "version", f"unknown version {_shown(obj['version'])} (this reader knows 1)"
@@ -292,21 +331,38 @@ def from_metadata(value: object) -> Provenance:
         snippets=tuple(snippet_records),
         snippets_total=snippets_total,
         output_digest=_digest(obj["output_digest"], "output_digest"),
+        rule=_text_or_none(obj.get("rule"), "rule", _SHORT),
+        at=_time(obj.get("at"), "at"),
     )
 
 
 def follow_up_from_metadata(value: object) -> FollowUp:
     """Read a :class:`FollowUp` from untrusted metadata (:class:`ProvenanceError` if it is not)."""
-    obj = _object(value, "", {"version", "action", "runs", "code_digest"})
+    obj = _object(value, "", _FOLLOW_UP_KEYS, _FOLLOW_UP_LATER)
     if obj["version"] != VERSION or isinstance(obj["version"], bool):
         raise ProvenanceError(
             "version", f"unknown version {_shown(obj['version'])} (this reader knows 1)"
         )
     runs = _list(obj["runs"], "runs")
+    steps = []
+    for n, item in enumerate(_list(obj.get("steps", []), "steps")):
+        where = f"steps[{n}]"
+        step = _object(item, where, _STEP_KEYS)
+        number = step["step"]
+        steps.append(
+            StepRecord(
+                run_id=_text_or_none(step["run_id"], f"{where}.run_id", _SHORT),
+                step=None if number is None else _count(number, f"{where}.step"),
+                kept=_flag(step["kept"], f"{where}.kept"),
+                left_out=_text_or_none(step["left_out"], f"{where}.left_out", _SHORT),
+            )
+        )
     return FollowUp(
         action=_choice(obj["action"], "action", _ACTIONS),  # type: ignore[arg-type]
         runs=tuple(_text(r, f"runs[{n}]", _SHORT) for n, r in enumerate(runs)),
         code_digest=_digest(obj["code_digest"], "code_digest"),
+        steps=tuple(steps),
+        policy_digest=_digest(obj.get("policy_digest"), "policy_digest"),
     )
 
 
@@ -318,6 +374,11 @@ _RUN_KEYS = frozenset(
         "snippets_total", "output_digest",
     }
 )  # fmt: skip
+#: Keys added since the first records: a record written before them is still read.
+_RUN_LATER = frozenset({"rule", "at"})
+_FOLLOW_UP_KEYS = frozenset({"version", "action", "runs", "code_digest"})
+_FOLLOW_UP_LATER = frozenset({"steps", "policy_digest"})
+_STEP_KEYS = frozenset({"run_id", "step", "kept", "left_out"})
 
 
 _CALL_KEYS = frozenset({"tool", "decision", "status"})
@@ -345,14 +406,21 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _object(value: object, where: str, keys: frozenset[str] | set[str]) -> Mapping[str, Any]:
+def _object(
+    value: object,
+    where: str,
+    keys: frozenset[str] | set[str],
+    later: frozenset[str] = frozenset(),
+) -> Mapping[str, Any]:
+    """``value`` as an object with every one of ``keys`` and no key but those and ``later``
+    (keys a newer nbagent writes, missing from older records)."""
     if not isinstance(value, Mapping):
         raise ProvenanceError(where, f"must be an object, not {_shown(value)}")
-    if len(value) > len(keys):
-        extra = sorted(str(k)[:40] for k in value if k not in keys)[:3]
+    if len(value) > len(keys) + len(later):
+        extra = sorted(str(k)[:40] for k in value if k not in keys and k not in later)[:3]
         raise ProvenanceError(where, f"unknown key(s) {', '.join(map(repr, extra))}")
     for key in value:
-        if key not in keys:
+        if key not in keys and key not in later:
             raise ProvenanceError(where, f"unknown key {_shown(key)}")
     missing = sorted(keys - set(value))
     if missing:
@@ -422,6 +490,25 @@ def _digest(value: object, where: str) -> str | None:
             where, f"must be 'sha256:' and 64 lower-case hex digits, not {_shown(value)}"
         )
     return value
+
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def _time(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        raise ProvenanceError(
+            where, f"must be a UTC time such as '2026-03-02T14:05:09Z', not {_shown(value)}"
+        )
+    return value
+
+
+def utc_now(seconds_ago: float = 0.0) -> str:
+    """The time now (or ``seconds_ago``), UTC to the second, as records write it."""
+    moment = time.time() - max(0.0, seconds_ago)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
 
 
 def _cut(text: str, limit: int) -> str:

@@ -112,6 +112,8 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
         replayed=modes["replayed"],
         offline=modes["offline"],
         refused=refused,
+        agent_cells=scan.agent_cells,
+        agent_cells_edited=scan.agent_cells_edited,
         models="; ".join(sorted(models)),
         input_tokens=sum(r.input_tokens for r in runs),
         output_tokens=sum(r.output_tokens for r in runs),

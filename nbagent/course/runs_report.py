@@ -20,7 +20,14 @@ from typing import Any
 from ..redact import redact_secrets
 from .provenance import FollowUp, Provenance
 
-__all__ = ["NotebookReport", "fate_of", "notebook_report", "runs_bundle", "runs_text"]
+__all__ = [
+    "NotebookReport",
+    "fate_of",
+    "made_cells",
+    "notebook_report",
+    "runs_bundle",
+    "runs_text",
+]
 
 _MODE_WORDS = {
     "live": "live",
@@ -146,7 +153,29 @@ def runs_text(
         for snippet in run.snippets:
             first = snippet.code.strip().splitlines()[0] if snippet.code.strip() else ""
             lines.append(f"  code ({_kept(run, fate, snippet.kept)}): {_cut(first, 100)}")
+    made = made_cells(follow_ups)
+    if made:
+        lines += ["", f"{len(made)} cell(s) made by %agent cells:", *(f"  {m}" for m in made)]
     return redact_secrets("\n".join(lines))
+
+
+def made_cells(follow_ups: Sequence[FollowUp]) -> list[str]:
+    """One line for each cell ``%agent cells`` made: its runs' steps, and whether each step's
+    code is in the cell or left out (undone, failed …)."""
+    lines = []
+    for follow in follow_ups:
+        if follow.action != "cells":
+            continue
+        steps = [
+            f"{s.run_id or 'snippet'} step {s.step if s.step is not None else '?'} "
+            + ("kept" if s.kept else f"left out ({s.left_out or 'not run'})")
+            for s in follow.steps[:20]
+        ]
+        more = len(follow.steps) - len(steps)
+        text = ", ".join(steps) + (f" and {more} more" if more > 0 else "")
+        runs = ", ".join(follow.runs[:10]) or "this kernel's snippets"
+        lines.append(f"from {runs}" + (f": {text}" if text else ""))
+    return lines
 
 
 def _row(cells: Sequence[str], tag: str = "td") -> str:
@@ -203,6 +232,11 @@ def runs_bundle(
         details += _details(run, fate_of(run, follow_ups))
     out.append("</table>")
     out += details
+    made = made_cells(follow_ups)
+    if made:
+        out.append(f"<p>{len(made)} cell(s) made by %agent cells:</p><ul>")
+        out += [f"<li>{_esc(m)}</li>" for m in made]
+        out.append("</ul>")
     out.append("</div>")
     return {"text/html": "\n".join(out), "text/plain": plain}
 
@@ -252,11 +286,18 @@ class NotebookReport:
     follow_ups: tuple[FollowUp, ...] = ()
     problems: tuple[str, ...] = ()
     error: str | None = None
+    #: cells ``%agent cells`` made that the notebook holds, and how many were edited since
+    agent_cells: int = 0
+    agent_cells_edited: int = 0
 
     def _notes(self) -> list[str]:
         if self.error is not None:
             return [f"{self.path.name} was not read: {self.error}"]
-        return [f"to look at: {p}" for p in self.problems]
+        notes = []
+        if self.agent_cells:
+            edited = f", {self.agent_cells_edited} edited since" if self.agent_cells_edited else ""
+            notes.append(f"the notebook holds {self.agent_cells} cell(s) the agent made{edited}")
+        return notes + [f"to look at: {p}" for p in self.problems]
 
     def __str__(self) -> str:
         if self.error is not None:
@@ -295,4 +336,6 @@ def notebook_report(path: str | os.PathLike[str]) -> NotebookReport:
         tuple(scan.runs),
         tuple(scan.follow_ups),
         tuple(p.text for p in scan.problems),
+        agent_cells=scan.agent_cells,
+        agent_cells_edited=scan.agent_cells_edited,
     )

@@ -20,6 +20,7 @@ applies to any notebook run in ``exams/``). ``%agent policy`` says which it was.
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,9 +150,10 @@ def current(shell: Any, environ: dict[str, str] | None = None) -> Course:
 class CourseRefusal(Exception):
     """A run the course policy refuses: ``sentence`` says which rule of which file."""
 
-    def __init__(self, sentence: str, *, ai_off: bool = False) -> None:
+    def __init__(self, sentence: str, *, rule: str, ai_off: bool = False) -> None:
         super().__init__(sentence)
         self.sentence = sentence
+        self.rule = rule  # the policy's key: ``ai``, ``models``, ``budget.run.usd`` …
         self.ai_off = ai_off
 
 
@@ -181,7 +183,10 @@ def check(
     would use (``provider:name``, or None for a model object set from Python or the offline
     stand-in); ``approve`` the approval policy chosen and where it came from."""
     if course.error is not None:
-        raise CourseRefusal(f"nbagent is off until the course policy reads again: {course.error}.")
+        raise CourseRefusal(
+            f"nbagent is off until the course policy reads again: {course.error}.",
+            rule="unreadable",
+        )
     rules = course.rules
     if course.policy is None:
         return Granted(course, Budget(tokens=run_budget) if run_budget else None, False)
@@ -189,29 +194,34 @@ def check(
         message = rules.message or "the course turns AI off for this notebook"
         raise CourseRefusal(
             f"AI is off here: {message.rstrip('.')} ({course.where('ai')}); nothing was sent.",
+            rule="ai",
             ai_off=True,
         )
     if model is not None and not rules.model_allowed(model):
         allowed = ", ".join(rules.models or ()) or "none"
         raise CourseRefusal(
             f"The model {model} is not allowed here: the course allows {allowed} "
-            f"({course.where('models')}); nothing was sent."
+            f"({course.where('models')}); nothing was sent.",
+            rule="models",
         )
     if kernel and not rules.kernel_tools:
         raise CourseRefusal(
             "The kernel tools (--kernel) are off in this notebook "
-            f"({course.where('kernel_tools')}); nothing was sent."
+            f"({course.where('kernel_tools')}); nothing was sent.",
+            rule="kernel_tools",
         )
     if not rules.mcp and session.mcp_servers:
         names = ", ".join(sorted(session.mcp_servers))
         raise CourseRefusal(
             f"MCP servers are off in this notebook, and {names} is connected (remove it with "
-            f"%agent mcp remove NAME; {course.where('mcp')}); nothing was sent."
+            f"%agent mcp remove NAME; {course.where('mcp')}); nothing was sent.",
+            rule="mcp",
         )
     if approve == "auto" and not rules.auto_approve:
         raise CourseRefusal(
             f"Approving every call automatically ({approve_source}=auto) is not allowed here "
-            f"({course.where('auto_approve')}); nothing was sent."
+            f"({course.where('auto_approve')}); nothing was sent.",
+            rule="auto_approve",
         )
     return Granted(course, _budget(session, course, run_budget), not rules.live)
 
@@ -244,7 +254,8 @@ def _budget(session: Session, course: Course, run_budget: int | None) -> Budget 
                 raise CourseRefusal(
                     f"The {scope} budget is spent: {whose} used {used} "
                     f"{'' if part == 'usd' else part + ' '}of {describe_value(value)} "
-                    f"({course.where(f'budget.{scope}.{part}')}); nothing was sent."
+                    f"({course.where(f'budget.{scope}.{part}')}); nothing was sent.",
+                    rule=f"budget.{scope}.{part}",
                 )
             bounds[part].append(left)
     if not any(bounds.values()):
@@ -270,7 +281,8 @@ def check_price(course: Course, granted: Granted, generator: Any, model: str) ->
     )
     raise CourseRefusal(
         f"The course sets a money budget, and the price of {model} is unknown, so it cannot be "
-        f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent."
+        f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent.",
+        rule=f"budget.{scope}.usd",
     )
 
 
@@ -300,7 +312,8 @@ def admit(session: Session, shell: Any, plan: Any) -> bool:
         approve, source = choose_policy(plan.approve, detect(shell))
     except ValueError:
         approve, source = "ask", "default"  # the run's own planning says what is wrong
-    run_id = f"refused-{len(session.jobs) + 1}"
+    # unique in any notebook, across kernel restarts and refusals in the same second
+    run_id = f"refused-{secrets.token_hex(6)}"
     try:
         granted = check(
             session,
@@ -325,6 +338,10 @@ def admit(session: Session, shell: Any, plan: Any) -> bool:
     except CourseRefusal as refusal:
         record = refusal_record(course, refusal, plan.prompt, run_id, model)
         show_refusal(refusal, record)
+        if getattr(shell, "kernel", None) is not None:  # a page may copy it into the cell
+            from .cellnote import note_cell
+
+            note_cell("output", run_id)
         with session._lock:  # kept for %agent report, after the run it followed
             session.refusals.append((session.jobs[-1] if session.jobs else None, record))
         return False
@@ -350,13 +367,15 @@ def _replay_or_refuse(session: Session, course: Course, plan: Any, model: str | 
     if found is None:
         raise CourseRefusal(
             "Live calls are off here: only the course's recordings replay, and none was "
-            f"recorded for this prompt ({course.where('live')}); nothing was sent."
+            f"recorded for this prompt ({course.where('live')}); nothing was sent.",
+            rule="live",
         )
     plan.recording = "replay"
 
 
 def show_refusal(refusal: CourseRefusal, record: Provenance) -> None:
-    """The refusal's one sentence in the cell, its record in the output's metadata."""
+    """The refusal's one sentence in the cell, its record in the output's metadata (which the
+    page copies into the cell's own metadata: :mod:`.cellnote`)."""
     from IPython.display import display
 
     from .render import safe_markdown

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._prices import cost_usd, usd_text
-from ..course.provenance import Provenance
+from ..course.provenance import Provenance, utc_now
 from ..generation import Usage
 from ..redact import redact_secrets
 
@@ -124,6 +124,8 @@ def refusal_record(
         refused=redact_secrets(refusal.sentence),
         stop_reason="refused",
         cost_usd=0.0,
+        rule=getattr(refusal, "rule", None),
+        at=utc_now(),
     )
 
 
@@ -219,6 +221,7 @@ def run_record(session: Session, job: Any, course: Any) -> Provenance | None:
         calls=tuple(calls),
         snippets=tuple(snippets),
         output_digest=sha256_digest(text) if result is not None else None,
+        at=utc_now(transcript.elapsed),
     )
 
 

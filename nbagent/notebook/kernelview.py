@@ -12,7 +12,10 @@ per execution, and JupyterLab 4.6 and Notebook 7.6 insert the first of a reply a
 directly below the executed cell (measured in tests/browser), so every step comes in that one
 cell, each under a comment naming its run and step. Run All does not run the new cell, and each
 ``%agent cells`` adds one more. Headless runs (nbclient, ``jupyter execute``, CI) ignore
-payloads: the same code is also shown in the cell's output, so nothing is lost there.
+payloads: the same code is also shown in the cell's output, so nothing is lost there. The
+output's metadata holds the command's record (which runs, each step and whether its code is
+kept in the cell, the policy's digest); in JupyterLab and Notebook 7 the page copies it into the
+new cell's own metadata (:mod:`.cellnote`), since a payload cannot carry metadata.
 
 **The Undo button** is a widget, so it cannot survive saving (a reopened notebook would show
 JupyterLab's "Error displaying widget"): it becomes plain text once clicked, and as soon as any
@@ -25,7 +28,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ..course.provenance import FollowUp, sha256_digest
+from ..course.provenance import FollowUp, StepRecord, sha256_digest
 from ..redact import redact_secrets
 from .render import fenced
 
@@ -234,8 +237,13 @@ def cells_command(session: Session, shell: Any, words: list[str]) -> None:
         f"The code of {steps} is in a new cell below (JupyterLab, Notebook 7); run it to redo "
         "the work without the agent. Where no cell appears (nbclient, jupyter execute), here it is:"
     )
-    # which runs' code became a cell, and the cell's digest: the report finds the new cell by it
-    record = FollowUp("cells", tuple(r for r in ran if r), sha256_digest(source))
+    # which runs' code became a cell, and the cell's digest: the report finds the new cell by
+    # it; each step, and whether its code is in the cell (the page copies this record into the
+    # new cell's own metadata: .cellnote)
+    digest = sha256_digest(source)
+    record = FollowUp(
+        "cells", tuple(r for r in ran if r), digest, _steps(kit, runs), _policy_digest(shell)
+    )
     display(  # type: ignore[no-untyped-call]
         {
             "text/plain": f"{said}\n\n{source}",
@@ -244,6 +252,31 @@ def cells_command(session: Session, shell: Any, words: list[str]) -> None:
         raw=True,
         metadata={"nbagent": _follow_up(session, record)},
     )
+    if getattr(shell, "kernel", None) is not None:
+        from .cellnote import note_cell
+
+        note_cell("below", digest)
+
+
+def _steps(kit: KernelToolkit, runs: list[str] | None) -> tuple[StepRecord, ...]:
+    """Each snippet in the new cell, as ``KernelToolkit.cells()`` writes it: kept as code, or
+    left out as a comment (undone, failed, interrupted …)."""
+    steps = []
+    for snippet in kit.snippets(runs):
+        kept = snippet.status == "done" and not snippet.undone
+        why = None if kept else "undone" if snippet.undone else snippet.status
+        steps.append(StepRecord(snippet.run_id, snippet.step, kept, why))
+    return tuple(steps)
+
+
+def _policy_digest(shell: Any) -> str | None:
+    """The digest of the course policy in force now (None: none, or it does not read)."""
+    from .coursegate import current
+
+    try:
+        return current(shell).digest
+    except Exception:  # the record is kept without it; %agent policy says what is wrong
+        return None
 
 
 def _follow_up(session: Session, record: FollowUp) -> dict[str, Any]:

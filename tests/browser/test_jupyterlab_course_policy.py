@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nbagent.course.provenance import read_output
+from nbagent.course.provenance import from_metadata, read_output
 
 from .lab import CHROMIUM, KERNELSPEC, Lab, open_notebook, running_lab, skip_unless_browser
 
@@ -65,7 +65,26 @@ def test_an_exam_notebook_is_refused_in_one_line_and_keeps_its_record(lab: Lab) 
             wait_for("the refusal", lambda: "nothing was sent" in outputs.nth(2).inner_text())
             refusal = outputs.nth(2).inner_text().strip()
             shown = outputs.nth(1).inner_text()
+            path = lab.root / "exams" / "final.ipynb"
+            # the page writes the refusal's record into the cell just after its output
+            # arrives: save once the property inspector shows it in the cell's metadata
+            page.locator(".jp-CodeCell").nth(2).click()
+            page.locator(".jp-SideBar.jp-mod-right li[title*='Property Inspector']").click()
+            tools = page.locator(".jp-NotebookTools .jp-Collapse-header", has_text="Advanced")
+            if tools.count():
+                tools.first.click()
+            page.locator(".jp-NotebookTools", has_text="refused-").first.wait_for(timeout=60_000)
             page.keyboard.press("Control+s")
+
+            def saved_with_metadata() -> Any:
+                try:
+                    data = json.loads(path.read_text())
+                except ValueError:  # read mid-save
+                    return None
+                cell = data["cells"][2]
+                return cell["outputs"] and "nbagent" in cell["metadata"] and data
+
+            saved = wait_for("the saved notebook with the refusal's record", saved_with_metadata)
             SHOTS.mkdir(exist_ok=True)
             page.screenshot(path=str(SHOTS / "course-exam-refused.png"))
         finally:
@@ -77,18 +96,12 @@ def test_an_exam_notebook_is_refused_in_one_line_and_keeps_its_record(lab: Lab) 
     digest = "sha256:" + hashlib.sha256(POLICY.encode()).hexdigest()
     assert digest in shown
 
-    saved = wait_for(
-        "the saved notebook",
-        lambda: (
-            (data := json.loads((lab.root / "exams" / "final.ipynb").read_text()))["cells"][2][
-                "outputs"
-            ]
-            and data
-        ),
-    )
     import nbformat
 
     nbformat.validate(nbformat.from_dict(saved))
     (output,) = saved["cells"][2]["outputs"]
     record = read_output(output["metadata"])
     assert record is not None and record.ai_off and record.policy_digest == digest
+    # the cell's own metadata holds the same record: the notebook alone says it was refused
+    assert saved["cells"][2]["metadata"]["nbagent"] == output["metadata"]["nbagent"]
+    assert from_metadata(saved["cells"][2]["metadata"]["nbagent"]).rule == "ai"

@@ -15,6 +15,7 @@ from nbagent.course.provenance import (
     Provenance,
     ProvenanceError,
     SnippetRecord,
+    StepRecord,
     follow_up_from_metadata,
     from_metadata,
     is_follow_up,
@@ -150,8 +151,44 @@ def test_a_follow_up_is_strict_too() -> None:
         "action": "undone",
         "runs": ["run-1", "run-2"],
         "code_digest": None,
+        "steps": [],
+        "policy_digest": None,
     }
     with pytest.raises(ProvenanceError, match="action"):
         follow_up_from_metadata({**data, "action": "deleted"})
     with pytest.raises(ProvenanceError, match="runs"):
         follow_up_from_metadata({**data, "runs": "run-1"})
+
+
+def test_a_cells_follow_up_keeps_each_step_and_the_policy() -> None:
+    steps = (StepRecord("run-1", 1), StepRecord("run-1", 2, False, "undone"))
+    policy = sha256_digest(b"[course]\n")
+    record = FollowUp("cells", ("run-1",), sha256_digest("x = 1\n"), steps, policy)
+    data = record.to_metadata()
+    assert data["steps"][1] == {"run_id": "run-1", "step": 2, "kept": False, "left_out": "undone"}
+    assert follow_up_from_metadata(data) == record
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"nbagent": data})]
+    nbformat.validate(nb)
+    with pytest.raises(ProvenanceError, match=r"steps\[0\]\.kept"):
+        follow_up_from_metadata({**data, "steps": [{**data["steps"][0], "kept": "yes"}]})
+    with pytest.raises(ProvenanceError, match=r"steps\[0\]"):
+        follow_up_from_metadata({**data, "steps": [{**data["steps"][0], "code": "rm -rf /"}]})
+    with pytest.raises(ProvenanceError, match="policy_digest"):
+        follow_up_from_metadata({**data, "policy_digest": "md5:00"})
+    with pytest.raises(ProvenanceError, match="steps"):
+        follow_up_from_metadata({**data, "steps": [data["steps"][0]] * 201})
+
+
+def test_a_refusal_names_its_rule_and_time_and_older_records_still_read() -> None:
+    record = _record(refused="AI is off here.", ai_off=True, rule="ai", at="2026-03-02T14:05:09Z")
+    data = record.to_metadata()
+    assert (data["rule"], data["at"]) == ("ai", "2026-03-02T14:05:09Z")
+    assert from_metadata(data).rule == "ai"
+    for bad in ("yesterday", "2026-03-02 14:05:09", 1700000000):
+        with pytest.raises(ProvenanceError, match="at"):
+            from_metadata({**data, "at": bad})
+    older = {k: v for k, v in data.items() if k not in ("rule", "at")}  # an earlier nbagent's
+    assert from_metadata(older).rule is None and from_metadata(older).at is None
+    older_follow_up = {"version": 1, "action": "undone", "runs": ["run-1"], "code_digest": None}
+    assert follow_up_from_metadata(older_follow_up).steps == ()

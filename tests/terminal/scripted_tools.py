@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,6 +83,12 @@ def slow_sync(seconds: float, context: ToolContext) -> str:
     context.update("started")
     time.sleep(seconds)
     return "slept"
+
+
+if os.environ.get("NBAGENT_TEST_CANCEL_GRACE"):  # a test that needs the run to wind down slowly
+    import nbagent.loop._execution
+
+    nbagent.loop._execution.CANCEL_GRACE = float(os.environ["NBAGENT_TEST_CANCEL_GRACE"])
 
 
 @tool

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .process import TOOLS_MODULE, Terminal, wait_until
+from .process import TOOLS_MODULE, Terminal, environment, wait_until
 
 QUESTION = "  ? Run remove("
 CANCELLED = "✗ cancelled · 1 step"
@@ -14,8 +14,8 @@ PROMPT = "you> "
 PER_CALL = "before this call finished"
 
 
-def _chat() -> Terminal:
-    term = Terminal("--tools", TOOLS_MODULE, "-q")
+def _chat(**env: str) -> Terminal:
+    term = Terminal("--tools", TOOLS_MODULE, "-q", env=environment(**env))
     term.wait_for(PROMPT)
     return term
 
@@ -174,11 +174,13 @@ def test_a_question_is_withdrawn_when_its_call_is_settled_without_an_answer() ->
 def test_a_second_ctrl_c_quits_even_while_the_run_winds_down() -> None:
     with tempfile.TemporaryDirectory() as folder:
         marker = Path(folder, "cancel-received")
-        term = _chat()
+        # a long grace, so that the second Ctrl-C lands while the run winds down however busy
+        # the machine is (with the loop's one second, a loaded machine could end it first)
+        term = _chat(NBAGENT_TEST_CANCEL_GRACE="60")
         term.send(f"stubborn {marker}")
         term.wait_for("→ stubborn(")
         term.interrupt()
-        # the tool got the cancel and holds on: the loop gives it a grace period (a second)
+        # the tool got the cancel and holds on: the loop gives it its grace period
         wait_until(marker.exists, "the tool to receive the cancel")
         term.interrupt()
         term.wait_for("bye (interrupted)")
