@@ -73,6 +73,19 @@ class Timeline:
     lanes: int = 1
     #: what the run cost, as words (``$0.0012``, ``price unknown``); empty when not priced
     cost: str = ""
+    #: a ``%agent serve`` session's: how many calls it was asked (it has no model and no
+    #: steps, so its lanes are calls only); None for a run
+    calls: int | None = None
+
+    def _lane_name(self, lane: int) -> str:
+        if self.calls is not None:
+            return f"calls {lane + 1}" if self.lanes > 1 else "calls"
+        return "model" if lane == 0 else f"tools {lane}" if self.lanes > 2 else "tools"
+
+    def _count(self) -> str:
+        if self.calls is not None:
+            return f"{self.calls:,} served call{'s' if self.calls != 1 else ''}"
+        return f"{self.steps} step{'s' if self.steps != 1 else ''}"
 
     def svg(self, width: int = 720) -> str:
         """The picture as a standalone SVG (escaped: tool names are text, never markup)."""
@@ -86,7 +99,7 @@ class Timeline:
         ]
         for lane in range(self.lanes):
             y = top + lane * row
-            name = "model" if lane == 0 else f"tools {lane}" if self.lanes > 2 else "tools"
+            name = self._lane_name(lane)
             out.append(f'<text x="4" y="{y + 15}" fill="#444">{name}</text>')
             out.append(
                 f'<line x1="{left}" y1="{y + row - 1}" x2="{width - right}" y2="{y + row - 1}" '
@@ -129,12 +142,14 @@ class Timeline:
                     f'<text x="{x + 3:.1f}" y="{y + 11}" fill="#ffffff">{html.escape(text)}</text>'
                 )
         legend = (
-            f"{self.steps} step{'s' if self.steps != 1 else ''} · {_seconds(self.total)}"
+            f"{self._count()} · {_seconds(self.total)}"
             + (f" · {self.stop_reason}" if self.stop_reason else "")
             + (f" · {self.cost}" if self.cost else "")
         )
         out.append(f'<text x="{left}" y="{height - 6}" fill="#444">{html.escape(legend)}</text>')
         keys = [("model", "model"), ("tool", "tool")]
+        if self.calls is not None:  # no model: one key, the calls
+            keys = [("tool", "call")]
         if any(s.kind == "approval" for s in self.spans):  # only where someone was waited for
             keys.append(("approval", "waiting for you"))
         x = width - right - 250
@@ -165,9 +180,11 @@ class Timeline:
         """The timeline in one line of words."""
         tools = [s for s in self.spans if s.kind == "tool"]
         waits = sum(s.duration for s in self.spans if s.kind == "approval")
-        calls = f"{len(tools)} tool call" + ("" if len(tools) == 1 else "s")
-        steps = f"{self.steps} step" + ("" if self.steps == 1 else "s")
-        parts = [steps, calls, _seconds(self.total)]
+        if self.calls is not None:  # a serving session: its calls, no steps
+            parts = [self._count(), _seconds(self.total)]
+        else:
+            calls = f"{len(tools)} tool call" + ("" if len(tools) == 1 else "s")
+            parts = [self._count(), calls, _seconds(self.total)]
         if waits:
             parts.append(f"{_seconds(waits)} waiting for a person")
         if self.cost:

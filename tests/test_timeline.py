@@ -135,6 +135,32 @@ def test_the_picture_shrinks_to_a_narrow_output() -> None:
     assert timeline.summary() in bundle["text/plain"]
 
 
+def test_a_serving_timeline_has_call_lanes_only_and_keeps_the_latest_bars() -> None:
+    from nbagent.events import ToolFinished, ToolStarted
+    from nbagent.loop._timing import TimelineBuilder
+    from nbagent.tools import ToolCall, ToolResult
+
+    now = [0.0]
+    builder = TimelineBuilder(clock=lambda: now[0], keep=10)
+    for n in range(40):  # two at a time: two lanes of calls
+        first, second = ToolCall(f"a{n}", "touch", "{}"), ToolCall(f"b{n}", "touch", "{}")
+        builder.add(ToolStarted(first, {}))
+        builder.add(ToolStarted(second, {}))
+        now[0] += 0.1
+        builder.add(ToolFinished(first, ToolResult("ok"), "done", 0.1))
+        builder.add(ToolFinished(second, ToolResult("ok"), "done", 0.1))
+    served = builder.build("serving", calls=80)
+    assert len(served.spans) <= 20  # bounded, the latest kept
+    assert served.spans[-1].start == pytest.approx(3.9)
+    assert served.lanes == 2 and {s.lane for s in served.spans} == {0, 1}
+    svg = served.svg()
+    assert ">calls 1<" in svg and ">calls 2<" in svg and ">model<" not in svg
+    assert "80 served calls" in svg and "step" not in svg
+    assert served.summary() == "timeline: 80 served calls, 4.0 s"
+    run = builder.build("done")  # the same bars as a run's: the model's lane first
+    assert run.lanes == 3 and ">model<" in run.svg() and run.calls is None
+
+
 def test_a_budget_ends_the_run_before_a_request_it_cannot_pay_for() -> None:
     turns = [Turn(Call("slow", {"n": 0}), usage=Usage(60, 40)) for _ in range(5)] + ["done"]
     agent = Agent(ScriptedModel(turns), [slow], approver=AutoApprove(), budget=Budget(tokens=250))

@@ -148,7 +148,7 @@ class ServedCalls:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._schemas: dict[str, tuple[Tool, CompiledSchema]] = {}
-        self._timeline = TimelineBuilder()
+        self._timeline = TimelineBuilder(keep=KEEP_RECORDS)
         self.records: deque[ServedRecord] = deque(maxlen=KEEP_RECORDS)
         self._semaphore: asyncio.Semaphore | None = None
         self._sequential: dict[str, asyncio.Lock] = {}
@@ -407,4 +407,4 @@ class ServedCalls:
 
     def timeline(self) -> Timeline:
         """The served calls over time, as a run's timeline shows its calls."""
-        return self._timeline.build("serving")
+        return self._timeline.build("serving" if not self.closed else "stopped", calls=self._steps)

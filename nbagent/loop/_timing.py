@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..events import (
@@ -47,6 +47,8 @@ class TimelineBuilder:
     _steps: int = 0
     _stop: str = ""
     _end: float | None = None
+    #: Spans kept (the latest; None: all): a serving session's calls never end by themselves.
+    keep: int | None = None
 
     def _now(self) -> float:
         now = self.clock()
@@ -69,6 +71,9 @@ class TimelineBuilder:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event, self._now())
+            keep = self.keep
+            if keep is not None and len(self.spans) > 2 * keep:  # trimmed now and then
+                del self.spans[:-keep]
 
     def _step_started(self, event: StepStarted, now: float) -> None:
         self._open_step = (event.step, now)
@@ -102,7 +107,7 @@ class TimelineBuilder:
 
     def _tool_finished(self, event: ToolFinished, now: float) -> None:
         call_id = event.call.id
-        lane = self._lane_of.get(call_id)
+        lane = self._lane_of.pop(call_id, None)
         if lane is None:  # answered without waiting or running (invalid, refused): no bar
             return
         found = self._work.pop(call_id, None)
@@ -129,13 +134,18 @@ class TimelineBuilder:
             self.spans.append(Span("approval", f"{name}: waiting", began, now, lane, "cancelled"))
         self._waits.clear()
 
-    def build(self, stop_reason: str | None = None) -> Timeline:
-        """The timeline so far (a finished one after the run's last event)."""
+    def build(self, stop_reason: str | None = None, *, calls: int | None = None) -> Timeline:
+        """The timeline so far (a finished one after the run's last event); ``calls``: a
+        serving session's, with that many served calls (no model, so no model lane)."""
         now = self._end if self._end is not None else self._now()
         spans = sorted(self.spans, key=lambda s: (s.start, s.lane))
         total = max([now, *(s.end for s in spans)]) if spans else now
+        lanes = max(self._lanes, 1)
+        if calls is not None:  # the tool lanes only, from the top
+            spans = [replace(s, lane=max(0, s.lane - 1)) for s in spans]
+            lanes = max(lanes - 1, 1)
         return Timeline(
-            tuple(spans), total, stop_reason or self._stop, self._steps, max(self._lanes, 1)
+            tuple(spans), total, stop_reason or self._stop, self._steps, lanes, calls=calls
         )
 
 

@@ -452,10 +452,12 @@ def pretty_arguments(value: Any, raw: str) -> str:
         return raw
 
 
-def close_widgets(made: Iterable[Any]) -> None:
+def close_widgets(made: Iterable[Any], *, spare: Iterable[Any] = ()) -> None:
     """Close each widget with its layout and style (each is a comm of its own), once each; a
-    widget that is already gone is skipped. Closed widgets leave no state in a saved notebook."""
-    seen: set[int] = set()
+    widget that is already gone is skipped. Closed widgets leave no state in a saved notebook.
+    ``spare``: layouts and styles that other widgets still share (a view's
+    :class:`.card.Shared`, when only some of its widgets go): left open."""
+    seen: set[int] = {id(part) for part in spare}
     for widget in made:
         for part in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
             if part is None or id(part) in seen:

@@ -53,7 +53,10 @@ def served_record(served: Any, *, until: float | None = None) -> Provenance:
     calls = served.calls
     records = list(calls.records)
     transcript = getattr(served.view, "transcript", None)
-    shown = getattr(transcript, "calls", {}) or {}
+    forms = getattr(transcript, "serving", None)
+    shown: Any = getattr(transcript, "calls", {}) or {}
+    if forms is not None and hasattr(forms, "cards"):
+        shown = forms.cards(transcript)  # folded calls keep their decisions
     listed = []
     for record in records[:MAX_ITEMS]:
         card = shown.get(record.call.id)

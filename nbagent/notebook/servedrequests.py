@@ -15,7 +15,9 @@ from __future__ import annotations
 import html
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections import ChainMap, Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..redact import redact_secrets
@@ -23,10 +25,13 @@ from .render import safe_markdown, shorten
 from .wording import seconds
 
 __all__ = [
+    "CARDS",
     "SHOWN",
+    "FoldedCall",
     "ServingForms",
     "answer_json",
     "decision_words",
+    "outcome",
     "request_html",
     "requests_forms",
     "served_counts",
@@ -35,6 +40,12 @@ __all__ = [
 #: Calls listed in the saved request view (the latest; a live view shows :data:`LIVE`).
 SHOWN = 100
 LIVE = 50
+#: Calls whose cards stay in the serving cell (the latest; a call waiting for you always
+#: stays): older ones fold into one line that counts them by outcome.
+CARDS = 50
+#: Folded calls whose decision is remembered for the request view and the record (as many as
+#: the session keeps records of).
+KEEP_FOLDED = 1_000
 #: Longest arguments or answer shown for one call.
 PART = 2_000
 _PRE = (
@@ -170,45 +181,138 @@ def requests_forms(records: Iterable[Any], cards: Any) -> tuple[str, str, str] |
     return requests_html(listed, cards), f"*{said}*", said
 
 
-def served_counts(calls: Iterable[Any]) -> str:
+_DECIDED = ("approved", "denied", "by a rule", "without asking")
+_ENDED = ("failed", "cancelled", "waiting")
+
+
+def outcome(record: Any) -> tuple[str | None, str | None]:
+    """How one served call went, as the words :func:`served_counts` counts: how it was decided
+    (None: not decided, it waited for you and ended) and how it ended (None: it ran)."""
+    decision = record.decision
+    by = getattr(decision, "by", "")
+    ended: str | None = None
+    if record.open:
+        ended = "waiting"
+    elif record.status == "cancelled":
+        ended = "cancelled"
+    elif record.status in ("error", "timeout") or (record.is_error and record.status != "denied"):
+        ended = "failed"
+    decided: str | None = None
+    if decision is None or by == "auto":
+        if not record.open and not (decision is None and record.approval_asked):
+            decided = "without asking"  # (one that waited for you was not decided)
+    elif by in ("rule", "always"):
+        decided = "by a rule"
+    else:
+        decided = "approved" if decision.approved else "denied"
+    return decided, ended
+
+
+def served_counts(
+    calls: Iterable[Any], folded: Mapping[str, int] | None = None, folded_total: int = 0
+) -> str:
     """How the served calls went, e.g. "3 calls: 1 approved, 1 denied, 1 by a rule; 1 failed"
-    (``calls``: the transcript's call records)."""
-    decided = dict.fromkeys(("approved", "denied", "by a rule", "without asking"), 0)
-    ended = dict.fromkeys(("failed", "cancelled", "waiting"), 0)
-    total = 0
+    (``calls``: the transcript's call records; ``folded``: the outcomes of the calls folded
+    out of it, ``folded_total`` of them)."""
+    counted: Counter[str] = Counter(folded or {})
+    total = folded_total
     for record in calls:
         total += 1
-        decision = record.decision
-        by = getattr(decision, "by", "")
-        if record.open:
-            ended["waiting"] += 1
-        elif record.status == "cancelled":
-            ended["cancelled"] += 1
-        elif record.status in ("error", "timeout") or (
-            record.is_error and record.status != "denied"
-        ):
-            ended["failed"] += 1
-        if decision is None or by == "auto":
-            if not record.open and not (decision is None and record.approval_asked):
-                decided["without asking"] += 1  # (one that waited for you was not decided)
-        elif by in ("rule", "always"):
-            decided["by a rule"] += 1
-        else:
-            decided["approved" if decision.approved else "denied"] += 1
+        for word in outcome(record):
+            if word is not None:
+                counted[word] += 1
     said = f"{total:,} call{'s' if total != 1 else ''}"
-    how = ", ".join(f"{n:,} {word}" for word, n in decided.items() if n)
-    end = ", ".join(f"{n:,} {word}" for word, n in ended.items() if n)
+    how = ", ".join(f"{counted[w]:,} {w}" for w in _DECIDED if counted[w])
+    end = ", ".join(f"{counted[w]:,} {w}" for w in _ENDED if counted[w])
     if how or end:
         said += ": " + "; ".join(part for part in (how, end) if part)
     return said
+
+
+@dataclass(frozen=True)
+class FoldedCall:
+    """What is kept of a folded call's card: enough to say how it was decided (the request
+    view and the session's record read it as they read a card)."""
+
+    decision: Any
+    approval_asked: bool
+    status: str
+    is_error: bool
+    open: bool = False
 
 
 class ServingForms:
     """The header, footer and request view of a serving session, for its live card and its
     finished output; ``served`` (a :class:`.serving.ServedSession`) is set once it exists."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int = CARDS) -> None:
         self.served: Any = None
+        #: Cards kept in the cell (see :data:`CARDS`).
+        self.keep = max(1, keep)
+        #: The outcomes of the calls folded out of the transcript, and how many there were.
+        self.folded: Counter[str] = Counter()
+        self.folded_total = 0
+        self.folded_cards: dict[str, FoldedCall] = {}
+
+    # --- folding: a long session keeps the cards of its latest calls --------------------------
+
+    def fold(self, transcript: Any) -> list[str]:
+        """Fold the oldest ended calls out of ``transcript`` until it holds at most
+        :attr:`keep` (a call still waiting or running is never folded); their outcomes are
+        counted, their decisions kept (bounded). Returns the ids folded, oldest first, for a
+        live view to close their cards."""
+        calls = transcript.calls
+        extra = len(calls) - self.keep
+        if extra <= 0:
+            return []
+        gone: list[str] = []
+        for call_id, record in list(calls.items()):
+            if len(gone) >= extra:
+                break
+            if record.open:
+                continue  # waiting for you (or running): its card stays
+            gone.append(call_id)
+            self.folded_total += 1
+            for word in outcome(record):
+                if word is not None:
+                    self.folded[word] += 1
+            self.folded_cards[call_id] = FoldedCall(
+                record.decision, record.approval_asked, record.status, record.is_error
+            )
+            while len(self.folded_cards) > KEEP_FOLDED:
+                self.folded_cards.pop(next(iter(self.folded_cards)))
+            del calls[call_id]
+            transcript.helpers.pop(call_id, None)
+        if gone:
+            folded = set(gone)
+            transcript.blocks = [
+                b for b in transcript.blocks if getattr(b, "call_id", None) not in folded
+            ]
+        return gone
+
+    def folded_forms(self) -> tuple[str, str, str] | None:
+        """The line that stands for the folded calls (HTML, Markdown, plain), None if none."""
+        if not self.folded_total:
+            return None
+        counts = served_counts((), self.folded, self.folded_total)
+        said = (
+            f"{counts} earlier: folded, so that the cell keeps the cards of the latest "
+            f"{self.keep:,} (every call is in %agent report and .calls.records)"
+        )
+        return (
+            f'<div class="nbagent-served-folded" style="{_LABEL}">{html.escape(said)}</div>',
+            f"*{safe_markdown(said)}*",
+            said,
+        )
+
+    def cards(self, transcript: Any) -> Mapping[str, Any]:
+        """Each call's card record by id: the transcript's, then what is kept of folded ones."""
+        return ChainMap(transcript.calls, self.folded_cards)
+
+    def calls_count(self) -> int:
+        """How many calls the session was asked (all of them, folded or not)."""
+        served = self.served
+        return int(getattr(served.calls, "_steps", 0) or 0) if served is not None else 0
 
     def _tools(self) -> str:
         served = self.served
@@ -254,8 +358,11 @@ class ServingForms:
         served = self.served
         running = served is not None and served.running
         state = "serving" if running else "stopped"
-        counts = served_counts(transcript.calls.values())
-        return f"{state} · {counts} · {seconds(transcript.elapsed)}"
+        return f"{state} · {self.counts(transcript)} · {seconds(transcript.elapsed)}"
+
+    def counts(self, transcript: Any) -> str:
+        """Every call of the session by outcome, the folded ones included."""
+        return served_counts(transcript.calls.values(), self.folded, self.folded_total)
 
     def records(self) -> list[Any]:
         served = self.served
@@ -268,4 +375,4 @@ class ServingForms:
         return next((r for r in reversed(served.calls.records) if r.call.id == call_id), None)
 
     def requests_forms(self, transcript: Any) -> tuple[str, str, str] | None:
-        return requests_forms(self.records(), transcript.calls)
+        return requests_forms(self.records(), self.cards(transcript))

@@ -108,17 +108,14 @@ class ServedSession:
     def describe(self, *, counted: bool = True) -> str:
         """What is served, where and to whom (no token); ``counted``: with the calls so far
         (a status asked now, not a line that stays in the cell and goes stale)."""
-        from .servedrequests import served_counts
-
         tools = ", ".join(self.tool_names()) or "no tools yet (define some with @nbagent.tool)"
         approval = "approved without asking (--approve auto)" if self.auto else "as in a run"
         clients = self.calls.clients
         used = f"; used by {', '.join(clients[-4:])}" if clients else ""
         calls = ""
-        if counted:
-            transcript = getattr(self.view, "transcript", None)
-            listed = transcript.calls.values() if transcript is not None else ()
-            calls = f"; {served_counts(listed)} so far"
+        transcript = getattr(self.view, "transcript", None)
+        if counted and transcript is not None and transcript.serving is not None:
+            calls = f"; {transcript.serving.counts(transcript)} so far"
         return redact_secrets(  # a client's name is its own text
             f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
             f"{approval}{used}{calls}. `%agent serve stop` ends it."
@@ -341,11 +338,14 @@ def _show(holder: list[ServedSession], view: Any, event: AgentEvent) -> None:
     view.handle(event)
     if isinstance(event, ToolFinished) and event.call.name == "run_python" and holder:
         _offer_undo(holder[0], view, event)
+    fold = getattr(view, "fold", None)
+    if callable(fold) and isinstance(event, ToolFinished):
+        fold()  # a long session keeps the cards of its latest calls (see ServingForms.fold)
 
 
 def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
     kit = served.session.kernel
-    if kit is None or not hasattr(view, "_append_block"):
+    if kit is None or not hasattr(view, "add_under"):
         return
     step = next((s for s in kit.snippets(served.calls.id) if s.call_id == event.call.id), None)
     if step is None or not step.diff or step.undone:
@@ -378,8 +378,7 @@ def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
         )
 
     button.on_click(clicked)
-    view._append_block(box)
-    view._notes.extend([box, button, note])
+    view.add_under(event.call.id, box, [box, button, note])
 
 
 def _show_connection(served: ServedSession) -> None:

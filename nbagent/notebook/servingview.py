@@ -15,7 +15,7 @@ from typing import Any
 
 from ..events import AgentEvent, ApprovalResolved, ToolCallReady, ToolFinished
 from .render import close_widgets
-from .servedrequests import LIVE, TITLE, ServingForms, number, request_html
+from .servedrequests import KEEP_FOLDED, LIVE, TITLE, ServingForms, number, request_html
 from .view import RunView
 
 __all__ = ["ServingView"]
@@ -28,6 +28,8 @@ class ServingView(RunView):
         self.forms = forms  # before RunView's: its header reads it
         super().__init__("tool calls from an MCP client", **options)
         self.transcript.serving = forms
+        if self.transcript.timing is not None:  # its timeline: the latest calls' bars
+            self.transcript.timing.keep = KEEP_FOLDED
         self.footer.value = self._footer_html()
         self._items: dict[str, Any] = {}
         self._dropped = 0
@@ -42,6 +44,9 @@ class ServingView(RunView):
         children = list(self.widget.children)
         children.insert(2, self.requests)
         self.widget.children = tuple(children)
+        #: The line that stands for the folded calls, first in the body once there are some.
+        self._folded = widgets.HTML("", layout=self.shared.layout)
+        self._under: dict[str, list[Any]] = {}  # widgets shown under a call's card (Undo)
 
     def _header_html(self) -> str:
         self._header_text = self.forms.header()
@@ -69,7 +74,7 @@ class ServingView(RunView):
         self._items[call_id] = item
         while len(self._items) > LIVE:  # bounded: the oldest leave the live view
             oldest = next(iter(self._items))
-            close_widgets([self._items.pop(oldest)])
+            close_widgets([self._items.pop(oldest)], spare=self._spare())
             self._dropped += 1
         if self._dropped:
             self._earlier.value = (
@@ -80,12 +85,48 @@ class ServingView(RunView):
         self.requests.titles = (self._title(),)
         self._redraw(call_id)
 
+    def add_under(self, call_id: str, block: Any, made: list[Any]) -> None:
+        """Show ``block`` under the card of ``call_id``; ``made`` (its widgets) close when that
+        card is folded or the view ends."""
+        self._append_block(block)
+        self._under.setdefault(call_id, []).extend(made)
+
+    def fold(self) -> None:
+        """Keep the cards of the latest calls (:attr:`.ServingForms.keep`, and every call
+        still waiting): older ones leave the cell, their widgets closed, and one line at the
+        top of the body counts them by outcome."""
+        gone = self.forms.fold(self.transcript)
+        if not gone:
+            return
+        closing: list[Any] = []
+        leaving: set[int] = set()
+        for call_id in gone:
+            card = self.cards.pop(call_id, None)
+            if card is not None:
+                closing += card.all_widgets()
+                leaving.add(id(card.widget))
+                self._streams = [s for s in self._streams if s is not card.arguments]
+            under = self._under.pop(call_id, [])
+            closing += under
+            leaving.update(id(w) for w in under)
+        self._notes = [w for w in self._notes if id(w) not in leaving]
+        kept = [w for w in self.body.children if id(w) not in leaving and w is not self._folded]
+        forms = self.forms.folded_forms()
+        if forms is not None:
+            self._folded.value = forms[0]
+        self.body.children = (self._folded, *kept)
+        close_widgets(closing, spare=self._spare())
+
+    def _spare(self) -> tuple[Any, ...]:
+        """The layout and style the view's other widgets still share (closed at its end)."""
+        return (self.shared.layout, self.shared.html_style)
+
     def _redraw(self, call_id: str) -> None:
         item = self._items.get(call_id)
         record = self.forms.record(call_id)
         if item is None or record is None:
             return
-        card = self.transcript.calls.get(call_id)
+        card = self.forms.cards(self.transcript).get(call_id)
         item.value = request_html(number(record, len(self._items)), record, card)
 
     def refresh_header(self) -> None:
@@ -103,5 +144,8 @@ class ServingView(RunView):
         self.header.value = self._header_html()
 
     def dispose(self) -> None:
-        close_widgets([self.requests, self.requests_box, self._earlier, *self._items.values()])
+        under = [w for made in self._under.values() for w in made]
+        items = list(self._items.values())
+        own = [self.requests, self.requests_box, self._earlier, self._folded]
+        close_widgets([*own, *under, *items])
         super().dispose()

@@ -460,6 +460,9 @@ def _tail(transcript: Transcript) -> _Piece:
 
 def _pieces(transcript: Transcript, inline_images: bool, seen: bool = True) -> Iterator[_Piece]:
     yield _head(transcript)
+    folded = transcript.serving.folded_forms() if transcript.serving is not None else None
+    if folded is not None:  # %agent serve: the calls folded out of a long session
+        yield _Piece(*folded)
     for block in transcript.blocks:
         piece = _piece(block, transcript, inline_images)
         if piece.html or piece.images:

@@ -132,7 +132,8 @@ class Transcript:
         side by side), a wait for a person, a retried answer, or four steps or more."""
         if self.timing is None:
             return None
-        built = self.timing.build(self.stop_reason)
+        served = self.serving.calls_count() if self.serving is not None else None
+        built = self.timing.build(self.stop_reason, calls=served)
         if self.cost_text:
             built = dataclasses.replace(built, cost=self.cost_text)
         calls = sum(1 for s in built.spans if s.kind == "tool")

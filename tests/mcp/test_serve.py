@@ -148,6 +148,14 @@ def test_a_call_waits_for_the_person_and_the_client_gets_the_approved_result(
         ("tool", "delete_file")
     ]
     assert any(s.kind == "approval" for s in spans), spans
+    # a serving session's timeline speaks of its calls: no steps, no model lane
+    timeline = served.calls.timeline()
+    assert timeline.calls == 1 and timeline.lanes == 1
+    assert {s.lane for s in spans} == {0}
+    assert timeline.summary().startswith("timeline: 1 served call, "), timeline.summary()
+    svg = timeline.svg()
+    assert ">calls<" in svg and ">model<" not in svg and "step" not in svg
+    assert "1 served call · " in svg
 
 
 def test_a_denied_call_reaches_the_client_as_a_tool_error_with_the_reason(served: Served) -> None:
