@@ -122,6 +122,8 @@ class CallRecord:
     executed: Any = None
     changes: list[Change] = field(default_factory=list)
     hook_notes: list[str] = field(default_factory=list)
+    #: What was done with the call's effects afterwards (a served snippet undone), in order.
+    later: list[str] = field(default_factory=list)
     preview: ToolResult | None = field(default=None, repr=False)
     preview_status: str = ""
     has_preview: bool = False

@@ -137,6 +137,7 @@ class ServedSession:
         try:
             if self.hide_line is not None:
                 self.hide_line()
+            self._note_undone()
             if not self.view.finished:
                 self.view.close("finished")
             self._record()
@@ -145,6 +146,18 @@ class ServedSession:
             if self.session.served is self:
                 self.session.served = None
             self.server.stop()
+
+    def _note_undone(self) -> None:
+        """Each served snippet undone since it ran (its button, or ``%agent undo``) says so in
+        its card, so that the finished output does not show the change as still there."""
+        kit = self.session.kernel
+        transcript = getattr(self.view, "transcript", None)
+        if kit is None or transcript is None:
+            return
+        for snippet in kit.snippets(self.calls.id):
+            record = transcript.calls.get(snippet.call_id)
+            if snippet.undone and record is not None and not record.later:
+                record.later.append("undone since: its changes to the namespace were put back")
 
     def _record(self) -> None:
         """The session's provenance onto its view, so the cell's final output carries it."""
@@ -369,6 +382,9 @@ def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
 
     def clicked(_button: Any) -> None:
         report = kit.undo([served.calls.id], step=step.step)
+        record = getattr(view, "transcript", None) and view.transcript.calls.get(event.call.id)
+        if record is not None:  # the finished output says it too
+            record.later.extend(redact_secrets(line)[:500] for line in report.lines()[:20])
         button.disabled = True
         button.layout.display = "none"
         note.value = (

@@ -287,8 +287,10 @@ def change_notes(record: CallRecord) -> list[str]:
 
 
 def after_notes(record: CallRecord) -> list[str]:
-    """Lines about what after-tool hooks did to the result the model reads."""
-    return [n for n in record.hook_notes if n.startswith("after-tool")]
+    """Lines about what after-tool hooks did to the result the model reads, then what was done
+    with the call's effects later (an undo)."""
+    hooks = [n for n in record.hook_notes if n.startswith("after-tool")]
+    return [*hooks, *getattr(record, "later", ())]
 
 
 def _list_html(title: str, lines: list[str]) -> str:

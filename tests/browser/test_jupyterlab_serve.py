@@ -149,6 +149,7 @@ def test_an_external_run_python_is_approved_diffed_undone_saved_and_reopened(lab
             saved = (Path(lab.root) / NOTEBOOK).read_text()
             assert served["token"] not in saved
             assert "run_python" in saved
+            assert "Undid" in saved  # the card says its change was put back
             page.reload()
             expect(page.get_by_text("stopped serving at").first).to_be_visible(timeout=timeout)
             expect(page.get_by_text("run_python").first).to_be_visible(timeout=timeout)

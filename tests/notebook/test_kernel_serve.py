@@ -166,6 +166,13 @@ def test_run_python_over_mcp_shows_the_diff_and_undo_puts_it_back(kernel: Kernel
         assert kernel.eval("served_value") == 1
     finally:
         stop_serving(kernel)
+    # the finished output says both were undone (the button's own words, then the magic's)
+    finished = kernel.wait_for(
+        lambda: "".join(t for t in [kernel.cell_text(_serving, "text/html")] if "now ended" in t),
+        what="the finished output",
+    )
+    assert "After it ran" in finished and "Undid" in finished, finished
+    assert "undone since: its changes to the namespace were put back" in finished, finished
 
 
 def test_stop_while_a_call_waits_cancels_it_and_it_never_runs(kernel: Kernel) -> None:
