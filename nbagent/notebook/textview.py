@@ -24,7 +24,7 @@ from ..events import (
 )
 from ..redact import redact_secrets
 from .records import Block, CallRecord
-from .static import block_outputs, head_outputs, tail_outputs
+from .static import block_outputs, folded_outputs, head_outputs, tail_outputs
 from .transcript import Transcript
 
 __all__ = ["Display", "TextView", "ipython_display"]
@@ -133,6 +133,17 @@ class TextView:
             for data, metadata in head_outputs(self.transcript):
                 self.display(data, metadata)
 
+    def fold(self) -> None:
+        """A serving session's view keeps its latest calls, as the live one does
+        (:meth:`~.servedrequests.ServingForms.fold`): its kernel-side transcript stays bounded
+        however long it serves, and the finished output shows the kept cards after one line
+        that counts the folded ones."""
+        forms = getattr(self.transcript, "serving", None)
+        if forms is None:
+            return
+        for call_id in forms.fold(self.transcript):
+            self._card_ids.pop(call_id, None)
+
     def tick(self) -> None:
         """Nothing streams live in a text view."""
 
@@ -147,6 +158,8 @@ class TextView:
         if stop_reason is not None and not self.transcript.done:
             self.transcript.end(stop_reason)
         self._show_head()
+        for data, meta in folded_outputs(self.transcript):  # a long serving's earlier calls
+            self.display(data, meta)
         self._show_ready(everything=True)
         metadata = {"nbagent": self.transcript.to_metadata()}
         for data, meta in tail_outputs(self.transcript, metadata):

@@ -181,3 +181,42 @@ def test_a_long_session_keeps_its_latest_cards_and_counts_the_rest(kernel: Kerne
     assert f"timeline: {CALLS + 1:,} served calls" in shown
     # measured: ~0.3 MB for these 301 calls (50 cards, 100 requests listed, 200 in the record)
     assert saved < 1_000_000, saved
+
+
+def test_a_long_session_without_widgets_keeps_its_latest_calls_too(kernel: Kernel) -> None:
+    """A kernel whose front end has no widgets (nbclient, a plain kernel client) serves with
+    ``--approve auto``: its transcript folds as the live view's does."""
+    kernel.execute(
+        textwrap.dedent(
+            """
+            @tool
+            def touch(name: str) -> str:
+                \"\"\"Touch a file (it only says so).\"\"\"
+                return f"touched {name}"
+
+            import os as _os
+            _os.environ["NBAGENT_MODE"] = "headless"
+            """
+        )
+    )
+    try:
+        url, headers, serving = start_serving(kernel, "--approve auto")
+        try:
+            many = Many(url, headers, "touch", CARDS + 40)
+            kernel.wait_for(many.done, timeout=300, what="the calls")
+            assert many.error is None, many.error
+            assert len(many.results) == CARDS + 40
+            kept = kernel.eval("len(nbagent.serve().view.transcript.calls)")
+            assert kept <= CARDS, kept
+        finally:
+            # without widgets the cards are shown when serving ends: in the stopping cell
+            stopping = kernel.submit("%agent serve stop")
+            kernel.finish(stopping)
+    finally:
+        kernel.execute('_os.environ.pop("NBAGENT_MODE", None)')
+    outputs = kernel.cell_outputs(serving) + kernel.cell_outputs(stopping)
+    assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
+    plain = kernel.cell_text(serving) + kernel.cell_text(stopping)
+    assert f"{CARDS + 40} calls" in plain and "earlier: folded" in plain, plain[-2000:]
+    assert plain.count("touched f") <= CARDS, plain.count("touched f")
+    assert f"touched f{CARDS + 39}" in plain  # the newest call's card is kept
