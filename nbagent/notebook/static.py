@@ -55,7 +55,6 @@ __all__ = [
     "block_html",
     "block_markdown",
     "block_outputs",
-    "folded_outputs",
     "block_plain",
     "head_outputs",
     "markdown_html",
@@ -569,12 +568,6 @@ def _with_images(piece: _Piece) -> list[Bundle]:
 def head_outputs(transcript: Transcript) -> list[Bundle]:
     """The prompt line of a run, as one output (for views that show a run piece by piece)."""
     return _with_images(_head(transcript))
-
-
-def folded_outputs(transcript: Transcript) -> list[Bundle]:
-    """The line that counts the calls a long ``%agent serve`` folded away (none for a run)."""
-    folded = transcript.serving.folded_forms() if transcript.serving is not None else None
-    return _with_images(_Piece(*folded)) if folded is not None else []
 
 
 def block_outputs(block: Block, transcript: Transcript) -> list[Bundle]:

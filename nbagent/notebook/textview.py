@@ -24,7 +24,8 @@ from ..events import (
 )
 from ..redact import redact_secrets
 from .records import Block, CallRecord
-from .static import block_outputs, folded_outputs, head_outputs, tail_outputs
+from .render import no_math
+from .static import block_outputs, head_outputs, tail_outputs
 from .transcript import Transcript
 
 __all__ = ["Display", "TextView", "ipython_display"]
@@ -158,8 +159,11 @@ class TextView:
         if stop_reason is not None and not self.transcript.done:
             self.transcript.end(stop_reason)
         self._show_head()
-        for data, meta in folded_outputs(self.transcript):  # a long serving's earlier calls
-            self.display(data, meta)
+        forms = self.transcript.serving.folded_forms() if self.transcript.serving else None
+        if forms is not None:  # a long serving's earlier calls, counted in one line
+            html, markdown, plain = forms
+            bundle = {"text/html": html, "text/markdown": markdown, "text/plain": plain}
+            self.display(no_math(bundle), {})
         self._show_ready(everything=True)
         metadata = {"nbagent": self.transcript.to_metadata()}
         for data, meta in tail_outputs(self.transcript, metadata):
