@@ -295,9 +295,12 @@ class ServingForms:
         if not self.folded_total:
             return None
         counts = served_counts((), self.folded, self.folded_total)
+        total, _, how = counts.partition(": ")
         said = (
-            f"{counts} earlier: folded, so that the cell keeps the cards of the latest "
-            f"{self.keep:,} (every call is in %agent report and .calls.records)"
+            f"{total.replace(' call', ' earlier call')} folded"
+            + (f" ({how})" if how else "")
+            + f": the cell keeps the cards of the latest {self.keep:,}; every call is in "
+            "%agent report and .calls.records"
         )
         return (
             f'<div class="nbagent-served-folded" style="{_LABEL}">{html.escape(said)}</div>',

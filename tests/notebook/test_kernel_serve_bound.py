@@ -136,11 +136,11 @@ def test_a_long_session_keeps_its_latest_cards_and_counts_the_rest(kernel: Kerne
         # the waiting call's card is still there, its buttons alive
         assert approve[0] in live and approve[0] not in kernel.closed
         line = kernel.wait_for(
-            lambda: [t for t in kernel.html_texts(since) if "earlier: folded" in t],
+            lambda: [t for t in kernel.html_texts(since) if "earlier calls folded" in t],
             what="the folded line",
         )
         folded = CALLS + 1 - CARDS
-        assert f"{folded:,} calls: {folded:,} by a rule earlier: folded" in line[-1], line[-1]
+        assert f"{folded:,} earlier calls folded ({folded:,} by a rule)" in line[-1], line[-1]
         # the timeline, live: calls, no steps, no model lane
         summary = kernel.eval("nbagent.serve().calls.timeline().summary()")
         assert summary.startswith(f"timeline: {CALLS + 1:,} served calls"), summary
@@ -163,7 +163,7 @@ def test_a_long_session_keeps_its_latest_cards_and_counts_the_rest(kernel: Kerne
     assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
     plain = kernel.cell_text(serving)
     assert f"stopped · {CALLS + 1} calls: 1 approved, {CALLS} by a rule · " in plain, plain
-    assert "earlier: folded" in plain
+    assert "earlier calls folded" in plain
     shown = "".join(o["data"].get("text/html", "") for o in outputs if "data" in o)
     record = next(o["metadata"]["nbagent"] for o in outputs if "nbagent" in o.get("metadata", {}))
     assert len(record["calls"]) <= CARDS  # the transcript's calls: the latest only
@@ -217,6 +217,6 @@ def test_a_long_session_without_widgets_keeps_its_latest_calls_too(kernel: Kerne
     outputs = kernel.cell_outputs(serving) + kernel.cell_outputs(stopping)
     assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
     plain = kernel.cell_text(serving) + kernel.cell_text(stopping)
-    assert f"{CARDS + 40} calls" in plain and "earlier: folded" in plain, plain[-2000:]
+    assert f"{CARDS + 40} calls" in plain and "earlier calls folded" in plain, plain[-2000:]
     assert plain.count("touched f") <= CARDS, plain.count("touched f")
     assert f"touched f{CARDS + 39}" in plain  # the newest call's card is kept
