@@ -11,7 +11,6 @@ closed. Where no page runs the script (nbclient, a kernel client), the text is n
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import anywidget
@@ -34,21 +33,15 @@ class SecretLine(anywidget.AnyWidget):
     def __init__(self, text: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._text: str | None = text[:MAX_SECRET_LINE]
-        self._lock = threading.Lock()
-        self.sent = 0
         self.on_msg(self._asked)
 
     def _asked(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict) or content.get("event") != "ready":
             return
-        with self._lock:
-            text = self._text
-            if text is None:
-                return
-            self.sent += 1
-        self.send({"text": text})
+        text = self._text  # one read: forget() may come from another thread
+        if text is not None:
+            self.send({"text": text})
 
     def forget(self) -> None:
         """The text is gone: no view gets it any more."""
-        with self._lock:
-            self._text = None
+        self._text = None
