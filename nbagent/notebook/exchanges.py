@@ -22,7 +22,15 @@ from ..redact import redact_secrets
 from ..tools import ToolCall
 from .render import shorten
 
-__all__ = ["exchange_html", "exchanges_html", "message_html", "request_summary"]
+__all__ = [
+    "LABEL_STYLE",
+    "escaped",
+    "exchange_html",
+    "exchanges_html",
+    "message_html",
+    "pre_html",
+    "request_summary",
+]
 
 #: Longest text shown for one message part.
 PART = 4_000
@@ -31,29 +39,32 @@ _PRE = (
     "monospace);font-size:var(--jp-code-font-size,12px);background:var(--jp-layout-color2,"
     "#f3f3f3);border-radius:3px"
 )
-_LABEL = "font-size:0.85em;opacity:0.7;margin-top:4px"
+#: The small dim label over each part of a request view (the serving's too).
+LABEL_STYLE = _LABEL = "font-size:0.85em;opacity:0.7;margin-top:4px"
 
 
-def _esc(text: str, limit: int = PART) -> str:
+def escaped(text: str, limit: int = PART) -> str:
+    """Untrusted text for a request view: secrets hidden, cut to ``limit``, escaped."""
     return html.escape(shorten(redact_secrets(text), limit))
 
 
-def _pre(text: str, limit: int = PART) -> str:
-    return f'<div style="{_PRE}">{_esc(text, limit)}</div>'
+def pre_html(text: str, limit: int = PART) -> str:
+    """Untrusted text as a preformatted block of a request view."""
+    return f'<div style="{_PRE}">{escaped(text, limit)}</div>'
 
 
 def _part_html(part: Any) -> str:
     if isinstance(part, TextPart):
-        return _pre(part.text) if part.text else ""
+        return pre_html(part.text) if part.text else ""
     if isinstance(part, ImagePart):
         return (
             f"<div><i>[image {part.width}×{part.height}, {html.escape(part.mime_type)}]</i></div>"
         )
     if isinstance(part, ReasoningPart):
         text = part.text or ("(encrypted)" if part.signature or part.redacted else "")
-        return f'<div style="font-style:italic;opacity:0.75">thinking: {_esc(text)}</div>'
+        return f'<div style="font-style:italic;opacity:0.75">thinking: {escaped(text)}</div>'
     if isinstance(part, ToolCall):
-        return f"<div><code>{_esc(part.name, 64)}</code> {_pre(part.arguments)}</div>"
+        return f"<div><code>{escaped(part.name, 64)}</code> {pre_html(part.arguments)}</div>"
     return f"<div><i>{html.escape(type(part).__name__)}</i></div>"
 
 
@@ -74,7 +85,7 @@ def message_html(message: Message) -> str:
                 marks.append("edited by the person")
             mark = f" ({', '.join(marks)})" if marks else ""
             parts.append(
-                f'<div style="{_LABEL}">tool result of <code>{_esc(result.name, 64)}</code> '
+                f'<div style="{_LABEL}">tool result of <code>{escaped(result.name, 64)}</code> '
                 f"{html.escape(result.call_id)}{mark}</div>"
                 + "".join(_part_html(p) for p in result.content)
             )
@@ -87,8 +98,9 @@ def _tools_html(request: Request) -> str:
     for definition in request.tools:
         schema = json.dumps(definition.input_schema or {}, ensure_ascii=False, indent=1)
         items.append(
-            f"<li><code>{_esc(definition.name, 64)}</code>: {_esc(definition.description, 400)}"
-            f'<details><summary style="{_LABEL}">input schema</summary>{_pre(schema)}</details>'
+            f"<li><code>{escaped(definition.name, 64)}</code>: "
+            f"{escaped(definition.description, 400)}"
+            f'<details><summary style="{_LABEL}">input schema</summary>{pre_html(schema)}</details>'
             "</li>"
         )
     return f'<ul style="margin:2px 0">{"".join(items)}</ul>' if items else "<i>no tools</i>"
@@ -121,7 +133,7 @@ def request_html(request: Request, shown: Sequence[Message], *, before: int, ful
     parts = []
     if full:
         instructions = request.instructions or "(none)"
-        parts.append(f'<div style="{_LABEL}">instructions</div>{_pre(instructions)}')
+        parts.append(f'<div style="{_LABEL}">instructions</div>{pre_html(instructions)}')
         parts.append(f'<div style="{_LABEL}">tools</div>{_tools_html(request)}')
     parts.append(f'<div style="{_LABEL}">{html.escape(_options_text(request))}</div>')
     earlier = f", after the {before} before" if before else ""
@@ -154,7 +166,7 @@ def exchange_html(exchanges: Sequence[Exchange], index: int) -> str:
         details.append(f"sent {exchange.retries + 1} times")
     if exchange.error is not None:
         details.append(f"error: {type(exchange.error).__name__}: {exchange.error}")
-    edits = "".join(f"<li>{_esc(e, 300)}</li>" for e in exchange.edited)
+    edits = "".join(f"<li>{escaped(e, 300)}</li>" for e in exchange.edited)
     edited = (
         f'<div style="{_LABEL}">edited at the pause before it</div><ul>{edits}</ul>'
         if edits
@@ -162,7 +174,7 @@ def exchange_html(exchanges: Sequence[Exchange], index: int) -> str:
     )
     return (
         f'<div style="{_LABEL}"><b>what the model saw</b></div>{saw}{edited}'
-        f'<div style="{_LABEL}"><b>what came back</b> · {_esc(" · ".join(details), 600)}</div>'
+        f'<div style="{_LABEL}"><b>what came back</b> · {escaped(" · ".join(details), 600)}</div>'
         f"{answer}"
     )
 
@@ -191,11 +203,11 @@ def exchanges_html(
             under = "".join(inner(call.id) for call in calls)
         steps.append(
             f'<details style="margin-left:0.8em"><summary style="{_LABEL}">'
-            f"{_esc(summary, 200)}</summary>{exchange_html(exchanges, index)}{under}</details>"
+            f"{escaped(summary, 200)}</summary>{exchange_html(exchanges, index)}{under}</details>"
         )
     count = len(exchanges)
     return (
-        f'<details class="nbagent-exchanges"><summary style="{_LABEL}">{_esc(title, 300)} '
+        f'<details class="nbagent-exchanges"><summary style="{_LABEL}">{escaped(title, 300)} '
         f"({count} request{'s' if count != 1 else ''})</summary>"
         f"{''.join(steps)}</details>"
     )

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..redact import redact_secrets
-from .render import safe_markdown, shorten
+from .exchanges import LABEL_STYLE, escaped, pre_html
+from .render import safe_markdown
 from .wording import seconds
 
 __all__ = [
@@ -48,23 +49,17 @@ CARDS = 50
 KEEP_FOLDED = 1_000
 #: Longest arguments or answer shown for one call.
 PART = 2_000
-_PRE = (
-    "white-space:pre-wrap;line-height:1.35;margin:2px 0;padding:3px 6px;"
-    "font-family:var(--jp-code-font-family,"
-    "monospace);font-size:var(--jp-code-font-size,12px);background:var(--jp-layout-color2,"
-    "#f3f3f3);border-radius:3px"
-)
-_LABEL = "font-size:0.85em;opacity:0.7;margin-top:4px"
 TITLE = "What the client asked and got"
 _DIM = "opacity:0.8"
+_LABEL = LABEL_STYLE
 
 
 def _esc(text: str, limit: int = PART) -> str:
-    return html.escape(shorten(redact_secrets(text), limit), quote=True)
+    return escaped(text, limit)
 
 
 def _pre(text: str) -> str:
-    return f'<div style="{_PRE}">{_esc(text)}</div>'
+    return pre_html(text, PART)
 
 
 def _json(value: Any) -> str:
