@@ -47,6 +47,7 @@ from ..schema._strict_json import parse_arguments
 from ..tools import Tool, ToolCall, validate_tools
 from ._calls import run_valid_call
 from ._execution import copy_json
+from ._ids import new_id
 from ._timing import TimelineBuilder
 
 if TYPE_CHECKING:
@@ -64,7 +65,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("nbagent")
-_serve_ids = itertools.count(1)
 #: Served calls remembered for the timeline and the report (the oldest go first).
 KEEP_RECORDS = 1_000
 #: Client names remembered (from their ``initialize``), the most recent last.
@@ -142,7 +142,7 @@ class ServedCalls:
         self._sink = emit
         self.loop = loop
         self._agent = agent
-        self.id = run_id or f"serve-{next(_serve_ids)}"
+        self.id = run_id or new_id("serve")
         self.label = label
         self._steps = 0
         self._numbers = itertools.count(1)

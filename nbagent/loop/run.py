@@ -18,7 +18,6 @@ step has its own room, which reads the run through :class:`nbagent.loop._loopsta
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -54,6 +53,7 @@ from ._ending import (
 )
 from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE
+from ._ids import new_id
 from ._repeats import RepeatGuard
 from ._snapshots import HistoryLog
 from ._stepmode import pause
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 log = logging.getLogger("nbagent")
-_run_ids = itertools.count(1)
 
 
 class Run:
@@ -96,7 +95,7 @@ class Run:
         if answer is not None and answer.tool is not None:
             tools = {**tools, answer.tool.name: answer.tool}
             self.schemas[answer.tool.name] = answer.compiled
-        self.id = f"run-{next(_run_ids)}"
+        self.id = new_id("run")
         self.prompt = prompt
         self.approver = approver
         self.max_steps = max_steps
