@@ -140,6 +140,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     # the words every room speaks: content, tools, messages, a model's request and answer
     "vocabulary": (
         "nbagent._digest",
+        "nbagent._gates",
         "nbagent._history",
         "nbagent._prices",
         "nbagent.content",

@@ -19,6 +19,7 @@ of the wrong type or over its bound, a digest that is not ``sha256:`` and 64 hex
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 import time
@@ -148,6 +149,9 @@ class Provenance:
     rule: str | None = None
     #: When the run started (or was refused), UTC, to the second: ``2026-03-02T14:05:09Z``.
     at: str | None = None
+    #: A map's record (``%agent map``): how many runs it stands for (its rows that asked a
+    #: model); None for one run's record.
+    rows: int | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         """The JSON object written under ``metadata["nbagent"]``: every string cut to its bound,
@@ -183,6 +187,8 @@ class Provenance:
             "rule": _cut_or_none(self.rule, _SHORT),
             "at": self.at,
         }
+        if self.rows is not None:  # only a map's record has it
+            data["rows"] = self.rows
         from_metadata(data)  # what we write, we can read back: a bad value fails here, not later
         return data
 
@@ -333,6 +339,7 @@ def from_metadata(value: object) -> Provenance:
         output_digest=_digest(obj["output_digest"], "output_digest"),
         rule=_text_or_none(obj.get("rule"), "rule", _SHORT),
         at=_time(obj.get("at"), "at"),
+        rows=None if obj.get("rows") is None else _count(obj["rows"], "rows"),
     )
 
 
@@ -375,7 +382,7 @@ _RUN_KEYS = frozenset(
     }
 )  # fmt: skip
 #: Keys added since the first records: a record written before them is still read.
-_RUN_LATER = frozenset({"rule", "at"})
+_RUN_LATER = frozenset({"rule", "at", "rows"})
 _FOLLOW_UP_KEYS = frozenset({"version", "action", "runs", "code_digest"})
 _FOLLOW_UP_LATER = frozenset({"steps", "policy_digest"})
 _STEP_KEYS = frozenset({"run_id", "step", "kept", "left_out"})
@@ -416,12 +423,10 @@ def _object(
     (keys a newer nbagent writes, missing from older records)."""
     if not isinstance(value, Mapping):
         raise ProvenanceError(where, f"must be an object, not {_shown(value)}")
-    if len(value) > len(keys) + len(later):
-        extra = sorted(str(k)[:40] for k in value if k not in keys and k not in later)[:3]
-        raise ProvenanceError(where, f"unknown key(s) {', '.join(map(repr, extra))}")
-    for key in value:
-        if key not in keys and key not in later:
-            raise ProvenanceError(where, f"unknown key {_shown(key)}")
+    if len(value) > len(keys) + len(later) or any(k not in keys and k not in later for k in value):
+        extra = list(itertools.islice((k for k in value if k not in keys and k not in later), 3))
+        shown = ", ".join(_shown(k) if not isinstance(k, str) else repr(k[:40]) for k in extra)
+        raise ProvenanceError(where, f"unknown key(s) {shown}")
     missing = sorted(keys - set(value))
     if missing:
         raise ProvenanceError(where, f"missing key(s) {', '.join(map(repr, missing))}")

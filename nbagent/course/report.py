@@ -78,11 +78,14 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
     unpriced = 0
     ai_off_message = _ai_off(course, found.notebook)
     others: dict[str, list[str]] = {}  # another policy's digest -> the runs made under it
+    counted = 0  # runs: a map's record stands for its rows
     for run in runs:
-        if run.refused is not None:
+        many = run.rows if run.rows is not None else 1
+        counted += many if run.refused is None or run.requests else 1
+        if run.refused is not None and not run.requests:  # refused before it asked a model
             refused += 1
         else:
-            modes[run.mode] += 1
+            modes[run.mode] += many
             if run.model:
                 models[run.model] = None
             if run.cost_usd is None:
@@ -92,7 +95,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
         digests[run.policy_digest or "none"] = None
         if course is not None and run.policy_digest != course.digest:
             others.setdefault(run.policy_digest or "none", []).append(run.run_id)
-        if run.refused is None and (ai_off_message is not None or run.ai_off):
+        if (run.refused is None or run.requests) and (ai_off_message is not None or run.ai_off):
             where = "the course policy" if ai_off_message is not None else "its own record"
             scan.add("ai_off", f"{run.run_id} asked a model in a notebook {where} marks AI off")
     for digest, ids in others.items():
@@ -107,7 +110,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
     return NotebookRow(
         found.student,
         found.notebook,
-        runs=len(runs),
+        runs=counted,
         live=modes["live"],
         replayed=modes["replayed"],
         offline=modes["offline"],

@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _gates
 from .._textbuf import TextBuffer
+from ..delegation import helper_call
+from ..errors import RequestRefusedError
 from ..events import (
     AssistantTextDelta,
     ReasoningTextDelta,
@@ -90,6 +93,7 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
     edits: list[str] = []
     if run._pauser is not None:
         request, generator, edits = await pause_before_request(run, step, request, generator)
+    asked = _admitted(run, step, request, generator)
     started = time.monotonic()
     retries = 0
     try:
@@ -97,9 +101,31 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
     except BaseException as exc:
         failed = run._answer or Answer(run._taken)
         _record(run, step, request, generator, failed, retries, started, edits, exc)
+        if asked is not None:
+            _gates.settle(asked, failed.usage, 1 + retries)
         raise
     _record(run, step, request, generator, answer, retries, started, edits, answer.error)
+    if asked is not None:
+        _gates.settle(asked, answer.usage, 1 + retries)
     return answer
+
+
+def _admitted(
+    run: LoopState, step: int, request: Request, generator: Generator
+) -> _gates.RequestAsked | None:
+    """Ask the gates installed on the request path (:mod:`nbagent._gates`) about the request
+    as it will be sent; a refusal ends the run, and a request never sent is not counted."""
+    if not _gates.installed():
+        return None
+    asked = _gates.RequestAsked(
+        run.id, step, request, generator, run.approver, run.tools, helper_call()
+    )
+    try:
+        _gates.admit(asked)
+    except RequestRefusedError:
+        run._requests -= 1
+        raise
+    return asked
 
 
 def _record(

@@ -138,9 +138,9 @@ class ServedSession:
             if self.hide_line is not None:
                 self.hide_line()
             self._note_undone()
+            self._record()  # before the view writes its final output, which carries it
             if not self.view.finished:
                 self.view.close("finished")
-            self._record()
             outputs.run_ended(self.view, static_segments=False)
         finally:
             if self.session.served is self:
@@ -255,6 +255,12 @@ def serve(
     if approve not in (None, "ask", "auto"):
         raise ValueError("approve: 'ask' or 'auto'")
     shell = session.shell
+    from .courseadmit import admit_serving
+
+    refusal = admit_serving(session, shell, prompt="%agent serve", kernel=kernel,
+                            auto=approve == "auto")  # fmt: skip
+    if refusal is not None:  # the cell says why, with the refusal's record
+        raise refusal
     frontend = detect(shell)
     interactive = frontend.interactive and widgets_available()
     auto = approve == "auto"
@@ -541,10 +547,14 @@ def serve_command(session: Session, _shell: Any, words: list[str]) -> None:
         raise UsageError(f"%agent serve {shlex.join(words)}: {exc}") from None
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be between 0 (a free one) and 65535")
+    from .coursegate import CourseRefusal
+
     try:
         served = serve(
             session, kernel=args.kernel, approve=args.approve, port=args.port, expose=args.expose
         )
+    except CourseRefusal:
+        return  # the course policy refused it: the cell shows its sentence and record
     except (ServeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     if not hasattr(served.view, "widget"):  # a card's header says it, and keeps it current

@@ -77,6 +77,9 @@ class TextView:
         self._shown: set[int] = set()
         self._steps_done: set[int] = set()
         self._head_shown = False
+        #: The run's course provenance (set by its end, before :meth:`close` writes the last
+        #: output, whose metadata carries it under ``"provenance"``).
+        self.provenance: dict[str, Any] | None = None
 
     def _ready(self, block: Block) -> bool:
         """A block is shown once nothing about it can change: its step's answer is complete
@@ -165,6 +168,9 @@ class TextView:
             bundle = {"text/html": html, "text/markdown": markdown, "text/plain": plain}
             self.display(no_math(bundle), {})
         self._show_ready(everything=True)
-        metadata = {"nbagent": self.transcript.to_metadata()}
+        record = self.transcript.to_metadata()
+        if self.provenance is not None:
+            record["provenance"] = self.provenance
+        metadata = {"nbagent": record}
         for data, meta in tail_outputs(self.transcript, metadata):
             self.display(data, meta)
