@@ -178,20 +178,49 @@ def class_report(
     return pandas.DataFrame([astuple(r) for r in rows], columns=list(COLUMNS))
 
 
+#: What makes a spreadsheet cell a formula (or DDE) when it starts one: the ASCII signs and
+#: their full-width forms, which some spreadsheets read the same.
+_FORMULA = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
+#: Control characters shown as escapes: a line break in a value is where a reader that splits
+#: lines (or a spreadsheet importing without quotes) would start a new cell.
+_ESCAPES = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
+
+
+def _visible(text: str) -> str:
+    """``text`` on one line: each control character (C0, DEL, C1, the Unicode line and
+    paragraph separators) as an escape (``\\r``, ``\\n``, ``\\x0b``, ``\\u2028``)."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif code < 32 or 127 <= code < 160 or code in (0x2028, 0x2029):
+            out.append(f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def csv_cell(value: object) -> str:
+    """One value as a spreadsheet may safely open it: on one line (control characters
+    escaped, so no value can begin a line of the file), and a value a spreadsheet would take as
+    a formula (its first character, after any blanks, is ``=``, ``+``, ``-``, ``@`` or a
+    full-width one) shown as text by a leading ``'``."""
+    text = _visible("" if value is None else str(value))
+    if text.lstrip(" \u00a0\u3000")[:1] in _FORMULA:
+        text = "'" + text
+    return text
+
+
 def _cells(row: NotebookRow) -> list[str]:
-    values = []
-    for value in astuple(row):
-        text = "" if value is None else str(value)
-        if text[:1] in ("=", "+", "-", "@", "\t", "\r"):  # a spreadsheet would run it
-            text = "'" + text
-        values.append(text)
-    return values
+    return [csv_cell(value) for value in astuple(row)]
 
 
 def to_csv(rows: Sequence[NotebookRow]) -> str:
-    """The rows as CSV text; a value a spreadsheet would take as a formula starts with ``'``."""
+    """The rows as CSV text: every value quoted and on one line, a value a spreadsheet would
+    take as a formula starting with ``'`` (see :func:`csv_cell`)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(COLUMNS)
     for row in rows:
         writer.writerow(_cells(row))
