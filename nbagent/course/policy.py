@@ -60,6 +60,8 @@ __all__ = [
     "Rules",
     "find_policy",
     "load_policy",
+    "rule_said",
+    "sentence_parts",
 ]
 
 FILENAME = "nbagent-course.toml"
@@ -405,3 +407,28 @@ def describe_value(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     return str(value)
+
+
+#: How a refusal names its rule: ``rule `models = ["openai:gpt-4.1-*"]` in nbagent-course.toml``
+#: (:func:`rule_said` writes it, :func:`sentence_parts` finds it again in a sentence).
+_RULE_SAID = re.compile(r"rule `(?P<rule>[^\n]+?)` in ")
+
+
+def rule_said(shown: str, source: str | None) -> str:
+    """The part of a refusal's sentence that names the rule as the file writes it, and the
+    file: a code span in the Markdown and HTML forms (see :func:`sentence_parts`)."""
+    return f"rule `{shown}` in {source}"
+
+
+def sentence_parts(sentence: str) -> list[tuple[str, bool]]:
+    """A refusal's sentence as pieces of text and (``True``) the rule it names, which the
+    notebook shows as code: everything else is shown exactly as written (the teacher's
+    message may hold any sign). The sentence itself, with its backticks, is the plain form."""
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    for match in _RULE_SAID.finditer(sentence):
+        parts.append((sentence[at : match.start()] + "rule ", False))
+        parts.append((match.group("rule"), True))
+        at = match.end() - len(" in ")
+    parts.append((sentence[at:], False))
+    return [(text, code) for text, code in parts if text]

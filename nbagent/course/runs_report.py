@@ -57,6 +57,16 @@ def _esc(text: object) -> str:
     return html.escape(redact_secrets(str(text)))
 
 
+def _sentence_html(sentence: str) -> str:
+    """A refusal's sentence: the rule it names as code, the rest escaped text."""
+    from .policy import sentence_parts
+
+    return "".join(
+        f"<code>{_esc(text)}</code>" if code else _esc(text)
+        for text, code in sentence_parts(sentence)
+    )
+
+
 def _cut(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -255,7 +265,7 @@ def _details(run: Provenance, fate: str | None) -> list[str]:
         return []
     out = [f"<p><b>{_esc(run.run_id)}</b></p>"]
     if run.refused:
-        out.append(f"<p>refused: {_esc(run.refused)}</p>")
+        out.append(f"<p>refused: {_sentence_html(run.refused)}</p>")
     if run.calls:
         asked = any(c.arguments is not None for c in run.calls)
         heads = ["tool", "decided", "ended"] + (["asked", "got"] if asked else [])

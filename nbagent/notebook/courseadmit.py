@@ -186,11 +186,11 @@ def show_refusal(refusal: CourseRefusal, record: Provenance) -> None:
     page copies into the cell's own metadata: :mod:`.cellnote`)."""
     from IPython.display import display
 
-    from .render import safe_markdown
+    from .render import sentence_markdown
 
     sentence = redact_secrets(refusal.sentence)
     display(  # type: ignore[no-untyped-call]
-        {"text/plain": sentence, "text/markdown": f"**nbagent:** {safe_markdown(sentence)}"},
+        {"text/plain": sentence, "text/markdown": f"**nbagent:** {sentence_markdown(sentence)}"},
         metadata={"nbagent": record.to_metadata()},
         raw=True,
     )

@@ -41,6 +41,7 @@ from ..course.policy import (
     describe_value,
     find_policy,
     load_policy,
+    rule_said,
 )
 from ..errors import RequestRefusedError
 from ..limits import Budget
@@ -136,7 +137,7 @@ class Course:
             _, scope, part = rule.split(".")
             value = getattr(self.rules.budget(scope), part)
         shown = f"{key} = {describe_value(value)}" if value is not None else key
-        return f"rule `{shown}` in {self.source}"
+        return rule_said(shown, self.source)
 
 
 _read: dict[tuple[str, bool], tuple[tuple[int, int, int], CoursePolicy]] = {}

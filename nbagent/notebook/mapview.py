@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..batch import BatchProgress
 from ..redact import redact_secrets
-from .render import STATUS_COLORS, close_widgets, no_math, shorten
+from .render import STATUS_COLORS, close_widgets, md_text, no_math, shorten
 
 if TYPE_CHECKING:
     from ..batch import Batch
@@ -98,7 +98,7 @@ def progress_bundle(
 
 
 def _md_escape(text: str) -> str:
-    return "".join("\\" + c if c in "\\`*_[]<>#|$" else c for c in text.replace("\n", " "))
+    return md_text(text.replace("\n", " "))
 
 
 def _failures(batch: Batch | None) -> list[tuple[str, str]]:

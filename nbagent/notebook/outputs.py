@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .render import safe_markdown
+from .render import md_text
 from .static import run_outputs
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _update(data: dict[str, Any], metadata: dict[str, Any], display_id: str) -> 
 
 def note(text: str) -> None:
     """A one-line note in the cell (Markdown and plain text)."""
-    _display({"text/markdown": f"*{safe_markdown(text)}*", "text/plain": text}, {}, None)
+    _display({"text/markdown": f"*{md_text(text)}*", "text/plain": text}, {}, None)
 
 
 def show_live(view: View, display_id: str) -> None:

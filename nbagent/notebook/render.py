@@ -4,7 +4,9 @@ Model and tool text is never trusted HTML, and credential-shaped text in it is s
 (:func:`nbagent.redact.redact_secrets`). JupyterLab renders outputs of a live session (and
 everything inside an Output widget) as *trusted*: Markdown there may carry raw HTML and
 ``javascript:`` links that run. So text goes out as ``text/plain``, or as Markdown passed
-through :func:`safe_markdown`, or as HTML we build ourselves with every value escaped.
+through :func:`safe_markdown`, or as HTML we build ourselves with every value escaped; text that
+is not meant as Markdown (what a person or a file wrote: a policy's globs, a prompt, a name)
+goes into Markdown through :func:`md_text`, which shows it exactly as written.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ __all__ = [
     "STATUS_COLORS",
     "code_span",
     "fenced",
+    "md_text",
     "result_outputs",
+    "sentence_markdown",
     "rows_html",
     "safe_markdown",
     "shorten",
@@ -127,10 +131,48 @@ def _defuse_inline(line: str) -> str:
     return "".join(out)
 
 
+#: Characters that make or change Markdown anywhere in a line (emphasis, code, links, raw
+#: HTML, headings, tables, strikethrough, TeX, character references, escapes).
+_MD_SIGNS = re.compile(r"([\\`*_\[\]<>#|~$&])")
+#: What makes a line a list item, a thematic break or a setext underline where it starts.
+_MD_LINE_START = re.compile(r"^( {0,3})([-+=])")
+#: What makes a line an ordered list item.
+_MD_ORDERED = re.compile(r"^( {0,3}\d{1,9})([.)])")
+
+
+def md_text(text: str) -> str:
+    """Text a person, a file or a server wrote (a policy's values, a prompt, a tool's name, a
+    path, an error), as Markdown that shows exactly that text: every sign that would make
+    Markdown is escaped (``openai:gpt-4.1-*`` stays a glob, not italics; a backtick stays a
+    backtick), so it can neither format nor run nor fetch anything. Model text, which is meant
+    as Markdown, goes through :func:`safe_markdown` instead."""
+    lines = []
+    for line in text.split("\n"):
+        line = _MD_SIGNS.sub(r"\\\1", line)
+        stripped = line.lstrip(" \t")
+        if len(line) - len(stripped) >= 4 or line.startswith("\t"):  # an indented code block
+            line = "\u00a0" * min(len(line) - len(stripped), 40) + stripped
+        line = _MD_LINE_START.sub(r"\1\\\2", line)
+        lines.append(_MD_ORDERED.sub(r"\1\\\2", line))
+    return "\n".join(lines)
+
+
+def sentence_markdown(sentence: str) -> str:
+    """A sentence of nbagent's that quotes what a file or person wrote (a refusal quotes the
+    teacher's message and names the policy's rule) as Markdown: the rule as code, everything
+    else shown as written (see :func:`nbagent.course.policy.sentence_parts`)."""
+    from ..course.policy import sentence_parts
+
+    return "".join(
+        code_span(text) if code else md_text(text) for text, code in sentence_parts(sentence)
+    )
+
+
 def safe_markdown(text: str) -> str:
     """Markdown that reads the same but can run and fetch nothing: raw HTML is escaped,
     ``javascript:`` (and similar) URLs are broken and images become links, outside code spans
-    and fenced blocks, which stay literal."""
+    and fenced blocks, which stay literal. For model text; text that must show as written
+    goes through :func:`md_text`."""
     lines = text.split("\n")
     fence: str | None = None
     for index, line in enumerate(lines):

@@ -34,7 +34,7 @@ from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
 from ..redact import redact_secrets
 from . import outputs
 from .frontend import detect, widgets_available
-from .render import close_widgets
+from .render import close_widgets, md_text
 from .runner import kernel_loop
 from .servedrequests import ServingForms
 
@@ -471,7 +471,7 @@ def _show_connection(served: ServedSession) -> None:
             "%agent serve, makes a new token)"
         )
         update_display(  # type: ignore[no-untyped-call]
-            {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"},
+            {"text/plain": text, "text/markdown": f"*{md_text(text)}*"},
             raw=True,
             display_id=display_id,
         )
