@@ -41,6 +41,11 @@ BY_PATH = {
 #: 8 s or more in a full serial run on the project's 2-core machine (--durations=0, Dec 2026),
 #: each costing what a hundred others do.
 SLOW: dict[str, tuple[str, ...]] = {
+    "notebook/test_headless_record.py": (  # one nbclient run of a notebook that serves too
+        "test_each_live_run_saved_headless_carries_its_record_and_cost",
+        "test_the_class_report_counts_the_headless_runs",
+        "test_a_headless_serving_saves_its_served_record",
+    ),
     "kernel/test_toolkit.py": ("test_a_thousand_figures_send_a_few_images_and_close_the_rest",),
     "mcp/test_notebook.py": (
         "test_add_list_run_and_remove_in_a_kernel",

@@ -59,7 +59,7 @@ def _esc(text: object) -> str:
 
 def _sentence_html(sentence: str) -> str:
     """A refusal's sentence: the rule it names as code, the rest escaped text."""
-    from .policy import sentence_parts
+    from .refusal import sentence_parts
 
     return "".join(
         f"<code>{_esc(text)}</code>" if code else _esc(text)

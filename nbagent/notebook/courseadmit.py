@@ -186,11 +186,10 @@ def show_refusal(refusal: CourseRefusal, record: Provenance) -> None:
     page copies into the cell's own metadata: :mod:`.cellnote`)."""
     from IPython.display import display
 
-    from .render import sentence_markdown
+    from ..course.refusal import refusal_bundle
 
-    sentence = redact_secrets(refusal.sentence)
     display(  # type: ignore[no-untyped-call]
-        {"text/plain": sentence, "text/markdown": f"**nbagent:** {sentence_markdown(sentence)}"},
+        refusal_bundle(redact_secrets(refusal.sentence)),
         metadata={"nbagent": record.to_metadata()},
         raw=True,
     )

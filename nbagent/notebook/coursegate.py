@@ -41,8 +41,8 @@ from ..course.policy import (
     describe_value,
     find_policy,
     load_policy,
-    rule_said,
 )
+from ..course.refusal import ai_off_sentence, rule_said
 from ..errors import RequestRefusedError
 from ..limits import Budget
 from .coursereach import Reach
@@ -130,14 +130,8 @@ class Course:
         return str(loc.notebook) if loc.notebook is not None else str(loc.folder / "?")
 
     def where(self, rule: str) -> str:
-        """``rule `ai = false` (notebooks[2]) in nbagent-course.toml``: for refusals."""
-        key = self.rules.origin.get(rule, rule)
-        value = getattr(self.rules, rule, None) if "." not in rule else None
-        if value is None and rule.startswith("budget."):
-            _, scope, part = rule.split(".")
-            value = getattr(self.rules.budget(scope), part)
-        shown = f"{key} = {describe_value(value)}" if value is not None else key
-        return rule_said(shown, self.source)
+        """``rule `notebooks[2].ai = false` in nbagent-course.toml``: for refusals."""
+        return rule_said(self.rules.said(rule), self.source)
 
 
 _read: dict[tuple[str, bool], tuple[tuple[int, int, int], CoursePolicy]] = {}
@@ -176,16 +170,23 @@ def current(shell: Any, environ: dict[str, str] | None = None) -> Course:
     except CoursePolicyError as exc:
         return Course(location, error=str(exc), path=path)
     notebook = folder = None
+    inside = True
+    home = policy.folder.resolve()
     try:
         if location.notebook is not None:
-            notebook = location.notebook.relative_to(policy.folder.resolve()).as_posix()
+            notebook = location.notebook.relative_to(home).as_posix()
         else:
-            folder = location.folder.resolve().relative_to(policy.folder.resolve()).as_posix()
+            folder = location.folder.resolve().relative_to(home).as_posix()
             folder = "" if folder == "." else folder
-    except ValueError:
-        pass  # outside the policy's folder (a hub's policy elsewhere): the top level applies
-    sections = tuple(policy.sections_for(notebook, folder))
-    return Course(location, policy, policy.for_notebook(notebook, folder), None, path, sections)
+    except ValueError:  # outside the policy's folder (a hub's policy elsewhere): its whole path
+        inside = False
+        if location.notebook is not None:
+            notebook = location.notebook.as_posix()
+        else:
+            folder = location.folder.resolve().as_posix()
+    sections = tuple(policy.sections_for(notebook, folder, inside=inside))
+    rules = policy.for_notebook(notebook, folder, inside=inside)
+    return Course(location, policy, rules, None, path, sections)
 
 
 class CourseRefusal(RequestRefusedError):
@@ -245,11 +246,8 @@ def check(session: Session, course: Course, asked: Asked) -> Granted:
         return Granted(course, Budget(tokens=asked.run_budget) if asked.run_budget else None, False)
     reach = asked.reach
     if not rules.ai:
-        message = rules.message or "the course turns AI off for this notebook"
         raise CourseRefusal(
-            f"AI is off here: {message.rstrip('.')} ({course.where('ai')}); nothing was sent.",
-            rule="ai",
-            ai_off=True,
+            ai_off_sentence(rules.message, course.where("ai")), rule="ai", ai_off=True
         )
     if rules.models is not None and reach.may_reach_a_server:
         allowed = ", ".join(rules.models) or "none"

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .._markdown import code_span, md_text
 from ..content import ImagePart, Shown, Table, ToolResult, shown_pieces
 from ..redact import redact_secrets
 
@@ -35,7 +36,6 @@ __all__ = [
     "fenced",
     "md_text",
     "result_outputs",
-    "sentence_markdown",
     "rows_html",
     "safe_markdown",
     "shorten",
@@ -131,43 +131,6 @@ def _defuse_inline(line: str) -> str:
     return "".join(out)
 
 
-#: Characters that make or change Markdown anywhere in a line (emphasis, code, links, raw
-#: HTML, headings, tables, strikethrough, TeX, character references, escapes).
-_MD_SIGNS = re.compile(r"([\\`*_\[\]<>#|~$&])")
-#: What makes a line a list item, a thematic break or a setext underline where it starts.
-_MD_LINE_START = re.compile(r"^( {0,3})([-+=])")
-#: What makes a line an ordered list item.
-_MD_ORDERED = re.compile(r"^( {0,3}\d{1,9})([.)])")
-
-
-def md_text(text: str) -> str:
-    """Text a person, a file or a server wrote (a policy's values, a prompt, a tool's name, a
-    path, an error), as Markdown that shows exactly that text: every sign that would make
-    Markdown is escaped (``openai:gpt-4.1-*`` stays a glob, not italics; a backtick stays a
-    backtick), so it can neither format nor run nor fetch anything. Model text, which is meant
-    as Markdown, goes through :func:`safe_markdown` instead."""
-    lines = []
-    for line in text.split("\n"):
-        line = _MD_SIGNS.sub(r"\\\1", line)
-        stripped = line.lstrip(" \t")
-        if len(line) - len(stripped) >= 4 or line.startswith("\t"):  # an indented code block
-            line = "\u00a0" * min(len(line) - len(stripped), 40) + stripped
-        line = _MD_LINE_START.sub(r"\1\\\2", line)
-        lines.append(_MD_ORDERED.sub(r"\1\\\2", line))
-    return "\n".join(lines)
-
-
-def sentence_markdown(sentence: str) -> str:
-    """A sentence of nbagent's that quotes what a file or person wrote (a refusal quotes the
-    teacher's message and names the policy's rule) as Markdown: the rule as code, everything
-    else shown as written (see :func:`nbagent.course.policy.sentence_parts`)."""
-    from ..course.policy import sentence_parts
-
-    return "".join(
-        code_span(text) if code else md_text(text) for text, code in sentence_parts(sentence)
-    )
-
-
 def safe_markdown(text: str) -> str:
     """Markdown that reads the same but can run and fetch nothing: raw HTML is escaped,
     ``javascript:`` (and similar) URLs are broken and images become links, outside code spans
@@ -204,14 +167,6 @@ def no_math(data: dict[str, Any]) -> dict[str, Any]:
 def no_math_outputs(outputs: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     """nbformat outputs with :func:`no_math` applied to each display's bundle."""
     return tuple({**o, "data": no_math(o["data"])} if "data" in o else o for o in outputs)
-
-
-def code_span(text: str) -> str:
-    """``text`` as one Markdown code span, whatever backticks it holds."""
-    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def fenced(text: str, info: str = "") -> str:

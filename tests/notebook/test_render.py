@@ -378,8 +378,8 @@ def test_md_text_shows_exactly_what_was_written(text: str) -> None:
 def test_a_refusal_names_its_rule_as_code_and_shows_the_teachers_words_as_written() -> None:
     from markdown_it import MarkdownIt
 
+    from nbagent.course.refusal import sentence_markdown
     from nbagent.course.runs_report import _sentence_html
-    from nbagent.notebook.render import sentence_markdown
 
     sentence = (
         "AI is off here: exam_1 is *yours* `alone` (rule `notebooks[1].ai = false` in "
