@@ -185,6 +185,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         assert "research: its own run" in html and "write: its own run" in html
         assert "[tool] weather" in shown  # the researcher's own call, in the plain text too
 
+    # the class report over the executed lesson: every run it shows is the run it recorded
+    from nbagent.course import read_class
+
+    (row,) = read_class([tmp_path / path.name])
+    wrong = set(row.flag_list) & {"output_mismatch", "metadata_removed", "metadata_tampered"}
+    assert not wrong, f"{path.name}: the class report flags {wrong}: {row.problems}"
+
     saved = json.dumps(executed)
     for name, key in headless_env.items():
         # The whole key, and its random half alone (a truncated or re-quoted key is still a leak).

@@ -45,6 +45,7 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_each_live_run_saved_headless_carries_its_record_and_cost",
         "test_the_class_report_counts_the_headless_runs",
         "test_a_headless_serving_saves_its_served_record",
+        "test_an_answer_edited_in_the_saved_file_is_flagged",
     ),
     "kernel/test_toolkit.py": ("test_a_thousand_figures_send_a_few_images_and_close_the_rest",),
     "mcp/test_notebook.py": (

@@ -216,8 +216,10 @@ class MapView:
                     "no provenance record for the map: %s", redact_secrets(str(exc))
                 )
                 provenance = None
-            if provenance is not None:
-                record["provenance"] = provenance
+            if provenance is not None:  # with the digest of what the output shows
+                from ..course.shown import shown_digests, with_shown
+
+                record["provenance"] = with_shown(provenance, shown_digests([bundle], None))
         metadata = {"nbagent": record}
         if self._shown:
             update_display(bundle, raw=True, metadata=metadata, display_id=self.display_id)  # type: ignore[no-untyped-call]

@@ -306,6 +306,9 @@ def serve(
         label="tool calls from an MCP client",
     )
     calls._sink = lambda event: _show(served_holder, view, event)
+    transcript = getattr(view, "transcript", None)
+    if transcript is not None:  # its outputs are the session's, by its id (course.shown)
+        transcript.run_id = calls.id
     server = ToolServer(calls, settings)
     try:
         server.start()

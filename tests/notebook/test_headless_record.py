@@ -91,3 +91,28 @@ def test_a_headless_serving_saves_its_served_record(executed: tuple[Any, Path]) 
     found = [r for cell in nb.cells[3:] for r in _records(cell)]
     assert [r.mode for r in found] == ["served"], json.dumps([c.outputs for c in nb.cells[3:]])
     assert found[0].stop_reason == "stopped"
+
+
+@pytest.mark.parametrize("form", ["text/plain", "text/html", "text/markdown", "text"])
+def test_an_answer_edited_in_the_saved_file_is_flagged(
+    executed: tuple[Any, Path], form: str, tmp_path: Path
+) -> None:
+    import copy
+
+    nb, _ = executed
+    edited = copy.deepcopy(nb)
+    for output in edited.cells[1].outputs:
+        if form == "text":  # the run view's own record keeps the answer's start
+            record = output.get("metadata", {}).get("nbagent", {})
+            if "provenance" in record:
+                record["text"] = record["text"].replace("Four", "Five")
+        elif form in output.get("data", {}):
+            output["data"][form] = output["data"][form].replace("Four", "Five")
+    assert edited != nb
+    path = tmp_path / "bob" / "homework.ipynb"
+    path.parent.mkdir()
+    nbformat.write(edited, path)
+    (row,) = read_class([tmp_path])
+    assert row.flag_list == ["output_mismatch"], row
+    said = "the run's own record" if form == "text" else form
+    assert f"({said}) is not what the run showed" in row.problems

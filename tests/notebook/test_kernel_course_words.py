@@ -73,3 +73,64 @@ def test_a_refusal_names_its_rule_as_code_and_the_report_shows_it_so(
     assert "<code>models = [&quot;openai:gpt-4.1-*&quot;]</code>" in page, page
     assert "`models" not in page
     assert gateway.requests == []
+
+
+def _report(outputs: list[dict[str, Any]], tmp: Path, source: str) -> Any:
+    import nbformat
+
+    from nbagent.course import read_class
+
+    nb = nbformat.v4.new_notebook()
+    made = nbformat.v4.new_code_cell(source)
+    made.outputs = [nbformat.from_dict(o) for o in outputs]
+    nb.cells = [made]
+    path = tmp / "alice" / "hw.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    (row,) = read_class([tmp])
+    return row
+
+
+def _edited(outputs: list[dict[str, Any]], form: str) -> list[dict[str, Any]]:
+    """The outputs with the answer changed in one form, the record left alone (as a student
+    editing the saved file would)."""
+    import copy
+
+    changed = copy.deepcopy(outputs)
+    for output in changed:
+        if form == "text":
+            record = output.get("metadata", {}).get("nbagent", {})
+            if "provenance" in record:
+                record["text"] = record["text"].replace("Four", "Five")
+        elif form in output.get("data", {}):
+            value = output["data"][form]
+            value = "".join(value) if isinstance(value, list) else value
+            output["data"][form] = value.replace("Four", "Five")
+    assert changed != outputs, form
+    return changed
+
+
+def test_an_answer_edited_in_any_form_the_cell_shows_is_flagged(
+    kernel: Kernel, gateway: Gateway, tmp_path: Path
+) -> None:
+    from ..providers import wire
+    from .test_kernel_course import run
+
+    course(kernel, tmp_path, 'models = ["openai:gpt-4.1-*"]\n')
+    gateway.sse(wire.openai_text("Four, said *twice*: `4`."))
+    source = "%agent -m openai:gpt-4.1-mini --new what is 2 + 2?"
+    _, record, outputs = run(kernel, source)
+    assert record is not None and record.shown is not None
+    assert set(record.shown) >= {"text/plain", "text/html", "text/markdown", "text"}
+    untouched = _report(outputs, tmp_path / "untouched", source)
+    assert untouched.flags == "" and untouched.runs == 1, untouched
+    for form in ("text/plain", "text/html", "text/markdown", "text"):
+        row = _report(_edited(outputs, form), tmp_path / form.replace("/", "-"), source)
+        assert row.flag_list == ["output_mismatch"], (form, row)
+        said = "the run's own record" if form == "text" else form
+        assert f"({said}) is not what the run showed" in row.problems, row.problems
+    # an output of the run taken away (the answer's, say) is noticed too
+    kept = [o for o in outputs if "Four" not in str(o.get("data", {})) or "provenance" in str(o)]
+    if len(kept) < len(outputs):
+        row = _report(kept, tmp_path / "removed", source)
+        assert "output_mismatch" in row.flag_list, row
