@@ -5,7 +5,6 @@ flags nothing an untouched notebook would not have."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from nbagent.course import read_class
@@ -34,8 +33,7 @@ def _run(lab: Lab, browser: Any, name: str, shot: str) -> str:
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     try:
         open_notebook(page, lab, name)
-        run_all(page)
-        time.sleep(1.0)
+        run_all(page)  # returns once every cell is done and its display settled
         SHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SHOTS / shot), full_page=True)
         assert page_problems(page) == []
