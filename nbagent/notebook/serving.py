@@ -116,6 +116,12 @@ class ServedSession:
         transcript = getattr(self.view, "transcript", None)
         if counted and transcript is not None and transcript.serving is not None:
             calls = f"; {transcript.serving.counts(transcript)} so far"
+        closed = sum(self.server.bounds.closed.values())
+        if counted and closed:
+            calls += (
+                f"; {closed:,} connection{'s' if closed != 1 else ''} closed for their bounds "
+                "(too slow, or without the token)"
+            )
         return redact_secrets(  # a client's name is its own text
             f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
             f"{approval}{used}{calls}. `%agent serve stop` ends it."
