@@ -145,6 +145,9 @@ def test_a_slowloris_flood_neither_locks_out_a_client_with_the_token_nor_stays(
         assert flood.done.wait(30), f"{len(flood.open)} of the flood's sockets are still open"
         assert not flood.errors, flood.errors
         assert flood.closed_by_server == flood.opened
+        status = kernel.execute("%agent serve status")
+        said = "".join(m["content"].get("text", "") for m in status if m["msg_type"] == "stream")
+        assert "connections closed for their bounds (too slow, or without the token)" in said
     finally:
         flood.reopen.clear()
         flood.done.wait(30)
