@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._extras import explained, missing
 from ..content import ToolResult
 from ..redact import forget_exactly, hide_exactly
 from ._serve_content import error_content, mcp_result, mcp_tool
@@ -248,6 +249,9 @@ class ToolServer:
         """Bind, start the server thread, and return once it accepts connections."""
         if self._thread is not None:
             raise ServeError("this server was already started")
+        lacking = missing("mcp", "Serving tools over MCP")
+        if lacking is not None:
+            raise ServeError(lacking)
         _quiet_logs()
         settings = self.settings
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
@@ -267,8 +271,13 @@ class ToolServer:
         self._thread.start()
         if not self._ready.wait(timeout) or self._failed is not None:
             self.stop()
-            why = self._failed or "it did not start in time"
-            raise ServeError(f"the MCP server could not start: {why}")
+            failed = self._failed
+            explained_ = explained(failed, "Serving tools over MCP") if failed else None
+            if explained_ is not None:
+                raise ServeError(explained_)
+            raise ServeError(
+                f"the MCP server could not start: {failed or 'it did not start in time'}"
+            )
         self.started_at = time.time()
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing
 from ..approvals.approval import Approver, AutoApprove, DenyAll
 from ..approvals.rules import RuleApprover
 from ..events import AgentEvent, ToolFinished
@@ -260,6 +261,9 @@ def serve(
         return found  # type: ignore[no-any-return]
     if approve not in (None, "ask", "auto"):
         raise ValueError("approve: 'ask' or 'auto'")
+    lacking = missing("mcp", "%agent serve")
+    if lacking is not None:  # before anything shows in the cell
+        raise ServeError(lacking)
     shell = session.shell
     frontend = detect(shell)
     interactive = frontend.interactive and widgets_available()

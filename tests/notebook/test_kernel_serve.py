@@ -288,3 +288,27 @@ def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_
         k.kc.stop_channels()
         if k.km.is_alive():
             k.km.shutdown_kernel(now=True)
+
+
+def test_serve_without_the_mcp_extra_says_what_to_install_and_shows_nothing(
+    kernel: Kernel,
+) -> None:
+    """The README's set-up once lacked the extra: the cell said "No module named 'uvicorn'"."""
+    kernel.execute("import sys as _sys\n_sys.modules['uvicorn'] = None  # as if not installed")
+    try:
+        messages = kernel.execute("%agent serve", allow_errors=True)
+    finally:
+        kernel.execute("del _sys.modules['uvicorn']")
+    said = "".join(
+        m["content"].get("text", "") + m["content"].get("evalue", "")
+        for m in messages
+        if m["msg_type"] in ("stream", "error")
+    )
+    sentence = (
+        "%agent serve needs the mcp extra (uvicorn is not installed here): "
+        'pip install "nbagent[mcp]"'
+    )
+    assert sentence in said, said
+    assert "No module named" not in said
+    assert not [m for m in messages if m["msg_type"] == "display_data"]  # no card, no line
+    assert kernel.eval("nbagent.current_session().served is None")
