@@ -168,7 +168,9 @@ def test_run_python_over_mcp_shows_the_diff_and_undo_puts_it_back(kernel: Kernel
         stop_serving(kernel)
     # the finished output says both were undone (the button's own words, then the magic's)
     finished = kernel.wait_for(
-        lambda: "".join(t for t in [kernel.cell_text(_serving, "text/html")] if "now ended" in t),
+        lambda: "".join(
+            t for t in [kernel.cell_text(_serving, "text/html")] if "Served over MCP" in t
+        ),
         what="the finished output",
     )
     assert "After it ran" in finished and "Undid" in finished, finished
@@ -280,8 +282,8 @@ def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_
         text = k.cell_text(serving)
         assert "delete_file" in text
         # the finished header and footer say why it stopped and count the call
-        assert "now ended (the kernel shut down)" in text, text
-        assert "stopped · 1 call: 1 cancelled" in text, text
+        assert "(the kernel shut down) · tools: delete_file" in text, text
+        assert "1 call: 1 cancelled · served for" in text, text
         with pytest.raises(httpx2.TransportError):
             httpx2.post(url, headers=headers, json={}, timeout=5)
     finally:
