@@ -11,9 +11,9 @@ footer and request view to the cell's finished output), so a saved notebook read
 A serving outlives saves and page reloads: its :class:`~.savedform.SavedForm` holds the form
 the notebook is saved as meanwhile (the same static output, saying it was saved while it
 served, with the record so far), and at the end the final output, which a page reloaded since
-then shows too. The saved form follows every event while it is small (under :data:`SMALL`
-characters), so that a save holds what the page shows; a larger one is sent at most at
-:data:`RATE` characters a second, so a long session's saves may lag its last calls by a moment.
+then shows too. The saved form follows the events, sent at most at :data:`RATE` characters a
+second (a small one at once, a long session's 300 KB about every two seconds), so that a save
+holds what the page shows, or in a busy session what it showed a moment before.
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ from .servedrequests import KEEP_FOLDED, LIVE, TITLE, ServingForms, number, requ
 from .static import run_outputs
 from .view import RunView
 
-__all__ = ["RATE", "SMALL", "ServingView"]
+__all__ = ["RATE", "ServingView"]
 
-#: Characters of saved form sent at once, with every event (see the module).
-SMALL = 64 * 1024
-#: Characters a second of saved form at most, once it is larger.
-RATE = 256 * 1024
+#: Characters a second of saved form at most (see the module).
+RATE = 128 * 1024
 #: Seconds after which the saved form is made again even if no call came (its times).
 _SAVED_AT_LEAST = 60.0
 
@@ -168,10 +166,9 @@ class ServingView(RunView):
 
     def keep_saved(self, *, now: bool = False) -> None:
         """Bring the form a notebook saved now would hold up to date (``now``: whatever the
-        time since the last; else when something changed, at :data:`RATE` once large)."""
+        time since the last; else when something changed, at most at :data:`RATE`)."""
         since = self.clock() - self._saved_at
-        size = self.saved_form.size
-        wait = 0.0 if size <= SMALL else size / RATE
+        wait = self.saved_form.size / RATE
         due = (self._saved_changed and since >= wait) or since >= _SAVED_AT_LEAST
         if self.finished or self.forms.served is None or not (now or due):
             return
