@@ -18,6 +18,8 @@ holds what the page shows, or in a busy session what it showed a moment before.
 
 from __future__ import annotations
 
+import html
+import logging
 import time
 from typing import Any
 
@@ -34,6 +36,8 @@ __all__ = ["RATE", "ServingView"]
 RATE = 128 * 1024
 #: Seconds after which the saved form is made again even if no call came (its times).
 _SAVED_AT_LEAST = 60.0
+
+log = logging.getLogger("nbagent")
 
 
 class ServingView(RunView):
@@ -174,6 +178,14 @@ class ServingView(RunView):
             return
         self._saved_at = self.clock()
         self._saved_changed = False
+        try:
+            self.saved_form.keep(*self._saved_now())
+        except Exception:  # the saved form must never cost a call its card
+            log.exception("nbagent serve: the form a save would hold could not be made")
+
+    def _saved_now(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The card as a notebook saved now holds it: data, metadata (the record so far,
+        marked as saved while it served) and a short form for when the data is too large."""
         from .servedrecord import served_record
 
         record = {**self.transcript.to_metadata()}
@@ -183,12 +195,13 @@ class ServingView(RunView):
             data, _ = run_outputs(self.transcript, inline_images=True)[0]
             head, markdown, plain = self.forms.head_forms()
             footer = self.forms.footer(self.transcript)
+        said = html.escape(f"{footer} (each call is in the record)")
         short = {
-            "text/html": f"<div>{head}<div>{footer} (the cards are in the record)</div></div>",
+            "text/html": f"<div>{head}<div>{said}</div></div>",
             "text/markdown": f"{markdown}\n\n*{footer}*",
             "text/plain": f"{plain}\n{footer}",
         }
-        self.saved_form.keep(data, metadata, short)
+        return data, metadata, short
 
     def ended_as(self, data: dict[str, Any], metadata: dict[str, Any]) -> None:
         """The cell's output became ``data`` / ``metadata``: a page that still shows the live

@@ -97,3 +97,25 @@ def test_a_notebook_saved_while_it_serves_holds_the_cards_static_form(kernel: Ke
     assert final["data"]["text/plain"].startswith(f"MCP: Served over MCP at {url} from ")
     assert {comm, line_comm} <= kernel.closed  # and then the forms close with their outputs
     assert not _shown_views(kernel, serving)
+
+
+def test_a_saved_form_is_sent_when_it_changed_and_bounded_in_size() -> None:
+    from nbagent.notebook.savedform import MAX_SAVED, SavedForm
+
+    form = SavedForm()
+    try:
+        assert form.keep({"text/plain": "a"}, {"nbagent": {"run_id": "serve-1"}})
+        assert not form.keep({"text/plain": "a"}, {"nbagent": {"run_id": "serve-1"}})
+        assert form.marked({"nbagent": {"run_id": "serve-1"}}) == {
+            "nbagent": {"run_id": "serve-1", "saved_live": form.key}
+        }
+        huge = {"text/html": "<b>x</b>" * (MAX_SAVED // 8 + 1), "text/plain": "the record"}
+        assert form.keep(huge, {}, {"text/plain": "the short form"})
+        assert form.saved == {"data": {"text/plain": "the short form"}, "metadata": {}}
+        assert form.keep(huge, {})  # no short form given: its text, cut
+        assert form.saved["data"] == {"text/plain": "the record"}
+        assert form.size <= MAX_SAVED
+        form.end({"text/plain": "ended"}, {})
+        assert form.ended and form.saved["data"] == {"text/plain": "ended"}
+    finally:
+        form.close()
