@@ -341,11 +341,10 @@ class ServingForms:
     def _approval(self, past: bool) -> str:
         served = self.served
         if served is not None and served.auto:
-            return (
-                "every call ran without asking (--approve auto)"
-                if past
-                else ("every call runs without asking (--approve auto)")
-            )
+            return f"every call {'ran' if past else 'runs'} without asking (--approve auto)"
+        if served is not None and not getattr(served, "asks", True):  # no widgets: nobody clicks
+            denied = "were" if past else "are"
+            return f"approval by your rules; calls that ask {denied} denied (nobody can click)"
         return f"approval {'was ' if past else ''}as in a run: your rules, then you"
 
     @contextlib.contextmanager

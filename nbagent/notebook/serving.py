@@ -86,6 +86,8 @@ class ServedSession:
         self.reason: str | None = None
         #: When serving ended (wall clock), for the finished output's "from … to …".
         self.ended_at: float | None = None
+        #: Whether a call that needs approval can be approved (widgets to click, or auto).
+        self.asks = True
         #: Takes the line with the token out of the cell (set while it is shown).
         self.hide_line: Callable[[], None] | None = None
 
@@ -113,7 +115,11 @@ class ServedSession:
         """What is served, where and to whom (no token); ``counted``: with the calls so far
         (a status asked now, not a line that stays in the cell and goes stale)."""
         tools = ", ".join(self.tool_names()) or "no tools yet (define some with @nbagent.tool)"
-        approval = "without asking (--approve auto)" if self.auto else "as in a run"
+        approval = "as in a run"
+        if self.auto:
+            approval = "without asking (--approve auto)"
+        elif not self.asks:
+            approval = "by your rules; calls that ask are denied (nobody can click here)"
         clients = self.calls.clients
         used = f"; used by {', '.join(clients[-4:])}" if clients else ""
         calls = ""
@@ -320,6 +326,7 @@ def serve(
     except ServeError:
         raise
     served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
+    served.asks = interactive or auto  # whether a call that asks reaches a person (or auto)
     forms.served = served
     if hasattr(view, "refresh_header"):
         view.refresh_header()  # it said "starting" until now
