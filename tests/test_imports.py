@@ -127,6 +127,7 @@ def test_no_import_circle() -> None:
 ROOMS: dict[str, tuple[str, ...]] = {
     # what every room may use: no import of the rest of nbagent
     "ground": (
+        "nbagent._extras",
         "nbagent._files",
         "nbagent._textbuf",
         "nbagent._threads",

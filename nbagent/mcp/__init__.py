@@ -231,15 +231,15 @@ def mcp_server(
     (missing command, crash on start, no answer within ``limits.start_timeout`` …), and
     :class:`~nbagent.errors.MCPSignInError` when signing in did not succeed.
     """
-    import importlib.util
-
+    from .._extras import missing
     from ..errors import MCPServerError
     from ._connection import Connection, Target
     from ._convert import check_server_name
 
     check_server_name(name)
-    if importlib.util.find_spec("mcp") is None:
-        raise MCPServerError('MCP servers need the mcp SDK: pip install "nbagent[mcp]"')
+    lacking = missing("mcp", "Connecting to MCP servers")
+    if lacking is not None:
+        raise MCPServerError(lacking)
     if (command is None) == (url is None):
         raise ValueError("give the server's command (stdio) or its url (streamable HTTP), not both")
     if isinstance(command, str):
