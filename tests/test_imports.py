@@ -166,8 +166,9 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "course": ("nbagent.course",),
     "notebook": ("nbagent.notebook",),
     "terminal": ("nbagent.terminal",),
-    # the package's face (it loads what it hands on) and ``python -m nbagent``
-    "face": ("nbagent", "nbagent.__main__"),
+    # the package's face (it loads what it hands on, and its table of names and of moved paths)
+    # and ``python -m nbagent``
+    "face": ("nbagent", "nbagent.__main__", "nbagent._surface"),
 }
 
 _WORDS = {"ground", "schema", "vocabulary"}
