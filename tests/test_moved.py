@@ -14,8 +14,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from nbagent._surface.moved import MOVED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,41 +66,52 @@ def test_every_old_path_has_code_here_and_a_new_path_that_is_a_module() -> None:
         assert (ROOT / (new.replace(".", "/") + ".py")).exists(), new
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_import_works_warns_once_at_its_line_and_names_the_new_path(
-    tmp_path: Path, old: str
+def test_every_old_import_works_warns_once_at_its_line_and_names_the_new_path(
+    tmp_path: Path,
 ) -> None:
-    new = MOVED[old]
-    names = OLD_CODE[old].split(" import ", 1)[1].split(", ")
-    code = f"""\
-    {OLD_CODE[old]}
-    import {old}, {new}
-    {OLD_CODE[old]}
-    assert sys.modules[{old!r}] is sys.modules[{new!r}]
-    assert all(globals()[n] is getattr(sys.modules[{new!r}], n) for n in {names!r})
+    lines = []
+    for old in sorted(MOVED):
+        new = MOVED[old]
+        names = OLD_CODE[old].split(" import ", 1)[1].split(", ")
+        lines += [
+            OLD_CODE[old],
+            f"import {old}, {new}",
+            OLD_CODE[old],  # again: the module is loaded, nothing more is said
+            f"assert sys.modules[{old!r}] is sys.modules[{new!r}]",
+            f"assert all(globals()[n] is getattr(sys.modules[{new!r}], n) for n in {names!r})",
+        ]
+    seen, script = _warnings_of(tmp_path, "\n".join(lines))
+    said = {}
+    for message, category, filename, line in seen:
+        assert category == "DeprecationWarning", message
+        old = str(message).split(" ", 1)[0]
+        assert old not in said, f"{old} warned twice"
+        said[old] = (str(message), filename, line)
+    for number, old in enumerate(sorted(MOVED)):
+        message, filename, line = said[old]
+        assert f"{old} moved to {MOVED[old]}" in message
+        assert (filename, line) == (str(script), 5 + 5 * number)  # the importer's line
+
+
+def test_each_way_of_reaching_an_old_path_warns_at_the_line_that_did(tmp_path: Path) -> None:
+    code = """\
+    import nbagent.stepping
+    nbagent.stepping.next_step
+    from nbagent import fork
+    import nbagent
+    nbagent.exchange.Exchange
+    import importlib
+    importlib.import_module("nbagent.rules")
     """
     seen, script = _warnings_of(tmp_path, code)
-    moved = [w for w in seen if w[1] == "DeprecationWarning" and old in str(w[0])]
-    assert len(moved) == 1, seen  # once: the second import finds the module loaded
-    message, _, filename, line = moved[0]
-    assert f"{old} moved to {new}" in str(message)
-    assert (filename, line) == (str(script), 5)  # the importer's line, not importlib's
-
-
-@pytest.mark.parametrize(
-    ("code", "line"),
-    [
-        ("import nbagent.stepping\nnbagent.stepping.next_step", 5),
-        ("from nbagent import stepping", 5),
-        ("import nbagent\nx = 1\nnbagent.stepping.Resume", 7),  # read as an attribute
-        ("import importlib\nimportlib.import_module('nbagent.stepping')", 6),
-    ],
-)
-def test_each_way_of_reaching_an_old_path_warns_at_the_line_that_did(
-    tmp_path: Path, code: str, line: int
-) -> None:
-    seen, script = _warnings_of(tmp_path, code)
-    assert [w[2:] for w in seen if w[1] == "DeprecationWarning"] == [[str(script), line]], seen
+    where = {str(w[0]).split(" ", 1)[0]: (w[1], w[2], w[3]) for w in seen}
+    assert len(seen) == len(where) == 4, seen
+    assert where == {
+        "nbagent.stepping": ("DeprecationWarning", str(script), 5),
+        "nbagent.fork": ("DeprecationWarning", str(script), 7),
+        "nbagent.exchange": ("DeprecationWarning", str(script), 9),  # read as an attribute
+        "nbagent.rules": ("DeprecationWarning", str(script), 11),  # importlib's caller
+    }
 
 
 def test_a_person_s_script_shows_the_warning_with_python_s_default_filters(
