@@ -204,3 +204,23 @@ def test_the_import_check_of_old_paths_sees_one(tmp_path: Path) -> None:
         (4, "nbagent.rules"),
     ]
     assert (5, "nbagent.tools") in found
+
+
+CHANGELOG = ROOT / "CHANGELOG.md"
+SECTIONS = ["Removed", "Deprecated", "Changed", "Added", "Fixed", "Security"]
+
+
+def _unreleased() -> str:
+    text = CHANGELOG.read_text(encoding="utf-8")
+    return text.split("\n## [Unreleased]\n", 1)[1].split("\n## [", 1)[0]
+
+
+def test_the_changelog_keeps_its_sections_and_lists_every_moved_path() -> None:
+    """Keep a Changelog, breaking changes first; each alias is a Deprecated line naming both
+    paths (the alias and its line go together, and so does their removal)."""
+    unreleased = _unreleased()
+    headings = [line[4:] for line in unreleased.splitlines() if line.startswith("### ")]
+    assert headings == SECTIONS
+    deprecated = unreleased.split("### Deprecated\n", 1)[1].split("\n### ", 1)[0]
+    for old, new in MOVED.items():
+        assert f"`{old}` is `{new}`" in deprecated, f"CHANGELOG.md: say that {old} is {new}"
