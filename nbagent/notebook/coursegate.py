@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._prices import price_known, usd_text
+from .._prices import price_known, table_missing, usd_text
 from ..approvals.approval import AutoApprove
 from ..approvals.rules import RuleApprover
 from ..course.policy import (
@@ -348,8 +348,10 @@ def check_price(course: Course, generator: Any, named: str) -> None:
     )
     if scope is None or course.policy is None or price_known(generator):
         return
+    lacking = table_missing()  # no price at all here: say what installs them
     raise CourseRefusal(
         f"The course sets a money budget, and the price of {named} is unknown, so it cannot be "
-        f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent.",
+        f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent."
+        + (f" {lacking}" if lacking else ""),
         rule=f"budget.{scope}.usd",
     )
