@@ -128,6 +128,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     # what every room may use: no import of the rest of nbagent
     "ground": (
         "nbagent._files",
+        "nbagent._spending",
         "nbagent._textbuf",
         "nbagent._threads",
         "nbagent._version",

@@ -86,8 +86,12 @@ def describe_error(error: BaseException | None) -> str | None:
     return redact_secrets(text)
 
 
-def not_run(item: Item, why: str | None = None) -> BatchRow:
-    status: RowStatus = "failed" if why else "not run"
+def not_run(item: Item, why: str | None = None, *, status: RowStatus | None = None) -> BatchRow:
+    """The row of an input that never ran: "failed" with ``why`` (it could not), or "not run"
+    (the batch stopped first; or ``status="not run"`` with ``why``: the map's budget was
+    spent, and a later batch may run it)."""
+    if status is None:
+        status = "failed" if why else "not run"
     return BatchRow(item.position, item.key, item.prompt, status, error=why)
 
 

@@ -185,6 +185,12 @@ def _row(
         status, error = "cancelled", "stopped before the run ended"
     elif stop == "failed":
         status, error = "failed", describe_error(result.error) or "the run failed"
+    elif stop == "budget":
+        detail = result.stop_detail or "its budget was spent"
+        if not result.exchanges:  # refused before its first request: it never ran
+            status, error = "not run", detail
+        else:
+            status, error = "failed", f"the run stopped before it answered: {detail}"
     elif plan.output is not None:
         # a typed run finishes only on an accepted answer; it may also end on a tool's
         # terminate, with or without one

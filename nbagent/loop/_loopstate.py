@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._spending import Account, Reservation
     from ..approvals.approval import Approver
     from ..approvals.hooks import AfterToolHook, BeforeToolHook
     from ..content import ToolResult
@@ -99,4 +100,7 @@ class LoopState(RunState, Protocol):
     _usage: Usage
     _requests: int
     _budget: Budget | None
+    _account: Account | None
+    _reservation: Reservation | None
+    _stop_detail: str
     _pauser: Callable[[StepPause], Any] | None

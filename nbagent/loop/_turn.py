@@ -35,42 +35,19 @@ from ..generation import (
     ToolCallReceived,
     ToolInputDelta,
     ToolInputStart,
+    Usage,
 )
 from ..inspection.exchange import Exchange
 from ..tools import ToolInput
+from ._spend import BudgetSpent, reserve, settle
 from ._stepmode import pause_before_request
 
 if TYPE_CHECKING:
     from ._loopstate import LoopState
 
-__all__ = ["BudgetSpent", "over_budget", "stream_turn"]
+__all__ = ["stream_turn"]
 
 log = logging.getLogger("nbagent")
-
-
-class BudgetSpent(Exception):
-    """A retry the run's budget cannot pay for was announced: the stream is closed unsent."""
-
-    def __init__(self, answer: Answer) -> None:
-        super().__init__("the run's request budget is spent")
-        self.answer = answer
-
-
-def over_budget(run: LoopState, step: int) -> bool:
-    """Stop before a request the run's budget cannot pay for (see :class:`Budget`)."""
-    budget = run._budget
-    if budget is None:
-        return False
-    if budget.requests is not None and run._requests >= budget.requests:
-        return True
-    if budget.tokens is not None and run._usage.total_tokens >= budget.tokens:
-        return True
-    if budget.usd is not None:
-        from .._prices import cost_usd
-
-        spent = cost_usd(run.agent.generator, run._usage)
-        return spent is None or spent >= budget.usd  # no price: the bound cannot be kept
-    return False
 
 
 async def stream_turn(run: LoopState, step: int) -> Answer:
@@ -90,14 +67,20 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
     edits: list[str] = []
     if run._pauser is not None:
         request, generator, edits = await pause_before_request(run, step, request, generator)
+        if generator is not agent.generator:  # another model, another price: reserved again
+            refused = await reserve(run, generator)
+            if refused is not None:
+                raise BudgetSpent(Answer(run._taken), refused)
     started = time.monotonic()
     retries = 0
     try:
         answer, retries = await _stream_answer(run, step, request, generator)
     except BaseException as exc:
         failed = run._answer or Answer(run._taken)
+        settle(run, generator, failed.usage)  # sent: it counts, what it held is released
         _record(run, step, request, generator, failed, retries, started, edits, exc)
         raise
+    settle(run, generator, answer.usage)
     _record(run, step, request, generator, answer, retries, started, edits, answer.error)
     return answer
 
@@ -144,12 +127,17 @@ async def _stream_answer(
     pending = queue.items  # the queue's deque: its tail is checked once per fragment
     shown = run.limits.max_argument_bytes  # beyond it a call is refused: show no more
     stream = generator.stream(request)
+    run._requests += 1
     try:
         async for raw in stream:
-            if raw.__class__ is StreamRetry and over_budget(run, step):
-                # announced before it is sent, and a retry is a request like any other:
-                # closing the stream here sends nothing more
-                raise BudgetSpent(answer)
+            if raw.__class__ is StreamRetry:
+                # announced before it is sent, and a retry is a request like any other: the
+                # attempt that failed is settled, the retry reserved; closing the stream
+                # here sends nothing more
+                settle(run, generator, Usage())
+                refused = await reserve(run, generator)
+                if refused is not None:
+                    raise BudgetSpent(answer, refused)
             event = answer.add(raw)
             if isinstance(event, ToolInputDelta):  # the most frequent event: kept lean
                 call_id = event.call_id
