@@ -148,20 +148,23 @@ class Account:
         """What may still be spent from here (what is held counts as spent), the least over
         the chain; None when nothing is left in some unit."""
         with _LOCK:
-            tokens: int | None = None
-            requests: int | None = None
-            usd: float | None = None
-            for account in self.chain():
-                bound = account.budget
-                if bound.tokens is not None:
-                    have = bound.tokens - account.spent_tokens - account.held_tokens
-                    tokens = have if tokens is None else min(tokens, have)
-                if bound.requests is not None:
-                    have = bound.requests - account.spent_requests - account.held_requests
-                    requests = have if requests is None else min(requests, have)
-                if bound.usd is not None:
-                    more = bound.usd - account.spent_usd - account.held_usd
-                    usd = more if usd is None else min(usd, more)
+            return self._left()
+
+    def _left(self) -> Budget | None:
+        tokens: int | None = None
+        requests: int | None = None
+        usd: float | None = None
+        for account in self.chain():
+            bound = account.budget
+            if bound.tokens is not None:
+                have = bound.tokens - account.spent_tokens - account.held_tokens
+                tokens = have if tokens is None else min(tokens, have)
+            if bound.requests is not None:
+                have = bound.requests - account.spent_requests - account.held_requests
+                requests = have if requests is None else min(requests, have)
+            if bound.usd is not None:
+                more = bound.usd - account.spent_usd - account.held_usd
+                usd = more if usd is None else min(usd, more)
         if (
             (tokens is not None and tokens < 1)
             or (requests is not None and requests < 1)
@@ -169,6 +172,34 @@ class Account:
         ):
             return None
         return Budget(tokens=tokens, requests=requests, usd=usd)
+
+    def share(self, parts: int) -> tuple[Budget, Reservation] | None:
+        """One of ``parts`` equal shares of what is left, held here as one reservation, for
+        runs in another process (a Dask worker) to spend as an account of their own; None
+        when a share would hold nothing in some bounded unit."""
+        with _LOCK:
+            left = self._left()
+            if left is None:
+                return None
+            # no more shares than there are requests (and tokens) to give: each holds one
+            parts = max(1, min(parts, left.requests or parts, left.tokens or parts))
+            tokens = left.tokens // parts if left.tokens is not None else None
+            requests = left.requests // parts if left.requests is not None else None
+            usd = left.usd / parts if left.usd is not None else None
+            if (tokens is not None and tokens < 1) or (requests is not None and requests < 1):
+                return None
+            chain = self.chain()
+            held = Reservation(chain, tokens or 0, usd or 0.0, requests or 0)
+            for account in chain:
+                account.held_requests += requests or 0
+                account.held_tokens += tokens or 0
+                account.held_usd += usd or 0.0
+        return Budget(tokens=tokens, requests=requests, usd=usd), held
+
+    def _unhold(self, held: Reservation) -> None:
+        self.held_requests -= held._requests
+        self.held_tokens -= held._tokens
+        self.held_usd -= held._usd
 
     def _verdict(self, tokens: int, usd: float | None, model: str) -> str | bool:
         """A request of this size here: the sentence refusing it, True to wait for the
@@ -262,32 +293,39 @@ def _wake_all() -> None:
 
 
 class Reservation:
-    """What one request holds until it is answered: settle it once (a second time is a no-op)."""
+    """What one request (or a share handed to another process) holds until it is settled:
+    settle or release it once (a second time is a no-op)."""
 
-    __slots__ = ("_chain", "_open", "_tokens", "_usd")
+    __slots__ = ("_chain", "_open", "_requests", "_tokens", "_usd")
 
-    def __init__(self, chain: list[Account], tokens: int, usd: float) -> None:
+    def __init__(self, chain: list[Account], tokens: int, usd: float, requests: int = 1) -> None:
         self._chain = chain
+        self._requests = requests
         self._tokens = tokens
         self._usd = usd
         self._open = True
 
-    def settle(self, tokens: int = 0, usd: float = 0.0) -> None:
+    def settle(self, tokens: int = 0, usd: float = 0.0, requests: int | None = None) -> None:
         """The request was sent and answered (or failed, or was cancelled): what it holds is
         released, and the request with ``tokens`` and ``usd`` (what its answer reported) is
-        spent, in every account of the chain."""
+        spent, in every account of the chain. A share settles with what its row spent
+        (``requests``)."""
         with _LOCK:
             if not self._open:
                 return
             self._open = False
+            sent = self._requests if requests is None else requests
             for account in self._chain:
-                account.held_requests -= 1
-                account.held_tokens -= self._tokens
-                account.held_usd -= self._usd
-                account.spent_requests += 1
+                account._unhold(self)
+                account.spent_requests += max(0, sent)
                 account.spent_tokens += max(0, tokens)
                 account.spent_usd += max(0.0, usd)
             _wake_all()
+
+    def settle_whole(self) -> None:
+        """Settle as if everything held was spent: a share whose row never said what it spent
+        (its worker died) is counted in full."""
+        self.settle(self._tokens, self._usd, self._requests)
 
     def release(self) -> None:
         """The request was never sent: what it holds is released, and nothing is spent."""
@@ -296,9 +334,7 @@ class Reservation:
                 return
             self._open = False
             for account in self._chain:
-                account.held_requests -= 1
-                account.held_tokens -= self._tokens
-                account.held_usd -= self._usd
+                account._unhold(self)
             _wake_all()
 
     @property

@@ -358,3 +358,47 @@ async def test_a_helper_stopped_by_the_budget_says_so_in_its_own_result() -> Non
         await closed(models)
     assert len(ends) == 2
     assert all(e.result.stop_reason == "budget" and e.result.stop_detail for e in ends)
+
+
+def test_the_calls_of_a_served_session_share_its_budget() -> None:
+    """Two MCP clients' calls of a served helper run at once; the session's budget bounds
+    what both spend together (each would look words up for ever)."""
+    from nbagent.approvals.approval import AutoApprove
+    from nbagent.loop._served import ServedCalls
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    counter = iter(range(1_000_000))
+    overlap = threading.Barrier(2)
+
+    def hold(body: dict[str, Any]) -> threading.Barrier | None:
+        return overlap if results(body) == 0 else None
+
+    def answer(body: dict[str, Any]) -> bytes:
+        return calls(("h", "lookup", {"word": f"w{next(counter)}"}))
+
+    try:
+        with ModelServer(answer, hold) as server:
+            model = OpenAIChat("helper-model", api_key=KEY, base_url=server.url)
+            helper = Agent(model, [lookup], max_steps=50)
+            served = {"research": helper.as_tool(name="research", description="Looks up.")}
+            session = ServedCalls(
+                lambda: served,
+                AutoApprove(),
+                lambda event: None,
+                loop=loop,
+                budget=Budget(requests=5),
+            )
+            found, arguments = session.check("research", {"prompt": "rivers"})
+            first = session.submit(found, arguments)
+            second = session.submit(found, {"prompt": "mountains"})
+            answers = [first.result(timeout=60), second.result(timeout=60)]
+            asyncio.run_coroutine_threadsafe(model.aclose(), loop).result(timeout=10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+    assert server.broken == [] and server.most_in_flight >= 2
+    assert len(server.bodies) == 5
+    said = [part.text for result in answers for part in result.content]  # type: ignore[union-attr]
+    assert all("The serving's budget of 5 request(s) is spent" in text_ for text_ in said), said

@@ -298,6 +298,7 @@ def serve(
         loop=loop,
         agent=session.agent,
         label="tool calls from an MCP client",
+        budget=getattr(session.agent, "budget", None),  # all the session's calls together
     )
     calls._sink = lambda event: _show(served_holder, view, event)
     server = ToolServer(calls, settings)
