@@ -402,3 +402,24 @@ def test_the_calls_of_a_served_session_share_its_budget() -> None:
     assert len(server.bodies) == 5
     said = [part.text for result in answers for part in result.content]  # type: ignore[union-attr]
     assert all("The serving's budget of 5 request(s) is spent" in text_ for text_ in said), said
+
+
+async def test_the_terminal_and_the_saved_cell_say_which_budget_stopped_the_run() -> None:
+    import io
+
+    from nbagent.notebook.transcript import Transcript
+    from nbagent.terminal._console import Console
+    from nbagent.terminal._view import TerminalView
+
+    with ModelServer(lambda body: text("hi")) as server:
+        model = OpenAIChat("no-such-model-7", api_key=KEY, base_url=server.url)
+        transcript = Transcript()
+        run = Agent(model).start("hello", budget=Budget(usd=0.5))
+        async for event in run.events():
+            transcript.handle(event)
+        await model.aclose()
+    result = run.final
+    assert result is not None
+    said = "stopped: the price of no-such-model-7 is unknown, so the run's budget of $0.5"
+    assert TerminalView(Console(io.StringIO())).summary(result).startswith(said)
+    assert transcript.footer().startswith(said)

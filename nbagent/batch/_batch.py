@@ -246,7 +246,7 @@ class Batch:
             key = (item.key, item.digest)
             earlier_row = known.get(key)
             if earlier_row is not None and earlier_row.status == "done":
-                if spec is not None and earlier_row.output_json is None:
+                if spec is not None and not earlier_row.has_output:
                     without_output += 1  # answered when no output was asked for
                     continue
                 self.rows[item.position] = earlier_row.at(item)

@@ -179,6 +179,7 @@ def _row(
     error: str | None = None
     status = "done"
     output = output_json = None
+    answered = False
     if timed_out:
         status, error = "failed", f"timed out after {plan.timeout:g} s (the run was cancelled)"
     elif stop == "cancelled":
@@ -202,6 +203,7 @@ def _row(
             error = f"no structured answer: the run ended ({stop}) without one"
         else:
             output, output_json = result.output, to_json(result.output)
+            answered = True
     elif stop in ("max_steps", "length", "repeated_call"):
         why = {
             "max_steps": "at the step limit",
@@ -217,6 +219,7 @@ def _row(
         text=result.text,
         output=output,
         output_json=output_json,
+        has_output=answered,
         steps=result.steps,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
