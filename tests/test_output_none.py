@@ -1,11 +1,11 @@
-"""A typed answer that is ``None`` (``output=Optional[int]``, the model answered ``null``) is an
+"""A typed answer that is ``None`` (``output=int | None``, the model answered ``null``) is an
 answer, not the absence of one: in the result, for a caller whose helper gave it, in a map's
 rows and checkpoints, in the notebook's saved output, and through a recording and its replay."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from nbagent import Agent
 from nbagent.events import RunFinished
@@ -41,10 +41,10 @@ def caller() -> FunctionModel:
 
 
 async def test_a_none_answer_is_an_answer_in_the_result() -> None:
-    result = await Agent(answering(None)).run("how many?", output=Optional[int])
+    result = await Agent(answering(None)).run("how many?", output=int | None)
     assert result.stop_reason == "terminated"
     assert result.has_output and result.output is None
-    five = await Agent(answering(5)).run("how many?", output=Optional[int])
+    five = await Agent(answering(5)).run("how many?", output=int | None)
     assert five.has_output and five.output == 5
     plain = await Agent(answering(5)).run("how many?")
     assert not plain.has_output  # a run that asked for no type has no typed answer
@@ -64,13 +64,11 @@ async def test_a_helpers_none_answer_reaches_the_caller_as_null() -> None:
 async def test_a_map_row_with_a_none_answer_is_done_and_resumes_as_done(tmp_path: Path) -> None:
     checkpoint = tmp_path / "rows.jsonl"
     agent = Agent(answering(None))
-    table = await agent.map(["a", "b"], output=Optional[int], checkpoint=checkpoint, progress=None)
+    table = await agent.map(["a", "b"], output=int | None, checkpoint=checkpoint, progress=None)
     assert list(table["status"]) == ["done", "done"] and list(table["output"]) == [None, None]
     asked: list[Request] = []
     again = Agent(FunctionModel(lambda request: asked.append(request) or "never"))
-    resumed = await again.map(
-        ["a", "b"], output=Optional[int], checkpoint=checkpoint, progress=None
-    )
+    resumed = await again.map(["a", "b"], output=int | None, checkpoint=checkpoint, progress=None)
     assert asked == [], "rows answered None ran again, as if they had no answer"
     assert list(resumed["status"]) == ["done", "done"]
 
@@ -78,7 +76,7 @@ async def test_a_map_row_with_a_none_answer_is_done_and_resumes_as_done(tmp_path
 async def test_the_saved_output_shows_a_none_answer() -> None:
     transcript = Transcript()
     agent = Agent(answering(None))
-    run = agent.start("how many?", output=Optional[int])
+    run = agent.start("how many?", output=int | None)
     async for event in run.events():
         transcript.handle(event)
         if isinstance(event, RunFinished):
@@ -89,7 +87,7 @@ async def test_the_saved_output_shows_a_none_answer() -> None:
 
 async def test_a_recorded_helpers_none_answer_replays_as_one() -> None:
     helper = Agent(answering(None))
-    tool_ = helper.as_tool(name="count", description="Counts.", output=Optional[int])
+    tool_ = helper.as_tool(name="count", description="Counts.", output=int | None)
     recorder = RecordingGenerator(caller(), Recording())
     first = await Agent(recorder, [tool_]).run("go")
     assert first.text == "error=False text=null"
@@ -97,7 +95,7 @@ async def test_a_recorded_helpers_none_answer_replays_as_one() -> None:
         ReplayGenerator(Recording.from_json(recorder.recording.to_json())),
         [
             Agent(FunctionModel(lambda r: "never asked")).as_tool(
-                name="count", description="Counts.", output=Optional[int]
+                name="count", description="Counts.", output=int | None
             )
         ],
     ).run("go")

@@ -99,8 +99,11 @@ class LoopState(RunState, Protocol):
     _silenced: set[tuple[str, str]]
     _usage: Usage
     _requests: int
+    _observers: tuple[Callable[[str, AgentEvent], Any], ...]
     _budget: Budget | None
     _account: Account | None
     _reservation: Reservation | None
     _stop_detail: str
     _pauser: Callable[[StepPause], Any] | None
+
+    def _tell(self, event: AgentEvent) -> None: ...

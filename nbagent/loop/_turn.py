@@ -122,7 +122,9 @@ async def _stream_answer(
     answer = Answer(run._taken)
     run._answer = answer
     streams: dict[str, _CallStream] = {}
-    keep = run._keep_events
+    keep = run._keep_events  # a reader will read the queue: it may merge fragments for it
+    heard = run._heard  # a reader or an observer: the events are built at all
+    told = bool(run._observers)  # observers get each fragment as an event of its own
     queue = run._queue
     pending = queue.items  # the queue's deque: its tail is checked once per fragment
     shown = run.limits.max_argument_bytes  # beyond it a call is refused: show no more
@@ -151,13 +153,19 @@ async def _stream_answer(
                     merged = found.merged
                     if merged is not None and pending and pending[-1] is merged:
                         merged.end = end  # the reader is behind: grow the pending delta
-                    elif keep:
+                        if told:
+                            run._tell(
+                                ToolArgumentsDelta(
+                                    call_id, found.name, event.delta, source=(buffer, end)
+                                )
+                            )
+                    elif heard:
                         run.emit(
                             ToolArgumentsDelta(
                                 call_id, found.name, event.delta, source=(buffer, end)
                             )
                         )
-                        found.merged = queue.merged_tail()
+                        found.merged = queue.merged_tail() if keep else None
                     if found.on_delta is not None:
                         info = ToolInput(
                             call_id, found.name, delta=event.delta, source=(buffer, end)
@@ -170,12 +178,11 @@ async def _stream_answer(
                             run.agent.hook_timeout,
                         )
             elif isinstance(event, TextDelta):
-                if (
-                    event.text
-                    and keep
-                    and not queue.extend_text(AssistantTextDelta, step, event.text)
-                ):
-                    run.emit(AssistantTextDelta(step, event.text))
+                if event.text and heard:
+                    if not (keep and queue.extend_text(AssistantTextDelta, step, event.text)):
+                        run.emit(AssistantTextDelta(step, event.text))
+                    elif told:  # merged for the reader; the observers' own
+                        run._tell(AssistantTextDelta(step, event.text))
             elif isinstance(event, ToolInputStart):
                 streams[event.call_id] = _call_stream(run, event.name)
                 tool = run.tools.get(event.name)
@@ -211,9 +218,11 @@ async def _stream_answer(
                         run._silenced,
                         run.agent.hook_timeout,
                     )
-            elif isinstance(event, ReasoningDelta) and event.text:
+            elif isinstance(event, ReasoningDelta) and event.text and heard:
                 if not (keep and queue.extend_text(ReasoningTextDelta, step, event.text)):
                     run.emit(ReasoningTextDelta(step, event.text))
+                elif told:
+                    run._tell(ReasoningTextDelta(step, event.text))
             elif isinstance(event, StreamRetry):
                 run._requests += 1
                 retries += 1
@@ -228,10 +237,10 @@ async def _stream_answer(
 
 def _call_stream(run: LoopState, name: str) -> _CallStream:
     """What the loop keeps of one call while its arguments stream: text only if someone
-    will read it (events are kept, or the tool has ``on_input_delta``)."""
+    will read it (a reader or an observer hears the run, or the tool has ``on_input_delta``)."""
     tool = run.tools.get(name)
     on_delta = tool.on_input_delta if tool is not None else None
-    keep = run._keep_events or on_delta is not None
+    keep = run._heard or on_delta is not None
     return _CallStream(name, TextBuffer() if keep else None, on_delta)
 
 

@@ -160,13 +160,18 @@ class Run:
 
     def emit(self, event: AgentEvent) -> None:
         self._timeline.add(event)
+        self._tell(event)
+        if self._keep_events:
+            self._queue.put(event)
+
+    def _tell(self, event: AgentEvent) -> None:
+        """Give ``event`` to the observers alone: a fragment the reader's queue merged into
+        the delta it already holds is still an event of its own for each observer."""
         for observer in self._observers:
             try:
                 observer(self.id, event)
             except Exception:  # an observer (telemetry, a log) must never break the run
                 log.exception("an observer of %s failed on %s", self.id, type(event).__name__)
-        if self._keep_events:
-            self._queue.put(event)
 
     def discard_events(self) -> None:
         """Nobody will read :meth:`events`: keep none (``Agent.run`` only wants the result)."""
