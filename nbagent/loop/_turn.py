@@ -128,6 +128,10 @@ async def _stream_answer(
     queue = run._queue
     pending = queue.items  # the queue's deque: its tail is checked once per fragment
     shown = run.limits.max_argument_bytes  # beyond it a call is refused: show no more
+    # a native typed answer is refused beyond the same size: show no more of it either
+    typed = run.answer
+    cap = shown if typed is not None and typed.mode == "native" else None
+    said = 0
     stream = generator.stream(request)
     run._requests += 1
     try:
@@ -178,6 +182,10 @@ async def _stream_answer(
                             run.agent.hook_timeout,
                         )
             elif isinstance(event, TextDelta):
+                if cap is not None:
+                    said += len(event.text)
+                    if said > cap:
+                        continue
                 if event.text and heard:
                     if not (keep and queue.extend_text(AssistantTextDelta, step, event.text)):
                         run.emit(AssistantTextDelta(step, event.text))
@@ -226,6 +234,7 @@ async def _stream_answer(
             elif isinstance(event, StreamRetry):
                 run._requests += 1
                 retries += 1
+                said = 0
                 streams.clear()
                 run.emit(StepRetried(step, event.reason, event.attempt, event.delay))
     finally:
