@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing
 from .._spending import Account, spend_from, spending_account
 from ..approvals.approval import Approver, InteractiveApprover, approval_policy
 from ..approvals.rules import RuleApprover
@@ -131,6 +132,9 @@ class Batch:
             )
         if budget is not None and not isinstance(budget, Budget):
             raise BatchInputError(f"budget= takes a nbagent.Budget, not {type(budget).__name__}")
+        lacking = missing("dask", "Agent.map(engine=...)") if engine is not None else None
+        if lacking is not None:  # what the tasks travel with (cloudpickle) is part of it
+            raise BatchInputError(lacking)
         self.items, self.index = prepare(inputs, template, max_inputs=max_inputs)
         #: What the whole map may spend, every row and its helpers together (the agent's own
         #: budget still bounds each row's run): one account, made as the batch starts.
