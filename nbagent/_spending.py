@@ -23,12 +23,33 @@ slice from what the row reports (see :mod:`nbagent.batch._dask`).
 The account runs spend from is the *ambient* one (:func:`spending_account`, a context variable):
 each run sets its own for its task and the tools it runs, so a run started inside a tool (a
 helper, or any ``agent.run`` there) spends from its caller's account.
+
+How a caller hands one to runs, and how it is spent (the whole interface):
+
+* a :class:`~nbagent.limits.Budget` goes where it always went (``Agent(budget=...)``,
+  ``agent.run(..., budget=...)``, ``Agent.map(budget=...)``, ``ServedCalls(budget=...)``):
+  each makes an :class:`Account` of it under the ambient one;
+* an account that outlives one run (a kernel session's, a notebook's) is made once,
+  ``Account(budget, parent, label="the session's budget")``, and handed to every run started
+  inside ``with spending(account): ...`` (or ``token = spend_from(account)``): those runs,
+  ``run_sync`` too (it copies the context), and their helpers reserve from it and every
+  account above it;
+* whoever sends a request: ``got = account.reserve(tokens, usd, model=...)`` before it (``usd``
+  None: no known price), which gives a :class:`Reservation`, a :class:`BudgetRefusal` (its
+  ``sentence`` says why, whole) or a :class:`Waiting` (``await got``, then reserve again);
+  then exactly one of ``got.settle(tokens, usd)`` once it was sent (answered, failed or
+  cancelled: what it reported) or ``got.release()`` when it never was;
+* ``account.refusal()`` says whether anything more can be sent at all, ``account.left()``
+  what is left (what is held counts as spent), and ``spent_*`` / ``held_*`` what the account
+  has spent and holds.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +61,7 @@ __all__ = [
     "Reservation",
     "Waiting",
     "spend_from",
+    "spending",
     "spending_account",
 ]
 
@@ -60,6 +82,17 @@ def spend_from(account: Account | None) -> contextvars.Token[Account | None]:
     """Make ``account`` the ambient one in this context (a run's task, a map's, a served
     call's); returns the token that undoes it."""
     return _AMBIENT.set(account)
+
+
+@contextmanager
+def spending(account: Account | None) -> Iterator[Account | None]:
+    """Every run started inside the block spends from ``account`` (and what is above it):
+    how an account that outlives one run (a session's, a notebook's) is handed to runs."""
+    token = _AMBIENT.set(account)
+    try:
+        yield account
+    finally:
+        _AMBIENT.reset(token)
 
 
 @dataclass(frozen=True)
@@ -112,17 +145,24 @@ class Account:
         return any(a.budget.usd is not None for a in self.chain())
 
     def reserve(
-        self, tokens: int = 0, usd: float | None = 0.0, *, model: str = "the model"
+        self,
+        tokens: int = 0,
+        usd: float | None = 0.0,
+        *,
+        model: str = "the model",
+        unpriced: str = "",
     ) -> Reservation | BudgetRefusal | Waiting:
         """Hold one request, ``tokens`` and ``usd`` (the request's estimate; ``usd=None``: the
         model's price is unknown) in this account and every one above it; or say why not; or,
         when only what requests in flight hold keeps it from fitting, a :class:`Waiting` to
-        await before asking again (their answers may cost less than they hold)."""
+        await before asking again (their answers may cost less than they hold). ``unpriced``
+        ends the sentence refusing an unknown price (what installs the price table, when it
+        is not there)."""
         with _LOCK:
             chain = self.chain()
             wait = False
             for account in chain:
-                verdict = account._verdict(tokens, usd, model)
+                verdict = account._verdict(tokens, usd, model, unpriced)
                 if isinstance(verdict, str):
                     return BudgetRefusal(verdict)
                 wait = wait or verdict
@@ -201,7 +241,9 @@ class Account:
         self.held_tokens -= held._tokens
         self.held_usd -= held._usd
 
-    def _verdict(self, tokens: int, usd: float | None, model: str) -> str | bool:
+    def _verdict(
+        self, tokens: int, usd: float | None, model: str, unpriced: str = ""
+    ) -> str | bool:
         """A request of this size here: the sentence refusing it, True to wait for the
         requests in flight, False when it fits. A request in flight is sure to count, so the
         request bound never waits; its tokens and dollars may settle lower than held."""
@@ -236,7 +278,7 @@ class Account:
                 return (
                     f"The price of {model} is unknown, so {label} of "
                     f"{_dollars(bound.usd)} cannot be kept: nothing was sent (a price is "
-                    "never guessed)."
+                    "never guessed)." + (f" {unpriced}" if unpriced else "")
                 )
             spent_usd = self.spent_usd
             if spent_usd >= bound.usd:

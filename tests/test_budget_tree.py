@@ -423,3 +423,84 @@ async def test_the_terminal_and_the_saved_cell_say_which_budget_stopped_the_run(
     said = "stopped: the price of no-such-model-7 is unknown, so the run's budget of $0.5"
     assert TerminalView(Console(io.StringIO())).summary(result).startswith(said)
     assert transcript.footer().startswith(said)
+
+
+async def test_nested_helpers_spend_from_the_one_account() -> None:
+    """The planner asks a researcher, which asks two diggers at once, which dig for ever: every
+    request of the three levels reserves from the planner's budget (a copy handed down would
+    let each digger spend all the researcher was given)."""
+    counter = iter(range(1_000_000))
+    overlap = threading.Barrier(2)
+
+    def answer(body: dict[str, Any]) -> bytes:
+        if body["model"] == "planner-model":
+            if results(body) == 0:
+                return calls(("p", "research", {"prompt": "rivers"}))
+            return text("done")
+        if body["model"] == "middle-model":
+            if results(body) == 0:
+                return calls(("m1", "dig", {"prompt": "Rhine"}), ("m2", "dig", {"prompt": "Po"}))
+            return text("dug")
+        return calls(("d", "lookup", {"word": f"w{next(counter)}"}))
+
+    def hold(body: dict[str, Any]) -> threading.Barrier | None:
+        return overlap if body["model"] == "deep-model" and results(body) == 0 else None
+
+    with ModelServer(answer, hold) as server:
+        models = [
+            OpenAIChat(name, api_key=KEY, base_url=server.url)
+            for name in ("planner-model", "middle-model", "deep-model")
+        ]
+        digger = Agent(models[2], [lookup], max_steps=50)
+        researcher = Agent(
+            models[1], [digger.as_tool(name="dig", description="Digs.")], max_steps=50
+        )
+        planner = Agent(models[0], [researcher.as_tool(name="research", description="Looks up.")])
+        result = await planner.run("go", budget=Budget(requests=7))
+        await closed(models)
+    assert server.broken == [] and server.most_in_flight >= 2  # the diggers overlapped
+    # planner 1, researcher 1, then the diggers share the 5 left: 7 in all (a copy of the
+    # remainder per level would have let 1 + 1 + 5 + 5 through)
+    assert len(server.bodies) == 7, [b["model"] for b in server.bodies]
+    assert len(server.of("deep-model")) == 5
+    assert result.stop_reason == "budget" and "7 request(s) is spent" in result.stop_detail
+
+
+def test_an_account_handed_to_runs_bounds_them_together() -> None:
+    """An account that outlives one run (a session's): every run started inside
+    ``spending(account)`` reserves from it (``run_sync`` runs on a worker thread of its own,
+    with the caller's context), and each run's own budget bounds it under that account."""
+    from nbagent._spending import spending
+
+    with ModelServer(lambda body: calls(("x", "lookup", {"word": "w"}))) as server:
+        model = OpenAIChat("row-model", api_key=KEY, base_url=server.url)
+        session = Account(Budget(requests=5), label="the session's budget")
+        with spending(session):
+            first = Agent(model, [lookup], max_steps=3).run_sync("a")
+            second = Agent(model, [lookup], max_steps=50).run_sync(
+                "b", budget=Budget(tokens=10_000)
+            )
+        third = Agent(model, [lookup], max_steps=1).run_sync("c")  # outside: not bounded
+        asyncio.run(model.aclose())
+    assert first.stop_reason == "max_steps" and first.steps == 3
+    assert second.stop_reason == "budget" and second.steps == 2
+    assert second.stop_detail.startswith("The session's budget of 5 request(s) is spent")
+    assert third.stop_reason == "max_steps"
+    assert len(server.bodies) == 6 and session.spent_requests == 5 and session.held_requests == 0
+
+
+def test_an_unknown_price_without_the_table_says_what_installs_it(
+    monkeypatch: Any,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # as if the extra were missing
+    with ModelServer(lambda body: text("hi")) as server:
+        model = OpenAIChat("gpt-4.1-mini-unlisted", api_key=KEY, base_url=server.url)
+        result = Agent(model).run_sync("hello", budget=Budget(usd=1.0))
+        asyncio.run(model.aclose())
+    assert result.stop_reason == "budget" and server.bodies == []
+    assert result.stop_detail.endswith(
+        "nothing was sent (a price is never guessed). Knowing what a model's tokens cost needs "
+        'the prices extra (genai_prices is not installed here): pip install "nbagent[prices]"'
+    ), result.stop_detail

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .._prices import cost_usd
+from .._prices import cost_usd, table_missing
 from .._spending import BudgetRefusal, Waiting
 from ..content import TextPart
 from ..generation import Usage
@@ -58,11 +58,16 @@ async def reserve(run: LoopState, generator: Any) -> str | None:
         given = _input_estimate(run)
         out = run.options.max_tokens or 0
         tokens = given + out
+    unpriced = ""
     if account.counts_usd:
         usd = cost_usd(generator, Usage(given, out))
+        if usd is None:  # no table at all here: the refusal says what installs it
+            unpriced = table_missing() or ""
     name = str(getattr(generator, "model", "") or type(generator).__name__)
     while True:
-        got = account.reserve(tokens if account.counts_tokens else 0, usd, model=name)
+        got = account.reserve(
+            tokens if account.counts_tokens else 0, usd, model=name, unpriced=unpriced
+        )
         if isinstance(got, Waiting):
             await got
             continue
