@@ -240,7 +240,10 @@ def test_usage_and_a_budget(kernel: Kernel) -> None:
     )
     cell(kernel, '@tool\ndef greet(name: str) -> str:\n    """Greet."""\n    return "hi " + name')
     ran = kernel.submit(
-        "%agent --new --approve auto --budget 150 -o spent greet twice\nprint(spent.stop_reason)"
+        # only greet: the first request's estimate counts the tools' definitions, and the
+        # shared kernel holds the tools earlier tests defined
+        "%agent --new --tools greet --approve auto --budget 150 -o spent greet twice\n"
+        "print(spent.stop_reason)"
     )
     kernel.finish(ran)
     assert "budget" in kernel.cell_text(ran)
