@@ -130,6 +130,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
         "nbagent._extras",
         "nbagent._files",
         "nbagent._markdown",
+        "nbagent._spending",
         "nbagent._textbuf",
         "nbagent._threads",
         "nbagent._version",

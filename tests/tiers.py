@@ -62,6 +62,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "notebook/test_view.py": ("test_growing_redaction_shows_what_redacting_the_whole_text_shows",),
     "providers/test_anthropic_stream.py": ("test_split_at_every_byte_over_the_socket",),
+    "providers/test_native_limits.py": (
+        "test_openai_takes_5000_properties_natively_and_5001_as_a_tool",
+    ),
     "providers/test_responses_stream.py": (
         "test_invalid_utf8_is_replaced_and_damaged_calls_are_marked",
         "test_split_at_every_byte_over_the_socket",

@@ -324,6 +324,7 @@ def serve(
         loop=loop,
         agent=session.agent,
         label="tool calls from an MCP client",
+        budget=getattr(session.agent, "budget", None),  # all the session's calls together
     )
     calls._sink = lambda event: _show(served_holder, view, event)
     transcript = getattr(view, "transcript", None)

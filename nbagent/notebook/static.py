@@ -441,7 +441,7 @@ def _head(transcript: Transcript) -> _Piece:
 
 def _tail(transcript: Transcript) -> _Piece:
     parts, md, plain = [], [], []
-    if transcript.answer is not None:  # a typed run's validated value
+    if transcript.answered:  # a typed run's validated value (which may be null)
         shown, written, said = answer_forms(transcript.answer)
         parts.append(shown)
         md.append(written)
