@@ -478,8 +478,12 @@ class Agent:
         that failed on a busy provider (429, 5xx); ``engine``: a ``dask.distributed.Client``;
         ``model``: a model string for this batch (what Dask workers build their model from);
         ``tools``, ``options``; ``progress``: "auto", None or a callable given
-        :class:`~nbagent.batch.BatchProgress` snapshots. Bad inputs (a template naming a
-        missing column …) raise :class:`~nbagent.errors.BatchInputError` before any run.
+        :class:`~nbagent.batch.BatchProgress` snapshots; ``budget``: a
+        :class:`~nbagent.Budget` for the whole map, every row and its helpers together (each
+        request reserves from it before it is sent; rows it can no longer pay for are "not
+        run", saying why), while this agent's own ``budget`` bounds each row's run. Bad
+        inputs (a template naming a missing column …) raise
+        :class:`~nbagent.errors.BatchInputError` before any run.
         """
         from .batch import Batch
 

@@ -8,8 +8,10 @@ never find it busy), and everything the caller's run is bound by reaches it:
 
 * **stop**: cancelling the caller cancels the helper's run; both histories end with every
   call answered;
-* **budget**: the helper's tokens and requests count against the caller's
-  :class:`~nbagent.Budget`, and a helper gets only what is left of it;
+* **budget**: the helper spends from the caller's account (:mod:`nbagent._spending`): each
+  of its requests reserves from the caller's :class:`~nbagent.Budget` (tokens, requests and
+  dollars) before it is sent, so helpers running in parallel share what is left rather than
+  each getting all of it; a helper's own budget bounds it too;
 * **timeouts**: the call is a tool call, so the caller's ``tool_timeout`` (or the tool's own
   ``timeout=``) bounds the whole of the helper's run;
 * **approvals**: the helper's calls go to the caller's approver (the same person; rules
@@ -34,11 +36,11 @@ import contextvars
 import json
 from typing import Any, Protocol
 
+from ._spending import spending_account
 from .content import TextPart, ToolResult, error_result
 from .errors import ToolDefinitionError
 from .events import HelperEvent
 from .generation import Usage
-from .limits import Budget
 from .tools import Tool, ToolContext, validate_tools
 
 
@@ -49,7 +51,6 @@ class Run(Protocol):
     id: str
     approver: Any
     agent: Any
-    _budget: Budget | None
     _usage: Usage
     _requests: int
     exchanges: list[Any]
@@ -165,9 +166,10 @@ async def _delegate(
             f"{name} was not run: helpers would nest {depth} deep, more than the limit of "
             f"{max_depth} (does an agent reach itself through its helpers?)"
         )
-    budget, spent = _left(caller)
-    if spent:
-        return error_result(f"{name} was not run: the run's budget is spent")
+    account = spending_account()  # the caller's: the helper's requests reserve from it
+    spent = account.refusal() if account is not None else None
+    if spent is not None:
+        return error_result(f"{name} was not run: {spent}")
     worker = helper.fork()
     worker.messages = []  # each call is a conversation of its own
     worker.generator = _recorded(caller, worker.generator)
@@ -178,7 +180,6 @@ async def _delegate(
             prompt,
             approver=caller.approver if caller is not None else None,
             max_steps=max_steps,
-            budget=budget,
             output=output,
         )
     finally:
@@ -219,23 +220,9 @@ def _recorded(caller: Run | None, own: Any) -> Any:
     return own
 
 
-def _left(caller: Run | None) -> tuple[Budget | None, bool]:
-    """What is left of the caller's budget, for its helper (and whether nothing is)."""
-    budget = caller._budget if caller is not None else None
-    if caller is None or budget is None:
-        return None, False
-    tokens = requests = None
-    if budget.tokens is not None:
-        tokens = budget.tokens - caller._usage.total_tokens
-    if budget.requests is not None:
-        requests = budget.requests - caller._requests
-    if (tokens is not None and tokens <= 0) or (requests is not None and requests <= 0):
-        return None, True
-    return Budget(tokens=tokens, requests=requests), False
-
-
 def _charge(caller: Run | None, run: Any) -> None:
-    """The helper's tokens and requests count as the caller's."""
+    """The helper's tokens and requests count in the caller's result (its account has had
+    them since each request was reserved)."""
     final = run.final
     if caller is None or final is None:
         return
@@ -263,14 +250,16 @@ def _answer(name: str, result: Any, typed: bool) -> ToolResult | str:
         return error_result(f"{name} failed: {redact_secrets(why)[:2_000]}")
     if stop == "cancelled":
         return error_result(f"{name} was stopped before it answered")
+    detail = result.stop_detail or stop.replace("_", " ")
     if typed:
-        if stop not in ("finished", "terminated") or result.output is None:
-            return error_result(f"{name} stopped ({stop}) without a typed answer")
+        if stop not in ("finished", "terminated") or not result.has_output:
+            # has_output, never ``output is None``: a valid answer may be None itself
+            return error_result(f"{name} stopped ({detail}) without a typed answer")
         from .output import to_json
 
         text = json.dumps(to_json(result.output), ensure_ascii=False)
         return ToolResult((TextPart(text),), value=result.output)
     text = result.text or f"({name} gave no answer)"
     if stop in ("max_steps", "length", "budget", "repeated_call"):
-        text += f"\n\n({name} stopped early: {stop.replace('_', ' ')})"
+        text += f"\n\n({name} stopped early: {detail})"
     return text  # plain text: the loop turns it into the result without a thread

@@ -10,6 +10,7 @@
     ├── ConfigurationError        no provider/key/model could be resolved; says how to set one
     ├── MCPServerError            an MCP server could not be started or reached; says why
     │   └── MCPSignInError            signing in to it (OAuth) failed, or nobody could sign in
+    ├── RequestRefusedError       a gate on the request path (a course policy) refused it
     ├── RecordingError            a recording is malformed, truncated, or of a newer format
     │   └── ReplayDivergedError       a replayed run asked what the recording does not hold
     ├── GenerationError           talking to a model failed
@@ -68,6 +69,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RecordingError",
     "ReplayDivergedError",
+    "RequestRefusedError",
     "RateLimitError",
     "ResultError",
     "RunAbortedError",
@@ -135,6 +137,19 @@ class MCPSignInError(MCPServerError):
     """Signing in to an MCP server (OAuth) did not succeed: the authorization server refused
     or did not answer, the browser came back with a wrong ``state``, nobody signed in in time,
     or nobody could (a headless run). The message says which, never a token or a code."""
+
+
+class RequestRefusedError(NbagentError):
+    """A model request a gate on the request path refused before anything was sent (the
+    course policy: AI off, a model not allowed, a budget spent …). The message is one sentence
+    naming the rule and where it is written; ``rule`` is the rule's key (``ai``, ``models``,
+    ``budget.session.usd`` …), ``ai_off`` whether AI is off. Never retried."""
+
+    def __init__(self, sentence: str, *, rule: str = "", ai_off: bool = False) -> None:
+        super().__init__(sentence)
+        self.sentence = sentence
+        self.rule = rule
+        self.ai_off = ai_off
 
 
 class RecordingError(NbagentError):

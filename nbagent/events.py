@@ -64,10 +64,11 @@ log = logging.getLogger("nbagent")
 
 #: Why a run stopped. "finished": the model answered without calls; "terminated": every call of
 #: the last batch asked to terminate; "max_steps": the step limit; "length": the model hit its
-#: token limit (its calls were not run); "budget": the run's token or request budget was spent
-#: (checked before each model request); "repeated_call": the model made the same call again
-#: and again with the same result, and nobody let it go on (see nbagent.loop._repeats);
-#: "cancelled"; "failed".
+#: token limit (its calls were not run); "budget": the run's budget (tokens, requests or
+#: dollars, its helpers' included) could not pay for the next model request, reserved before
+#: each is sent (``RunResult.stop_detail`` says which); "repeated_call": the model made the
+#: same call again and again with the same result, and nobody let it go on (see
+#: nbagent.loop._repeats); "cancelled"; "failed".
 StopReason = Literal[
     "finished",
     "terminated",
@@ -120,8 +121,15 @@ class RunResult:
     #: The agent that ran it, for :meth:`fork` (not pickled: a result travels without it).
     agent: Any = field(default=None, compare=False, repr=False)
     #: A typed run's validated answer (``output=``, see :mod:`nbagent.output`): an instance of
-    #: the type asked for; None when the run asked for none or ended without one.
+    #: the type asked for, which may itself be None (``output=Optional[int]``): whether there
+    #: is one at all is :attr:`has_output`, never ``output is None``.
     output: Any = field(default=None, compare=False)
+    #: The typed run ended with a valid answer (its value is :attr:`output`, None included);
+    #: False for a run that asked for none or ended without one.
+    has_output: bool = field(default=False, compare=False)
+    #: Why the run stopped, in one sentence, where the stop reason alone does not say: a
+    #: budget that was spent or could not be kept (``"budget"``); "" otherwise.
+    stop_detail: str = field(default="", compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -61,22 +61,27 @@ _OPTIONAL = frozenset({"max_repeats"})
 
 @dataclass(frozen=True)
 class Budget:
-    """What one run may spend: ``tokens`` (input + output, summed over its model requests),
-    ``requests`` (model requests) and ``usd`` (dollars, priced from the maintained table of
-    :mod:`nbagent._prices`; the ``prices`` extra). ``None`` leaves a bound off.
+    """What a run may spend, its helpers and the runs its tools start included: ``tokens``
+    (input + output, summed over its model requests), ``requests`` (model requests) and
+    ``usd`` (dollars, priced from the maintained table of :mod:`nbagent._prices`; the ``prices``
+    extra). ``None`` leaves a bound off.
 
     ``requests`` counts every request sent, not only the steps: a retry (after an overloaded or
     rate-limited answer, a dropped connection, an answer that broke off mid-stream) is a
     request too, since a provider may bill it. A budget bounds what is paid for.
 
-    Checked before each model request, retries included: a run that spent its budget stops
-    there with ``stop_reason="budget"`` (a retry it cannot pay for is not sent), every call
-    answered and the history valid, instead of an alert after the fact. One answer can still
-    go over the token budget (its size is only known once it arrived): bound that with
-    ``Options(max_tokens=...)``.
+    A budget is a value; the run spends it as one account for its whole tree
+    (:mod:`nbagent._spending`): before each model request, retries included, the request
+    reserves what it is expected to cost (one request; its input so far plus
+    ``Options.max_tokens`` in tokens and dollars), and it is sent only if that fits in what is
+    left; once answered, what it reported is settled. A run that cannot pay for its next
+    request stops there with ``stop_reason="budget"`` and ``stop_detail`` saying why (a retry
+    it cannot pay for is not sent), every call answered and the history valid, instead of an
+    alert after the fact. One answer can still go beyond its estimate (its size is only known
+    once it arrived): bound that with ``Options(max_tokens=...)``.
 
-    A run on a model with no known price cannot keep a ``usd`` bound: it stops before its
-    first request, as a spent budget does (a price is never guessed).
+    A request on a model with no known price cannot keep a ``usd`` bound: it is not sent, as a
+    spent budget's is (a price is never guessed).
     """
 
     tokens: int | None = None

@@ -45,6 +45,11 @@ Everything in this folder was made by `scripts/make_sample_submissions.py`: the 
 made up and their runs never happened (no model was asked). Notebook 13 runs the class report
 over `submissions/` against the policy in `nbagent-course.toml`.
 
+Each notebook also runs when you open it, with no API key: an exam
+(`submissions/<student>/exams/final.ipynb`) is AI off by the policy's `exams/*.ipynb`, which
+names every student's exams folder, so its `%agent` cell is refused as it was for the student;
+a homework replays its answers from the recordings beside it.
+
 Students whose submissions carry a flag on purpose: {flagged}.
 """
 
@@ -57,7 +62,9 @@ def main() -> int:
     (COURSE / "nbagent-course.toml").write_text(POLICY, encoding="utf-8")
     flagged = ", ".join(f"`{s}` ({f})" for s, f in FLAGGED.items())
     (COURSE / "README.md").write_text(README.format(flagged=flagged), encoding="utf-8")
-    samples = write_samples(submissions, 9, policy=POLICY.encode("utf-8"))
+    samples = write_samples(
+        submissions, 9, policy=POLICY.encode("utf-8"), policy_path=COURSE / "nbagent-course.toml"
+    )
     print(f"wrote {len(samples)} notebooks under {submissions.relative_to(ROOT)}")
     return 0
 

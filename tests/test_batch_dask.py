@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nbagent import Agent, tool
+from nbagent import Agent, Budget, tool
 from nbagent.batch import Batch
 from nbagent.batch._dask import worker_spec_bytes
 from nbagent.errors import BatchInputError
@@ -188,6 +188,35 @@ async def test_at_most_concurrency_requests_are_in_flight_at_the_server_one_task
     assert server.peak <= bound, f"{server.peak} requests in flight, at most {bound} promised"
     keys = {task["key"] for task in stream.data if "nbagent-run" in str(task["key"])}
     assert len(keys) == 100  # one task per input
+
+
+def test_a_maps_budget_holds_across_the_worker_processes(cluster: Client) -> None:
+    """Each task gets a share of what is left (the workers cannot reserve from the client's
+    account) and brings back what it spent: two requests each, four for the whole map."""
+
+    @tool
+    def note(n: int) -> str:
+        """Note a number."""
+        return f"noted {n}"
+
+    def decide(request: Request) -> Any:
+        last = request.messages[-1]
+        if isinstance(last, UserMessage):
+            return Turn(Call("note", {"n": int(last.text)}))
+        return last.results[0].text  # type: ignore[union-attr]
+
+    out = Agent(FunctionModel(decide), [note]).map_sync(
+        [str(i) for i in range(6)],
+        engine=cluster,
+        concurrency=2,
+        budget=Budget(requests=4),
+        progress=None,
+    )
+    statuses = list(out["status"])
+    assert statuses.count("done") == 2 and statuses.count("not run") == 4, statuses
+    assert sum(out["steps"]) == 4  # every request of the map, counted where it was sent
+    reasons = out[out["status"] == "not run"]["error"]
+    assert all("budget" in str(why) for why in reasons), list(reasons)
 
 
 def test_stop_half_way_on_the_cluster_keeps_finished_rows(cluster: Client) -> None:

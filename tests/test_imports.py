@@ -129,6 +129,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "ground": (
         "nbagent._extras",
         "nbagent._files",
+        "nbagent._markdown",
+        "nbagent._spending",
         "nbagent._textbuf",
         "nbagent._threads",
         "nbagent._version",
@@ -141,6 +143,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     # the words every room speaks: content, tools, messages, a model's request and answer
     "vocabulary": (
         "nbagent._digest",
+        "nbagent._gates",
         "nbagent._history",
         "nbagent._prices",
         "nbagent.content",

@@ -160,7 +160,7 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
             "nbagent cannot read an object of type matplotlib.Figure without running its code"
         ) in shown
         assert "still there: ['fig', 'ax']" in printed and "'z', 'outlier']" in printed
-        assert "# nbagent run-1 · step 3: flag the unusual months" in shown  # as cells
+        assert re.search(r"# nbagent run-[a-z0-9]{5}-1 · step 3: flag the unusual months", shown)
     elif path.stem == "12_step_and_fork":  # exchanges, step mode headless, an edit, a fork
         printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
         shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
@@ -184,6 +184,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         # the saved output keeps each helper's own run inside its call
         assert "research: its own run" in html and "write: its own run" in html
         assert "[tool] weather" in shown  # the researcher's own call, in the plain text too
+
+    # the class report over the executed lesson: every run it shows is the run it recorded
+    from nbagent.course import read_class
+
+    (row,) = read_class([tmp_path / path.name])
+    wrong = set(row.flag_list) & {"output_mismatch", "metadata_removed", "metadata_tampered"}
+    assert not wrong, f"{path.name}: the class report flags {wrong}: {row.problems}"
 
     saved = json.dumps(executed)
     for name, key in headless_env.items():

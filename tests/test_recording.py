@@ -306,6 +306,45 @@ def _run_collecting(agent: Agent, prompt: str = "Weather in Oslo?") -> Any:
     return asyncio.run(go())
 
 
+async def test_a_helper_whose_result_changed_diverges_naming_the_call_and_its_new_result() -> None:
+    """The helper's own request differs (its tool's result changed): the helper fails with
+    that divergence, and so does its caller's next request, with the same words; never a
+    comparison of the caller's request with the helper's recorded step."""
+    from nbagent.generation import Request
+    from nbagent.messages import ToolMessage
+    from nbagent.recording import RecordingGenerator, ReplayGenerator
+
+    said = ["3 km"]
+
+    @tool
+    def length(river: str) -> str:
+        """How long a river is."""
+        return f"{river}: {said[0]}"
+
+    def asking(tool_name: str, arguments: dict[str, str], then: str) -> FunctionModel:
+        def decide(request: Request) -> Any:
+            last = request.messages[-1]
+            if isinstance(last, ToolMessage):
+                return f"{then} {last.results[0].text}"
+            return Turn(Call(tool_name, arguments))
+
+        return FunctionModel(decide)
+
+    helper = Agent(asking("length", {"river": "Rhine"}, "it is"), [length])
+    recorder = RecordingGenerator(asking("research", {"prompt": "Rhine"}, "so"), Recording())
+    first = await Agent(recorder, [helper.as_tool(name="research", description="x")]).run("go")
+    assert first.text == "so it is Rhine: 3 km"
+    said[0] = "1,233 km"  # the helper's tool now answers otherwise
+    replayer = ReplayGenerator(Recording.from_json(recorder.recording.to_json()))
+    offline = Agent(FunctionModel(lambda request: "never asked"), [length])
+    again = Agent(replayer, [offline.as_tool(name="research", description="x")])
+    result = await again.run("go", raise_on_error=False)
+    assert result.stop_reason == "failed" and isinstance(result.error, ReplayDivergedError)
+    message = str(result.error)
+    assert "not registered now" not in message, message
+    assert "the result of length" in message and "Rhine: 1,233 km" in message, message
+
+
 def test_a_live_fallback_takes_over_at_the_divergence() -> None:
     recording, _ = recorded_run()
     live = ScriptedModel(["It rains in Oslo, says the live model."])

@@ -70,7 +70,7 @@ def test_each_step_keeps_what_the_model_saw_and_what_came_back() -> None:
         "ToolMessage",
     ]
     assert steps[2].answer.text == "Sunny in both." and steps[2].finish == "stop"
-    with pytest.raises(ValueError, match=r"run-\d+ has no step 4: it has steps 1 to 3"):
+    with pytest.raises(ValueError, match=r"run-[a-z0-9]+-\d+ has no step 4: it has steps 1 to 3"):
         result.exchange(4)
     # a result travels (Dask, a checkpoint) without its agent, its exchanges intact
     copied = pickle.loads(pickle.dumps(result))

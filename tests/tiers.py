@@ -41,6 +41,12 @@ BY_PATH = {
 #: 8 s or more in a full serial run on the project's 2-core machine (--durations=0, Dec 2026),
 #: each costing what a hundred others do.
 SLOW: dict[str, tuple[str, ...]] = {
+    "notebook/test_headless_record.py": (  # one nbclient run of a notebook that serves too
+        "test_each_live_run_saved_headless_carries_its_record_and_cost",
+        "test_the_class_report_counts_the_headless_runs",
+        "test_a_headless_serving_saves_its_served_record",
+        "test_an_answer_edited_in_the_saved_file_is_flagged",
+    ),
     "kernel/test_toolkit.py": ("test_a_thousand_figures_send_a_few_images_and_close_the_rest",),
     "mcp/test_notebook.py": (
         "test_add_list_run_and_remove_in_a_kernel",
@@ -56,6 +62,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "notebook/test_view.py": ("test_growing_redaction_shows_what_redacting_the_whole_text_shows",),
     "providers/test_anthropic_stream.py": ("test_split_at_every_byte_over_the_socket",),
+    "providers/test_native_limits.py": (
+        "test_openai_takes_5000_properties_natively_and_5001_as_a_tool",
+    ),
     "providers/test_responses_stream.py": (
         "test_invalid_utf8_is_replaced_and_damaged_calls_are_marked",
         "test_split_at_every_byte_over_the_socket",

@@ -23,9 +23,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._extras import missing
+from .._spending import Account, spend_from, spending_account
 from ..approvals.approval import Approver, InteractiveApprover, approval_policy
 from ..approvals.rules import RuleApprover
 from ..errors import BatchInputError
+from ..limits import Budget
 from ..output._spec import ANSWER_TOOL, OutputSpec, output_spec
 from ._checkpoint import CheckpointWriter, UnwritableRowError, load_checkpoint
 from ._fingerprint import Fingerprint, differences, fingerprint
@@ -110,6 +112,7 @@ class Batch:
         keep_history: bool = False,
         interval: float = INTERVAL,
         max_inputs: int = MAX_INPUTS,
+        budget: Budget | None = None,
     ) -> None:
         self.concurrency_default = concurrency is None
         if concurrency is None:
@@ -127,10 +130,16 @@ class Batch:
                 f"engine= takes a dask.distributed.Client (or None to run here), not "
                 f"{type(engine).__name__}"
             )
+        if budget is not None and not isinstance(budget, Budget):
+            raise BatchInputError(f"budget= takes a nbagent.Budget, not {type(budget).__name__}")
         lacking = missing("dask", "Agent.map(engine=...)") if engine is not None else None
         if lacking is not None:  # what the tasks travel with (cloudpickle) is part of it
             raise BatchInputError(lacking)
         self.items, self.index = prepare(inputs, template, max_inputs=max_inputs)
+        #: What the whole map may spend, every row and its helpers together (the agent's own
+        #: budget still bounds each row's run): one account, made as the batch starts.
+        self.budget = budget
+        self.account: Account | None = None
         self.concurrency = concurrency
         self.engine = engine
         self.interval = interval
@@ -241,7 +250,7 @@ class Batch:
             key = (item.key, item.digest)
             earlier_row = known.get(key)
             if earlier_row is not None and earlier_row.status == "done":
-                if spec is not None and earlier_row.output_json is None:
+                if spec is not None and not earlier_row.has_output:
                     without_output += 1  # answered when no output was asked for
                     continue
                 self.rows[item.position] = earlier_row.at(item)
@@ -421,6 +430,12 @@ class Batch:
 
     async def _main(self) -> None:
         self._started = time.monotonic()
+        ambient = spending_account()  # a map inside a run's tool spends from that run's too
+        if self.budget is not None:
+            self.account = Account(self.budget, ambient, label="the map's budget")
+        else:
+            self.account = ambient
+        spend_from(self.account)  # this task's: every row's run is started from it
         reporter = asyncio.ensure_future(self._report())
         try:
             todo = self.pending
@@ -448,6 +463,10 @@ class Batch:
             for item in queue:
                 if self._stopping:
                     return
+                spent = self.account.refusal() if self.account is not None else None
+                if spent is not None:  # every later row would stop before its first request
+                    self.record(not_run(item, spent, status="not run"))
+                    continue
                 self.running(1)
                 try:
                     row = await run_item(self.plan, item, self._gate)

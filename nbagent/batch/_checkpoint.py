@@ -67,6 +67,7 @@ def row_to_json(row: BatchRow) -> dict[str, Any]:
         "error": row.error,
         "attempts": row.attempts,
         "messages": messages_to_json(result.messages) if result is not None else None,
+        **({"has_output": True} if row.has_output else {}),  # a null answer is still one
     }
 
 
@@ -87,7 +88,13 @@ def row_from_json(data: dict[str, Any], decode: Any = None) -> BatchRow:
             data["stop_reason"],
         )
     output_json = data.get("output")
-    output = decode(output_json) if decode is not None and output_json is not None else output_json
+    # a typed answer may be null: the flag says there is one (files before it: not null)
+    answered = bool(data.get("has_output", output_json is not None))
+    output = decode(output_json) if decode is not None and answered else output_json
+    if result is not None and answered:
+        from dataclasses import replace
+
+        result = replace(result, output=output, has_output=True)
     return BatchRow(
         int(data.get("position") or 0),
         str(data["key"]),
@@ -96,6 +103,7 @@ def row_from_json(data: dict[str, Any], decode: Any = None) -> BatchRow:
         text=str(data.get("text") or ""),
         output=output,
         output_json=output_json,
+        has_output=answered,
         steps=int(data.get("steps") or 0),
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,

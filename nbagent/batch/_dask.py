@@ -17,6 +17,17 @@ model was built in code with a key cannot leak it into a task graph: the batch a
 ``model="provider:name"`` instead. Offline models (FunctionModel …) hold no key and travel as
 they are.
 
+A map's budget (``budget=``) is one account in this process, which a worker in another
+process cannot reserve from. So before a task is submitted the client takes a *share* of what
+is left for it (what is left, divided among the tasks that may still be in flight), the
+worker's run and its helpers spend from that share as their own account, and the row brings
+back what it spent, which settles the share. The whole map stays within its budget; what does
+not carry across processes: a row cannot use what another row in flight has left unused (it
+may stop at its share while the map still had some), a task is submitted only once a share
+holds at least one request (and one token, where tokens are bounded), and a task whose worker
+died is counted as having spent its whole share (its spending died with it; if Dask retries it
+elsewhere, the retry spends from that same share again).
+
 The task is a coroutine, so Dask runs it on the worker's event loop: a run that waits on the
 network holds a task slot (a worker thread) but no thread. Give workers more threads than cores
 for remote models (``dask worker --nthreads 16``). A worker that dies mid-run has its task
@@ -30,14 +41,16 @@ import asyncio
 import hashlib
 import secrets
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._spending import Account, Reservation, spend_from
 from ..errors import BatchInputError
+from ..limits import Budget
 from ._inputs import Item
-from ._rows import BatchRow, describe_error
+from ._rows import BatchRow, describe_error, not_run
 from ._run import Gate, MappedAgent, RunPlan, run_item
 
 if TYPE_CHECKING:
@@ -60,6 +73,7 @@ class DrivenBatch(Protocol):
     engine: Any
     concurrency: int
     concurrency_default: bool
+    account: Account | None
 
     @property
     def stopping(self) -> bool: ...
@@ -102,6 +116,8 @@ class WorkerSpec:
     #: The prepared agent's class (nbagent's Agent: a fork always is one), by reference.
     agent_class: Callable[..., MappedAgent]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The agent's own budget: it bounds each row's run, as it does here.
+    budget: Budget | None = None
 
     def plan(self) -> RunPlan:
         agent = self.agent_class(
@@ -116,6 +132,7 @@ class WorkerSpec:
             messages=self.messages,
             limits=self.limits,
             approval_timeout=self.approval_timeout,
+            budget=self.budget,
         )
         return RunPlan(
             agent,
@@ -160,6 +177,7 @@ def worker_spec(batch: DrivenBatch) -> WorkerSpec:
         output=plan.output,
         keep_history=plan.keep_history,
         agent_class=type(agent),
+        budget=getattr(agent, "budget", None),
     )
 
 
@@ -230,10 +248,21 @@ def _plan_for(spec: bytes) -> tuple[RunPlan, Gate]:
     return made
 
 
-async def run_remote(spec: bytes, item: Item) -> BatchRow:
-    """The task: one input, run on the worker's event loop."""
+async def run_remote(spec: bytes, item: Item, share: Budget | None = None) -> BatchRow:
+    """The task: one input, run on the worker's event loop; with ``share`` (of the map's
+    budget), in an account of its own whose spending the row brings back."""
     plan, gate = _plan_for(spec)
-    return await run_item(plan, item, gate)
+    if share is None:
+        return await run_item(plan, item, gate)
+    account = Account(share, label="this row's share of the map's budget")
+
+    async def spending() -> BatchRow:
+        spend_from(account)  # this task's context only: the row's run is started from it
+        return await run_item(plan, item, gate)
+
+    row = await asyncio.get_running_loop().create_task(spending())
+    spent = (account.spent_requests, account.spent_tokens, account.spent_usd)
+    return replace(row, spent=spent)
 
 
 # --- on the client ----------------------------------------------------------------------------
@@ -301,13 +330,38 @@ def _drive(
     def post(function: Any, *args: Any) -> None:
         loop.call_soon_threadsafe(function, *args)
 
+    account = batch.account
+    backlog: deque[Item] = deque()  # taken from ``pending`` but not submitted: no share yet
+    shares: dict[str, Reservation] = {}
+
+    def taken(count: int) -> list[tuple[Item, Budget | None]]:
+        """Up to ``count`` inputs, each with its share of the map's budget (if it has one)."""
+        out: list[tuple[Item, Budget | None]] = []
+        while len(out) < count:
+            item = backlog.popleft() if backlog else next(pending, None)
+            if item is None:
+                break
+            given: Budget | None = None
+            if account is not None:
+                with lock:
+                    flying = len(futures)
+                got = account.share(limit - flying - len(out))
+                if got is None:  # nothing to share until a row in flight settles
+                    backlog.appendleft(item)
+                    break
+                given, held = got
+                shares[_key(token, item)] = held
+            out.append((item, given))
+        return out
+
     def submit(count: int) -> None:
         """Submit up to ``count`` more inputs, one task each, in one message to the scheduler."""
         if stop.is_set():
             return
-        items = [item for _, item in zip(range(count), pending, strict=False)]
-        if not items:
+        chosen = taken(count)
+        if not chosen:
             return
+        items = [item for item, _ in chosen]
         # The spec goes with each task rather than scattered once: data scattered to workers
         # is lost when they die, and then every task needing it would be cancelled. At most
         # ``limit`` tasks exist at a time, so this costs little.
@@ -316,7 +370,8 @@ def _drive(
             run_remote,
             [spec] * len(light),
             light,
-            key=[f"nbagent-run-{token}-{i.position}" for i in items],
+            [given for _, given in chosen],
+            key=[_key(token, i) for i in items],
             pure=False,
         )
         with lock:
@@ -331,17 +386,39 @@ def _drive(
             batch.record(row)
 
     submit(limit)
-    for finished in completed.batches():
+    with lock:
+        started = bool(futures)
+    for finished in completed.batches() if started else ():
         rows = []
         for future, result in finished:
             with lock:
                 _, item = futures.pop(future.key)
-            rows.append(_row_of(future, item, result, stop.is_set()))
+            row = _row_of(future, item, result, stop.is_set())
+            held = shares.pop(future.key, None)
+            if held is not None:  # the share settles with what the row spent, or all of it
+                if row.spent is not None:
+                    requests, tokens, usd = row.spent
+                    held.settle(tokens, usd, requests)
+                else:
+                    held.settle_whole()
+            rows.append(row)
         post(record, rows)
         submit(len(rows))  # as many new tasks as ended: never more than ``limit`` in flight
         with lock:
             if not futures:
                 break
+    if account is not None and not stop.is_set():
+        # what is left is too little for one more row: the rest never ran, and say why
+        why = account.refusal() or (
+            "the map's budget has too little left to give another row a share of it"
+        )
+        rest = [not_run(item, why, status="not run") for item in (*backlog, *pending)]
+        for row in rest:  # never counted as running
+            post(batch.record, row)
+
+
+def _key(token: str, item: Item) -> str:
+    return f"nbagent-run-{token}-{item.position}"
 
 
 def _row_of(future: Any, item: Item, result: Any, stopping: bool) -> BatchRow:

@@ -61,6 +61,12 @@ class BatchRow:
     attempts: int = 0
     result: RunResult | None = None
     resumed: bool = False
+    #: The row has a typed answer (``output=``), which may be None itself: "no answer" is
+    #: False here, never ``output is None``.
+    has_output: bool = False
+    #: What the row spent from its share of the map's budget on a Dask worker (requests,
+    #: tokens, dollars), its retries and helpers included; None where no share was given.
+    spent: tuple[int, int, float] | None = None
 
     @property
     def tokens(self) -> int:
@@ -86,8 +92,12 @@ def describe_error(error: BaseException | None) -> str | None:
     return redact_secrets(text)
 
 
-def not_run(item: Item, why: str | None = None) -> BatchRow:
-    status: RowStatus = "failed" if why else "not run"
+def not_run(item: Item, why: str | None = None, *, status: RowStatus | None = None) -> BatchRow:
+    """The row of an input that never ran: "failed" with ``why`` (it could not), or "not run"
+    (the batch stopped first; or ``status="not run"`` with ``why``: the map's budget was
+    spent, and a later batch may run it)."""
+    if status is None:
+        status = "failed" if why else "not run"
     return BatchRow(item.position, item.key, item.prompt, status, error=why)
 
 
@@ -119,6 +129,7 @@ def done_rows_of_table(table: Any) -> list[BatchRow]:
                 text=str(record.get("text") or ""),
                 output=output,
                 output_json=to_json(output),
+                has_output=bool(getattr(result, "has_output", False)) or output is not None,
                 steps=int(record.get("steps") or 0),
                 input_tokens=getattr(usage, "input_tokens", 0),
                 output_tokens=getattr(usage, "output_tokens", 0),

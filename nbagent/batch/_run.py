@@ -179,12 +179,19 @@ def _row(
     error: str | None = None
     status = "done"
     output = output_json = None
+    answered = False
     if timed_out:
         status, error = "failed", f"timed out after {plan.timeout:g} s (the run was cancelled)"
     elif stop == "cancelled":
         status, error = "cancelled", "stopped before the run ended"
     elif stop == "failed":
         status, error = "failed", describe_error(result.error) or "the run failed"
+    elif stop == "budget":
+        detail = result.stop_detail or "its budget was spent"
+        if not result.exchanges:  # refused before its first request: it never ran
+            status, error = "not run", detail
+        else:
+            status, error = "failed", f"the run stopped before it answered: {detail}"
     elif plan.output is not None:
         # a typed run finishes only on an accepted answer; it may also end on a tool's
         # terminate, with or without one
@@ -196,6 +203,7 @@ def _row(
             error = f"no structured answer: the run ended ({stop}) without one"
         else:
             output, output_json = result.output, to_json(result.output)
+            answered = True
     elif stop in ("max_steps", "length", "repeated_call"):
         why = {
             "max_steps": "at the step limit",
@@ -211,6 +219,7 @@ def _row(
         text=result.text,
         output=output,
         output_json=output_json,
+        has_output=answered,
         steps=result.steps,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,

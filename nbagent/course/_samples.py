@@ -5,18 +5,31 @@ writes ``<folder>/<student>/<notebook>.ipynb`` for a number of made-up students,
 provenance each ``%agent`` output carries and the recordings beside them, and a few students
 whose submissions a teacher should look at (each kind of flag once). Every notebook says in its
 first cell that it was generated. Nothing here talks to a model: the runs never happened.
+
+They also work when a teacher opens one: each notebook loads nbagent first; an exam is AI off
+by the course policy (``exams/*.ipynb`` names every student's exams folder) and carries the
+very refusal the notebook shows (:mod:`.refusal`), so running it refuses the same way and asks
+for no key; and each homework run's recording is filed under the run's real first request,
+so Run All with no key replays every answer.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..recording import Recording, Step
+from .._digest import digest as _hash
+from ..content import TextPart
+from ..generation import Options, Request
+from ..messages import AssistantMessage, Message, UserMessage
+from ..recording import Recording, Step, fingerprint
+from .policy import FILENAME, CoursePolicy, parse_policy
 from .provenance import CallRecord, Provenance, SnippetRecord, sha256_digest
+from .refusal import ai_off_sentence, refusal_bundle, rule_said
 
 __all__ = ["FLAGGED", "Sample", "write_samples"]
 
@@ -79,15 +92,33 @@ def _notebook(cells: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _recording(prompt: str, answer: str, model: str) -> Recording:
+_LOAD = "%load_ext nbagent"
+
+
+def _recording(history: list[Message], prompt: str, answer: str, model: str) -> Recording:
+    """The recording of one run: its first request as a notebook sends it after ``history``
+    (no tools, no instructions, the default options), so a replay of the cell finds it."""
     finish = {"type": "finish", "reason": "stop", "raw_reason": "stop", "t": 400,
               "usage": {"input_tokens": 240, "output_tokens": 40,
                         "cache_read_tokens": 0, "cache_write_tokens": 0}}  # fmt: skip
-    request: dict[str, Any] = {"instructions": None, "messages": ["user:0000000000000000"],
-               "options": "0000000000000000", "tool_choice": "auto", "tools": {}}  # fmt: skip
+    asked = Request((*history, UserMessage((TextPart(prompt),))), "", (), None, Options())
     events = [{"type": "text", "text": answer, "d": 100, "t": 300}, finish]
-    return Recording([Step(request, events)], model=model, created="2026-11-30T09:00:00+00:00",
-                     prompt=prompt)  # fmt: skip
+    return Recording([Step(fingerprint(asked), events)], model=model,
+                     created="2026-11-30T09:00:00+00:00", prompt=prompt)  # fmt: skip
+
+
+def _prefix(student: str) -> str:
+    """A kernel session's id prefix (random in a kernel; fixed here, by the student)."""
+    letters = "abcdefghjkmnpqrstuvwxyz"
+    raw = int(sha256_digest(student)[7:23], 16)
+    return "".join(letters[(raw >> (5 * n)) % len(letters)] for n in range(5))
+
+
+def _source(policy_path: Path | None, folder: Path) -> str | None:
+    """The policy's path as a record keeps it: relative to the notebook's folder."""
+    if policy_path is None:
+        return None
+    return os.path.relpath(policy_path, folder).replace(os.sep, "/")
 
 
 def _run_output(run: Provenance, answer: str, cell_id: str) -> dict[str, Any]:
@@ -109,27 +140,31 @@ def _run_output(run: Provenance, answer: str, cell_id: str) -> dict[str, Any]:
 
 def _student_notebook(
     folder: Path, student: str, index: int, rng: random.Random, policy_digest: str | None,
-    flag: str | None,
+    flag: str | None, policy_path: Path | None,
 ) -> Path:  # fmt: skip
     notebook_dir = folder / student
     recordings = notebook_dir / "nbagent-recordings"
     recordings.mkdir(parents=True, exist_ok=True)
     cells = [_markdown(f"# Homework 1 ({student})\n\n*Generated sample submission: made by "
                        "`scripts/make_sample_submissions.py`, not a real student's work.*",
-                       "intro")]  # fmt: skip
+                       "intro"), _cell(_LOAD, id="load")]  # fmt: skip
+    source = _source(policy_path, notebook_dir) if policy_digest else None
+    history: list[Message] = []
     runs = 2 + index % 3
     for number in range(1, runs + 1):
         which = (index + number) % len(_PROMPTS)
         prompt, answer = _PROMPTS[which], _ANSWERS[which]
         live = (index + number) % 2 == 0
         model = _MODELS[(index + number) % len(_MODELS)]
-        name = f"run-{number}-{which}.json"
-        recording = _recording(prompt, answer, model).to_json()
+        made = _recording(history, prompt, answer, model)
+        name = f"run-{number}-{_hash(made.steps[0].request)}.json"  # found as a notebook files it
+        recording = made.to_json()
         (recordings / name).write_text(recording, encoding="utf-8")
+        history += [UserMessage((TextPart(prompt),)), AssistantMessage((TextPart(answer),))]
         tokens_in, tokens_out = 200 + rng.randrange(400), 20 + rng.randrange(200)
         kernel = which == 3
         run = Provenance(
-            run_id=f"run-{number}",
+            run_id=f"run-{_prefix(student)}-{number}",
             prompt=prompt,
             model=model,
             provider=model.split(":", 1)[0],
@@ -137,7 +172,7 @@ def _student_notebook(
             recording=f"nbagent-recordings/{name}",
             recording_digest=sha256_digest(recording),
             policy_digest=policy_digest,
-            policy_source="nbagent-course.toml" if policy_digest else None,
+            policy_source=source or ("nbagent-course.toml" if policy_digest else None),
             input_tokens=tokens_in,
             output_tokens=tokens_out,
             requests=1 + int(kernel),
@@ -169,48 +204,63 @@ def _student_notebook(
     return path
 
 
-def _exam(folder: Path, student: str, policy_digest: str | None, ran: bool) -> Path:
+def _exam(
+    folder: Path, student: str, policy_digest: str | None, ran: bool, course: CoursePolicy | None,
+    policy_path: Path | None,
+) -> Path:  # fmt: skip
     exam = folder / student / "exams"
     exam.mkdir(parents=True, exist_ok=True)
     prompt = "Solve question 2 for me"
-    cells = [_markdown("# Exam\n\n*Generated sample submission, not a real student's work.*",
-                       "intro"), _cell(f"%agent {prompt}", id="ask")]  # fmt: skip
+    intro = _markdown(
+        "# Exam\n\n*Generated sample submission, not a real student's work.*", "intro"
+    )
+    cells = [intro, _cell(_LOAD, id="load"), _cell(f"%agent {prompt}", id="ask")]
+    source = _source(policy_path, exam) or "nbagent-course.toml"
     if ran:  # the notebook was renamed while it ran, so no AI-off rule matched it
         answer = "Question 2: the answer is 42."
-        run = Provenance(run_id="run-1", prompt=prompt, model=_MODELS[0], provider="openai",
-                         mode="live", policy_digest=policy_digest,
-                         policy_source="nbagent-course.toml", input_tokens=150,
-                         output_tokens=12, requests=1, cost_usd=0.00008, seconds=0.8,
+        run = Provenance(run_id=f"run-{_prefix(student)}-1", prompt=prompt, model=_MODELS[0],
+                         provider="openai", mode="live", policy_digest=policy_digest,
+                         policy_source=source, input_tokens=150, output_tokens=12, requests=1,
+                         cost_usd=0.00008, seconds=0.8,
                          output_digest=sha256_digest(answer))  # fmt: skip
-        cells[1]["outputs"] = [_run_output(run, answer, "ask")]
+        cells[2]["outputs"] = [_run_output(run, answer, "ask")]
     else:
-        message = "AI is off in exams/*.ipynb (nbagent-course.toml): this is an exam."
+        # the refusal the notebook shows, word for word: the course's own rule and message
+        rules = course.for_notebook("exams/final.ipynb") if course is not None else None
+        said = rules.said("ai") if rules is not None else "notebooks[1].ai = false"
+        message = rules.message if rules is not None else "This is an exam: AI is off."
+        sentence = ai_off_sentence(message, rule_said(said, source))
         # as JupyterLab saves a refused cell: the record in its output and in the cell itself
         refusal_id = "refused-" + sha256_digest(student)[7:19]  # random in a kernel; fixed here
         run = Provenance(run_id=refusal_id, prompt=prompt, model=None, provider=None,
                          mode="offline", policy_digest=policy_digest,
-                         policy_source="nbagent-course.toml", ai_off=True, refused=message,
+                         policy_source=source, ai_off=True, refused=sentence,
                          stop_reason="refused", rule="ai",
                          at="2026-11-30T10:00:00Z")  # fmt: skip
-        cells[1]["outputs"] = [{"output_type": "display_data",
-                                "data": {"text/plain": message, "text/markdown": message},
+        cells[2]["outputs"] = [{"output_type": "display_data", "data": refusal_bundle(sentence),
                                 "metadata": {"nbagent": run.to_metadata()}}]  # fmt: skip
-        cells[1]["metadata"] = {"nbagent": run.to_metadata()}
+        cells[2]["metadata"] = {"nbagent": run.to_metadata()}
     path = exam / "final.ipynb"
-    path.write_text(json.dumps(_notebook(cells), indent=1), encoding="utf-8")
+    path.write_text(json.dumps(_notebook(cells), indent=1, ensure_ascii=False), encoding="utf-8")
     return path
 
 
 def write_samples(
-    folder: str | Path, count: int = 8, *, policy: bytes | None = None, seed: int = 28
-) -> list[Sample]:
+    folder: str | Path, count: int = 8, *, policy: bytes | None = None, seed: int = 28,
+    policy_path: str | Path | None = None,
+) -> list[Sample]:  # fmt: skip
     """Write ``count`` students' submissions under ``folder`` (at least the flagged ones of
     :data:`FLAGGED`, then ordinary ones), runs made under the policy whose file's bytes are
-    ``policy`` (None: no policy in force). Returns what was written."""
+    ``policy`` (None: no policy in force), a file at ``policy_path`` (by default beside
+    ``folder``, as a course lays it out: ``course/nbagent-course.toml``,
+    ``course/submissions/``). Returns what was written."""
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     digest = sha256_digest(policy) if policy is not None else None
+    where = Path(policy_path) if policy_path is not None else root.parent / FILENAME
+    course = parse_policy(policy, where) if policy is not None else None
+    path_of = where if policy is not None else None
     written: list[Sample] = []
     names = list(FLAGGED)
     names += [f"student-{n:03d}" for n in range(1, max(0, count - len(names)) + 1)]
@@ -226,8 +276,8 @@ def write_samples(
             flag if flag in ("output_mismatch", "metadata_removed", "metadata_tampered") else None
         )
         own = sha256_digest(b"# my own policy\n") if flag == "other_policy" else digest
-        path = _student_notebook(root, student, index, rng, own, run_flag)
+        path = _student_notebook(root, student, index, rng, own, run_flag, path_of)
         written.append(Sample(student, path, flag if flag != "ai_off" else None))
-        exam = _exam(root, student, digest, ran=flag == "ai_off")
+        exam = _exam(root, student, digest, flag == "ai_off", course, path_of)
         written.append(Sample(student, exam, "ai_off" if flag == "ai_off" else None))
     return written

@@ -29,6 +29,7 @@ from .provenance import (
     is_follow_up,
     sha256_digest,
 )
+from .shown import RunOutputs
 
 __all__ = ["SUBCOMMANDS", "NotebookScan", "Problem", "is_run_line", "scan_notebook"]
 
@@ -74,6 +75,8 @@ class NotebookScan:
     #: edited since (their source is no longer the code the agent gave).
     agent_cells: int = 0
     agent_cells_edited: int = 0
+    #: Each run read, with its cell's number: checked against what the notebook shows.
+    checks: list[tuple[Provenance, int]] = field(default_factory=list, repr=False)
     #: Each recording read once per notebook: its digest (or why not), its final answer.
     recordings: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
     answers: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
@@ -181,9 +184,13 @@ def scan_notebook(notebook: Mapping[str, Any], root: Path, folder: Path) -> Note
     cells = cells if isinstance(cells, list) else []
     if len(cells) > MAX_CELLS:
         scan.add("too_large", f"{len(cells):,} cells: only the first {MAX_CELLS:,} are read")
+    written = RunOutputs()
     for number, cell in enumerate(cells[:MAX_CELLS], start=1):
         if not isinstance(cell, Mapping):
             continue
+        outputs = cell.get("outputs")
+        for output in outputs[:MAX_OUTPUTS] if isinstance(outputs, list) else ():
+            written.add(output)
         runs_here = _read_cell(scan, cell, number)
         _count_agent_cell(scan, cell)
         if not runs_here and cell.get("cell_type") == "code" and _is_run_cell(_source(cell)):
@@ -195,6 +202,9 @@ def scan_notebook(notebook: Mapping[str, Any], root: Path, folder: Path) -> Note
                 )
             else:
                 scan.unrun_cells += 1
+    for run, number in scan.checks:
+        _check_shown(scan, written, run, number)
+    scan.checks.clear()
     for run in scan.runs:
         _check_recording(scan, run, root, folder)
     return scan
@@ -235,7 +245,30 @@ def _read_cell(scan: NotebookScan, cell: Mapping[str, Any], number: int) -> int:
             scan.add("too_large", f"more than {MAX_RUNS:,} run records: the rest are not read")
             break
         scan.runs.append(run)
+        scan.checks.append((run, number))
     return len(seen)
+
+
+def _check_shown(scan: NotebookScan, shown: RunOutputs, run: Provenance, number: int) -> None:
+    """The notebook still shows what the run showed: each form its record digested (plain
+    text, HTML, Markdown, the run record's own text) is the same over the run's outputs now."""
+    if run.shown is None:
+        return  # written before nbagent kept it
+    if not shown.carried(run.run_id):
+        scan.add(
+            "output_mismatch",
+            f"cell {number}: {run.run_id}'s record is in the cell, but not the output it wrote",
+        )
+        return
+    now = shown.shown(run.run_id)
+    changed = [form for form, digest in run.shown.items() if now.get(form) != digest]
+    changed += [form for form in now if form not in run.shown]
+    if changed:
+        forms = ", ".join("the run's own record" if f == "text" else f for f in changed)
+        scan.add(
+            "output_mismatch",
+            f"cell {number}: what {run.run_id} shows ({forms}) is not what the run showed",
+        )
 
 
 def _count_agent_cell(scan: NotebookScan, cell: Mapping[str, Any]) -> None:

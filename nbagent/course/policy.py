@@ -3,9 +3,12 @@
 Found from the notebook's folder upward (the first ``nbagent-course.toml`` on the way to the
 root), or named by ``NBAGENT_COURSE_POLICY`` (a JupyterHub sets it for every student; a file it
 names that cannot be read refuses every run, saying why). Top-level keys apply to every
-notebook; each ``[[notebooks]]`` table applies to the notebooks its ``match`` globs name
-(relative to the policy's folder: ``*`` stays within a folder, ``**`` crosses folders), later
-tables over earlier ones. The keys (``docs/howto/course.md`` says each one)::
+notebook; each ``[[notebooks]]`` table applies to the notebooks its ``match`` globs name, later
+tables over earlier ones. A glob names the notebooks whose path ends with it, in the policy's
+folder or in any folder below it (``*`` stays within a folder, ``**`` crosses folders), so
+``exams/*.ipynb`` is the course's ``exams/`` and every student's copy of it
+(``submissions/ann/exams/``); a ``/`` first anchors it at the policy's folder
+(:meth:`CoursePolicy.sections_for`). The keys (``docs/howto/course-policy.md`` says each one)::
 
     version = 1
     ai = true                      # false: %agent answers with `message` and sends nothing
@@ -60,6 +63,7 @@ __all__ = [
     "Rules",
     "find_policy",
     "load_policy",
+    "parse_policy",
 ]
 
 FILENAME = "nbagent-course.toml"
@@ -119,6 +123,16 @@ class Rules:
     def budget(self, scope: str) -> Limit:
         return self.budgets.get(scope, Limit())
 
+    def said(self, rule: str) -> str:
+        """A rule as the file wrote it, for a refusal: ``notebooks[1].ai = false`` (a rule
+        the file leaves out: its key alone)."""
+        key = self.origin.get(rule, rule)
+        value = getattr(self, rule, None) if "." not in rule else None
+        if value is None and rule.startswith("budget."):
+            _, scope, part = rule.split(".")
+            value = getattr(self.budget(scope), part)
+        return f"{key} = {describe_value(value)}" if value is not None else key
+
     def model_allowed(self, model: str) -> bool:
         """Whether ``model`` (``provider:name``) matches an allowed pattern (no list: any)."""
         if self.models is None:
@@ -149,35 +163,62 @@ class CoursePolicy:
     def folder(self) -> Path:
         return self.path.parent
 
-    def sections_for(self, notebook: str | None, folder: str | None) -> list[int]:
-        """The sections that apply to the notebook at ``notebook`` (relative to the policy's
-        folder, ``/``-separated), or, when its name is unknown, to any notebook in ``folder``
-        (a section applies when its glob's folder part matches it)."""
+    def sections_for(
+        self, notebook: str | None, folder: str | None, *, inside: bool = True
+    ) -> list[int]:
+        """The sections that apply to the notebook at ``notebook`` (``/``-separated, relative
+        to the policy's folder; ``inside=False``: the notebook is not below that folder, and
+        ``notebook`` is its absolute path), or, when its name is unknown, to any notebook in
+        ``folder`` (a section applies when its glob's folder part matches it).
+
+        A glob names the notebooks its path ends with, from the policy's folder or from any
+        folder below it (or, outside it, any folder of the notebook's path): ``exams/*.ipynb``
+        is the course's ``exams/`` and every student's (``submissions/ann/exams/``), as
+        ``*.ipynb`` is every notebook. A glob that starts with ``/`` is matched from the
+        policy's folder only."""
         found = []
         for section in self.sections:
+            pairs = zip(section.patterns, section.regexes, strict=True)
             if notebook is not None:
-                hit = any(r.fullmatch(notebook) for r in section.regexes)
+                hit = any(_path_matches(p, r, notebook, inside) for p, r in pairs)
             elif folder is not None:
-                hit = any(_folder_matches(p, folder) for p in section.patterns)
+                hit = any(_folder_matches(p, folder, inside) for p, _ in pairs)
             else:
                 hit = False
             if hit:
                 found.append(section.index)
         return found
 
-    def for_notebook(self, notebook: str | None, folder: str | None = None) -> Rules:
+    def for_notebook(
+        self, notebook: str | None, folder: str | None = None, *, inside: bool = True
+    ) -> Rules:
         """The rules for one notebook (see :meth:`sections_for`): the top level, then each
         section that applies, in file order, a later one's keys over an earlier one's."""
         rules = _apply(Rules(), self.top, "")
-        for index in self.sections_for(notebook, folder):
+        for index in self.sections_for(notebook, folder, inside=inside):
             section = self.sections[index - 1]
             rules = _apply(rules, section.values, f"notebooks[{index}].")
         return rules
 
 
-def _folder_matches(pattern: str, folder: str) -> bool:
-    parent = str(PurePosixPath(pattern).parent)
-    return bool(glob_regex("" if parent == "." else parent).fullmatch(folder))
+def _tails(path: str, anchored: bool, inside: bool) -> list[str]:
+    """The endings of ``path`` a glob is matched against (see :meth:`CoursePolicy.sections_for`):
+    the whole path and each part after a folder; an anchored glob, the whole path only, and
+    only below the policy's folder."""
+    parts = [p for p in path.split("/") if p]
+    if anchored:
+        return ["/".join(parts)] if inside else []
+    return ["/".join(parts[i:]) for i in range(len(parts) + 1)]
+
+
+def _path_matches(pattern: str, regex: re.Pattern[str], notebook: str, inside: bool) -> bool:
+    return any(regex.fullmatch(t) for t in _tails(notebook, pattern.startswith("/"), inside))
+
+
+def _folder_matches(pattern: str, folder: str, inside: bool) -> bool:
+    parent = str(PurePosixPath(pattern.lstrip("/")).parent)
+    regex = glob_regex("" if parent == "." else parent)
+    return any(regex.fullmatch(t) for t in _tails(folder, pattern.startswith("/"), inside))
 
 
 def _apply(rules: Rules, values: Mapping[str, Any], prefix: str) -> Rules:
@@ -234,6 +275,13 @@ def load_policy(path: Path, *, from_env: bool = False) -> CoursePolicy:
         raise CoursePolicyError(
             f"the course policy {shown} cannot be read ({exc.strerror or exc})"
         ) from None
+    return parse_policy(data, path, from_env=from_env)
+
+
+def parse_policy(data: bytes, path: Path, *, from_env: bool = False) -> CoursePolicy:
+    """The policy whose file's bytes are ``data`` (its file at ``path``), checked as
+    :func:`load_policy` checks one."""
+    shown = str(path)
     if len(data) > MAX_BYTES:
         raise CoursePolicyError(f"{shown}: the course policy is over {MAX_BYTES // 1024} KiB")
     try:
@@ -284,9 +332,8 @@ def _check(parsed: Mapping[str, Any], shown: str) -> tuple[dict[str, Any], tuple
         for pattern in patterns:
             _glob(pattern, f"{where}.match", fail)
         values = _rules(raw, f"{where}.", fail)
-        sections.append(
-            _Section(n, tuple(patterns), tuple(glob_regex(p) for p in patterns), values)
-        )
+        regexes = tuple(glob_regex(p[1:] if p.startswith("/") else p) for p in patterns)
+        sections.append(_Section(n, tuple(patterns), regexes, values))
     merged_default = top.get("default_model")
     models = top.get("models")
     if (
@@ -375,11 +422,14 @@ def _glob(pattern: Any, key: str, fail: Any) -> None:
     if len(pattern) > 500:
         raise fail(key, "a glob of over 500 characters")
     problem = None
-    if pattern.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", pattern):
-        problem = "must be relative to the policy's folder"
+    if pattern.startswith(("//", "~")) or re.match(r"^[A-Za-z]:", pattern):
+        problem = (
+            "must be relative to the policy's folder (a single / first matches from that "
+            "folder only)"
+        )
     elif "\\" in pattern:
         problem = "write folders with /"
-    elif any(part in ("..", ".") for part in pattern.split("/")):
+    elif any(part in ("..", ".") for part in pattern.lstrip("/").split("/")):
         problem = "may not hold '.' or '..' (it is relative to the policy's folder)"
     elif "[" in pattern or "]" in pattern or "{" in pattern:
         problem = "takes *, ** and ? only ([...] and {...} are not globs here)"

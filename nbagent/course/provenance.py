@@ -19,6 +19,7 @@ of the wrong type or over its bound, a digest that is not ``sha256:`` and 64 hex
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 import time
@@ -148,6 +149,13 @@ class Provenance:
     rule: str | None = None
     #: When the run started (or was refused), UTC, to the second: ``2026-03-02T14:05:09Z``.
     at: str | None = None
+    #: A map's record (``%agent map``): how many runs it stands for (its rows that asked a
+    #: model); None for one run's record.
+    rows: int | None = None
+    #: What the run's outputs showed, by form (``text/plain``, ``text/html``,
+    #: ``text/markdown``, and ``text``: the run record's own): ``sha256:`` digests, added when
+    #: the outputs are written (:mod:`nbagent.course.shown`); None in older records.
+    shown: Mapping[str, str] | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         """The JSON object written under ``metadata["nbagent"]``: every string cut to its bound,
@@ -183,6 +191,10 @@ class Provenance:
             "rule": _cut_or_none(self.rule, _SHORT),
             "at": self.at,
         }
+        if self.rows is not None:  # only a map's record has it
+            data["rows"] = self.rows
+        if self.shown is not None:
+            data["shown"] = dict(self.shown)
         from_metadata(data)  # what we write, we can read back: a bad value fails here, not later
         return data
 
@@ -245,11 +257,14 @@ def read_output(metadata: object) -> Provenance | FollowUp | None:
     """The record an output's ``metadata`` carries, wherever nbagent puts it: a run's output
     holds its run record under ``"nbagent"`` with the provenance under ``"provenance"`` in it;
     a follow-up (``%agent cells``, ``%agent undo``) and a refused cell hold theirs under
-    ``"nbagent"`` itself. None when the output has no nbagent record; ProvenanceError when
-    it has one that is not valid."""
+    ``"nbagent"`` itself. None when the output has no nbagent record (or only the mark that
+    it is part of a run: :mod:`nbagent.course.shown`); ProvenanceError when it has one that
+    is not valid."""
     if not isinstance(metadata, Mapping) or KEY not in metadata:
         return None
     value = metadata[KEY]
+    if isinstance(value, Mapping) and set(value) == {"part_of"}:
+        return None  # an output of a run that another output carries the record of
     if isinstance(value, Mapping) and "provenance" in value:
         value = value["provenance"]
     if is_follow_up(value):
@@ -333,6 +348,8 @@ def from_metadata(value: object) -> Provenance:
         output_digest=_digest(obj["output_digest"], "output_digest"),
         rule=_text_or_none(obj.get("rule"), "rule", _SHORT),
         at=_time(obj.get("at"), "at"),
+        rows=None if obj.get("rows") is None else _count(obj["rows"], "rows"),
+        shown=_shown_digests(obj.get("shown")),
     )
 
 
@@ -375,7 +392,9 @@ _RUN_KEYS = frozenset(
     }
 )  # fmt: skip
 #: Keys added since the first records: a record written before them is still read.
-_RUN_LATER = frozenset({"rule", "at"})
+_RUN_LATER = frozenset({"rule", "at", "rows", "shown"})
+#: The forms ``shown`` digests (see :mod:`nbagent.course.shown`).
+_SHOWN_KEYS = frozenset({"text/plain", "text/html", "text/markdown", "text"})
 _FOLLOW_UP_KEYS = frozenset({"version", "action", "runs", "code_digest"})
 _FOLLOW_UP_LATER = frozenset({"steps", "policy_digest"})
 _STEP_KEYS = frozenset({"run_id", "step", "kept", "left_out"})
@@ -416,12 +435,10 @@ def _object(
     (keys a newer nbagent writes, missing from older records)."""
     if not isinstance(value, Mapping):
         raise ProvenanceError(where, f"must be an object, not {_shown(value)}")
-    if len(value) > len(keys) + len(later):
-        extra = sorted(str(k)[:40] for k in value if k not in keys and k not in later)[:3]
-        raise ProvenanceError(where, f"unknown key(s) {', '.join(map(repr, extra))}")
-    for key in value:
-        if key not in keys and key not in later:
-            raise ProvenanceError(where, f"unknown key {_shown(key)}")
+    if len(value) > len(keys) + len(later) or any(k not in keys and k not in later for k in value):
+        extra = list(itertools.islice((k for k in value if k not in keys and k not in later), 3))
+        shown = ", ".join(_shown(k) if not isinstance(k, str) else repr(k[:40]) for k in extra)
+        raise ProvenanceError(where, f"unknown key(s) {shown}")
     missing = sorted(keys - set(value))
     if missing:
         raise ProvenanceError(where, f"missing key(s) {', '.join(map(repr, missing))}")
@@ -490,6 +507,22 @@ def _digest(value: object, where: str) -> str | None:
             where, f"must be 'sha256:' and 64 lower-case hex digits, not {_shown(value)}"
         )
     return value
+
+
+def _shown_digests(value: object) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or len(value) > len(_SHOWN_KEYS):
+        raise ProvenanceError("shown", f"must be an object of digests, not {_shown(value)}")
+    out = {}
+    for key, digest in value.items():
+        if key not in _SHOWN_KEYS:
+            raise ProvenanceError("shown", f"unknown key(s) {_shown(key)}")
+        found = _digest(digest, f"shown.{key}")
+        if found is None:
+            raise ProvenanceError(f"shown.{key}", "must be a digest, not null")
+        out[key] = found
+    return out
 
 
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

@@ -78,11 +78,14 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
     unpriced = 0
     ai_off_message = _ai_off(course, found.notebook)
     others: dict[str, list[str]] = {}  # another policy's digest -> the runs made under it
+    counted = 0  # runs: a map's record stands for its rows
     for run in runs:
-        if run.refused is not None:
+        many = run.rows if run.rows is not None else 1
+        counted += many if run.refused is None or run.requests else 1
+        if run.refused is not None and not run.requests:  # refused before it asked a model
             refused += 1
         else:
-            modes[run.mode] += 1
+            modes[run.mode] += many
             if run.model:
                 models[run.model] = None
             if run.cost_usd is None:
@@ -92,7 +95,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
         digests[run.policy_digest or "none"] = None
         if course is not None and run.policy_digest != course.digest:
             others.setdefault(run.policy_digest or "none", []).append(run.run_id)
-        if run.refused is None and (ai_off_message is not None or run.ai_off):
+        if (run.refused is None or run.requests) and (ai_off_message is not None or run.ai_off):
             where = "the course policy" if ai_off_message is not None else "its own record"
             scan.add("ai_off", f"{run.run_id} asked a model in a notebook {where} marks AI off")
     for digest, ids in others.items():
@@ -107,7 +110,7 @@ def _summarise(scan: NotebookScan, found: Found, course: CoursePolicy | None) ->
     return NotebookRow(
         found.student,
         found.notebook,
-        runs=len(runs),
+        runs=counted,
         live=modes["live"],
         replayed=modes["replayed"],
         offline=modes["offline"],
@@ -175,20 +178,49 @@ def class_report(
     return pandas.DataFrame([astuple(r) for r in rows], columns=list(COLUMNS))
 
 
+#: What makes a spreadsheet cell a formula (or DDE) when it starts one: the ASCII signs and
+#: their full-width forms, which some spreadsheets read the same.
+_FORMULA = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
+#: Control characters shown as escapes: a line break in a value is where a reader that splits
+#: lines (or a spreadsheet importing without quotes) would start a new cell.
+_ESCAPES = {"\r": "\\r", "\n": "\\n", "\t": "\\t"}
+
+
+def _visible(text: str) -> str:
+    """``text`` on one line: each control character (C0, DEL, C1, the Unicode line and
+    paragraph separators) as an escape (``\\r``, ``\\n``, ``\\x0b``, ``\\u2028``)."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif code < 32 or 127 <= code < 160 or code in (0x2028, 0x2029):
+            out.append(f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def csv_cell(value: object) -> str:
+    """One value as a spreadsheet may safely open it: on one line (control characters
+    escaped, so no value can begin a line of the file), and a value a spreadsheet would take as
+    a formula (its first character, after any blanks, is ``=``, ``+``, ``-``, ``@`` or a
+    full-width one) shown as text by a leading ``'``."""
+    text = _visible("" if value is None else str(value))
+    if text.lstrip(" \u00a0\u3000")[:1] in _FORMULA:
+        text = "'" + text
+    return text
+
+
 def _cells(row: NotebookRow) -> list[str]:
-    values = []
-    for value in astuple(row):
-        text = "" if value is None else str(value)
-        if text[:1] in ("=", "+", "-", "@", "\t", "\r"):  # a spreadsheet would run it
-            text = "'" + text
-        values.append(text)
-    return values
+    return [csv_cell(value) for value in astuple(row)]
 
 
 def to_csv(rows: Sequence[NotebookRow]) -> str:
-    """The rows as CSV text; a value a spreadsheet would take as a formula starts with ``'``."""
+    """The rows as CSV text: every value quoted and on one line, a value a spreadsheet would
+    take as a formula starting with ``'`` (see :func:`csv_cell`)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(COLUMNS)
     for row in rows:
         writer.writerow(_cells(row))

@@ -57,15 +57,28 @@ def _esc(text: object) -> str:
     return html.escape(redact_secrets(str(text)))
 
 
+def _sentence_html(sentence: str) -> str:
+    """A refusal's sentence: the rule it names as code, the rest escaped text."""
+    from .refusal import sentence_parts
+
+    return "".join(
+        f"<code>{_esc(text)}</code>" if code else _esc(text)
+        for text, code in sentence_parts(sentence)
+    )
+
+
 def _cut(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _mode(run: Provenance) -> str:
-    if run.refused is not None:
+    if run.refused is not None and not run.requests:
         return "refused" + (" (AI off)" if run.ai_off else "")
-    return _MODE_WORDS.get(run.mode, run.mode)
+    shown = _MODE_WORDS.get(run.mode, run.mode)
+    if run.rows is not None:
+        shown += f", a map of {run.rows} run(s)"
+    return shown + (", then refused" if run.refused is not None else "")
 
 
 def _cost(run: Provenance) -> str:
@@ -101,13 +114,19 @@ def _kept(run: Provenance, fate: str | None, kept: str) -> str:
     return _KEPT_WORDS.get(chosen, chosen)
 
 
+def _many(run: Provenance) -> int:
+    """How many runs a record stands for: a map's, its rows."""
+    return run.rows if run.rows is not None else 1
+
+
 def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
-    asked = [r for r in runs if r.refused is None]
-    live = sum(1 for r in asked if r.mode == "live")
-    replayed = sum(1 for r in asked if r.mode == "replayed")
-    offline = sum(1 for r in asked if r.mode == "offline")
+    asked = [r for r in runs if r.refused is None or r.requests]  # a model was asked
+    live = sum(_many(r) for r in asked if r.mode == "live")
+    replayed = sum(_many(r) for r in asked if r.mode == "replayed")
+    offline = sum(_many(r) for r in asked if r.mode == "offline")
     served = sum(1 for r in asked if r.mode == "served")
     refused = len(runs) - len(asked)
+    total = sum(_many(r) for r in asked) + refused
     tokens_in = sum(r.input_tokens for r in runs)
     tokens_out = sum(r.output_tokens for r in runs)
     priced = [r.cost_usd for r in asked if r.cost_usd is not None]
@@ -118,7 +137,7 @@ def _totals(runs: Sequence[Provenance]) -> tuple[str, str]:
         cost = "no cost (no live run)"
     models = sorted({r.model for r in asked if r.model})
     head = (
-        f"{len(runs)} run(s): {live} live, {replayed} replayed, {offline} offline, "
+        f"{total} run(s): {live} live, {replayed} replayed, {offline} offline, "
         f"{refused} refused"
         + (f", {served} served (%agent serve)" if served else "")
         + f" · {tokens_in:,} in / {tokens_out:,} out tokens · {cost}"
@@ -246,7 +265,7 @@ def _details(run: Provenance, fate: str | None) -> list[str]:
         return []
     out = [f"<p><b>{_esc(run.run_id)}</b></p>"]
     if run.refused:
-        out.append(f"<p>refused: {_esc(run.refused)}</p>")
+        out.append(f"<p>refused: {_sentence_html(run.refused)}</p>")
     if run.calls:
         asked = any(c.arguments is not None for c in run.calls)
         heads = ["tool", "decided", "ended"] + (["asked", "got"] if asked else [])

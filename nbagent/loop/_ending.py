@@ -83,6 +83,8 @@ def run_result(run: LoopState, stop: StopReason, error: BaseException | None = N
         run.id,
         run.agent,
         output=run.answer.value if run.answer is not None else None,
+        has_output=run.answer is not None and run.answer.found,
+        stop_detail=run._stop_detail if stop == "budget" else "",
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .._spending import Account, Reservation
     from ..approvals.approval import Approver
     from ..approvals.hooks import AfterToolHook, BeforeToolHook
     from ..content import ToolResult
@@ -98,5 +99,11 @@ class LoopState(RunState, Protocol):
     _silenced: set[tuple[str, str]]
     _usage: Usage
     _requests: int
+    _observers: tuple[Callable[[str, AgentEvent], Any], ...]
     _budget: Budget | None
+    _account: Account | None
+    _reservation: Reservation | None
+    _stop_detail: str
     _pauser: Callable[[StepPause], Any] | None
+
+    def _tell(self, event: AgentEvent) -> None: ...

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from .._history import result_for_model
+from .._spending import Account, spend_from
 from ..approvals.approval import Approver
 from ..content import ToolResult, error_result
 from ..errors import ArgumentsError
@@ -42,11 +43,12 @@ from ..events import (
     ToolFinished,
     ToolProgress,
 )
-from ..limits import Limits
+from ..limits import Budget, Limits
 from ..schema._strict_json import parse_arguments
 from ..tools import Tool, ToolCall, validate_tools
 from ._calls import run_valid_call
 from ._execution import copy_json
+from ._ids import new_id
 from ._timing import TimelineBuilder
 
 if TYPE_CHECKING:
@@ -64,7 +66,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("nbagent")
-_serve_ids = itertools.count(1)
 #: Served calls remembered for the timeline and the report (the oldest go first).
 KEEP_RECORDS = 1_000
 #: Client names remembered (from their ``initialize``), the most recent last.
@@ -123,7 +124,9 @@ class ServedCalls:
     unregistered since a client listed it is refused as unknown); ``approver`` decides the calls
     that need approval; ``emit`` receives every event, on ``loop``; ``agent`` (optional) lends
     its hooks, timeouts and limits, read at each call. ``run_id`` names the session in events,
-    snippets (``%agent undo serve-1``) and the timeline.
+    snippets (``%agent undo serve-1``) and the timeline. ``budget`` bounds what all the
+    session's calls spend together, where a served tool runs an agent (a helper): every model
+    request it makes reserves from one account (:mod:`nbagent._spending`).
     """
 
     def __init__(
@@ -136,13 +139,19 @@ class ServedCalls:
         agent: Any = None,
         run_id: str | None = None,
         label: str = "",
+        budget: Budget | None = None,
     ) -> None:
         self._tools = tools
+        #: What the session's calls spend, all of them together, when they run agents (a
+        #: helper served as a tool): one account, as a run's helpers spend from the run's.
+        self.account: Account | None = (
+            Account(budget, label="the serving's budget") if budget is not None else None
+        )
         self.approver = approver
         self._sink = emit
         self.loop = loop
         self._agent = agent
-        self.id = run_id or f"serve-{next(_serve_ids)}"
+        self.id = run_id or new_id("serve")
         self.label = label
         self._steps = 0
         self._numbers = itertools.count(1)
@@ -329,6 +338,8 @@ class ServedCalls:
         if not self._started:
             self._started = True
             self.emit(RunStarted(self.id, self.label or "served over MCP", "an MCP client"))
+        if self.account is not None:
+            spend_from(self.account)  # this call's task: the runs its tool starts spend here
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(max_calls)
         number = next(self._numbers)

@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _gates
 from .._textbuf import TextBuffer
+from ..delegation import helper_call
+from ..errors import RequestRefusedError
 from ..events import (
     AssistantTextDelta,
     ReasoningTextDelta,
@@ -35,42 +38,19 @@ from ..generation import (
     ToolCallReceived,
     ToolInputDelta,
     ToolInputStart,
+    Usage,
 )
 from ..inspection.exchange import Exchange
 from ..tools import ToolInput
+from ._spend import BudgetSpent, release, reserve, settle
 from ._stepmode import pause_before_request
 
 if TYPE_CHECKING:
     from ._loopstate import LoopState
 
-__all__ = ["BudgetSpent", "over_budget", "stream_turn"]
+__all__ = ["stream_turn"]
 
 log = logging.getLogger("nbagent")
-
-
-class BudgetSpent(Exception):
-    """A retry the run's budget cannot pay for was announced: the stream is closed unsent."""
-
-    def __init__(self, answer: Answer) -> None:
-        super().__init__("the run's request budget is spent")
-        self.answer = answer
-
-
-def over_budget(run: LoopState, step: int) -> bool:
-    """Stop before a request the run's budget cannot pay for (see :class:`Budget`)."""
-    budget = run._budget
-    if budget is None:
-        return False
-    if budget.requests is not None and run._requests >= budget.requests:
-        return True
-    if budget.tokens is not None and run._usage.total_tokens >= budget.tokens:
-        return True
-    if budget.usd is not None:
-        from .._prices import cost_usd
-
-        spent = cost_usd(run.agent.generator, run._usage)
-        return spent is None or spent >= budget.usd  # no price: the bound cannot be kept
-    return False
 
 
 async def stream_turn(run: LoopState, step: int) -> Answer:
@@ -90,16 +70,46 @@ async def stream_turn(run: LoopState, step: int) -> Answer:
     edits: list[str] = []
     if run._pauser is not None:
         request, generator, edits = await pause_before_request(run, step, request, generator)
+        if generator is not agent.generator:  # another model, another price: reserved again
+            refused = await reserve(run, generator)
+            if refused is not None:
+                raise BudgetSpent(Answer(run._taken), refused)
+    asked = _admitted(run, step, request, generator)
     started = time.monotonic()
     retries = 0
     try:
         answer, retries = await _stream_answer(run, step, request, generator)
     except BaseException as exc:
         failed = run._answer or Answer(run._taken)
+        settle(run, generator, failed.usage)  # sent: it counts, what it held is released
         _record(run, step, request, generator, failed, retries, started, edits, exc)
+        if asked is not None:
+            _gates.settle(asked, failed.usage, 1 + retries)
         raise
+    settle(run, generator, answer.usage)
     _record(run, step, request, generator, answer, retries, started, edits, answer.error)
+    if asked is not None:
+        _gates.settle(asked, answer.usage, 1 + retries)
     return answer
+
+
+def _admitted(
+    run: LoopState, step: int, request: Request, generator: Generator
+) -> _gates.RequestAsked | None:
+    """Ask the gates installed on the request path (:mod:`nbagent._gates`) about the request
+    as it will be sent; a refusal ends the run, and a request never sent is not counted (it
+    is counted once sent, in :func:`_stream_answer`), nor holds what the budget reserved."""
+    if not _gates.installed():
+        return None
+    asked = _gates.RequestAsked(
+        run.id, step, request, generator, run.approver, run.tools, helper_call()
+    )
+    try:
+        _gates.admit(asked)
+    except RequestRefusedError:
+        release(run)  # never sent: what the budget reserved for it is free again
+        raise
+    return asked
 
 
 def _record(
@@ -139,17 +149,28 @@ async def _stream_answer(
     answer = Answer(run._taken)
     run._answer = answer
     streams: dict[str, _CallStream] = {}
-    keep = run._keep_events
+    keep = run._keep_events  # a reader will read the queue: it may merge fragments for it
+    heard = run._heard  # a reader or an observer: the events are built at all
+    told = bool(run._observers)  # observers get each fragment as an event of its own
     queue = run._queue
     pending = queue.items  # the queue's deque: its tail is checked once per fragment
     shown = run.limits.max_argument_bytes  # beyond it a call is refused: show no more
+    # a native typed answer is refused beyond the same size: show no more of it either
+    typed = run.answer
+    cap = shown if typed is not None and typed.mode == "native" else None
+    said = 0
     stream = generator.stream(request)
+    run._requests += 1
     try:
         async for raw in stream:
-            if raw.__class__ is StreamRetry and over_budget(run, step):
-                # announced before it is sent, and a retry is a request like any other:
-                # closing the stream here sends nothing more
-                raise BudgetSpent(answer)
+            if raw.__class__ is StreamRetry:
+                # announced before it is sent, and a retry is a request like any other: the
+                # attempt that failed is settled, the retry reserved; closing the stream
+                # here sends nothing more
+                settle(run, generator, Usage())
+                refused = await reserve(run, generator)
+                if refused is not None:
+                    raise BudgetSpent(answer, refused)
             event = answer.add(raw)
             if isinstance(event, ToolInputDelta):  # the most frequent event: kept lean
                 call_id = event.call_id
@@ -163,13 +184,19 @@ async def _stream_answer(
                     merged = found.merged
                     if merged is not None and pending and pending[-1] is merged:
                         merged.end = end  # the reader is behind: grow the pending delta
-                    elif keep:
+                        if told:
+                            run._tell(
+                                ToolArgumentsDelta(
+                                    call_id, found.name, event.delta, source=(buffer, end)
+                                )
+                            )
+                    elif heard:
                         run.emit(
                             ToolArgumentsDelta(
                                 call_id, found.name, event.delta, source=(buffer, end)
                             )
                         )
-                        found.merged = queue.merged_tail()
+                        found.merged = queue.merged_tail() if keep else None
                     if found.on_delta is not None:
                         info = ToolInput(
                             call_id, found.name, delta=event.delta, source=(buffer, end)
@@ -182,12 +209,15 @@ async def _stream_answer(
                             run.agent.hook_timeout,
                         )
             elif isinstance(event, TextDelta):
-                if (
-                    event.text
-                    and keep
-                    and not queue.extend_text(AssistantTextDelta, step, event.text)
-                ):
-                    run.emit(AssistantTextDelta(step, event.text))
+                if cap is not None:
+                    said += len(event.text)
+                    if said > cap:
+                        continue
+                if event.text and heard:
+                    if not (keep and queue.extend_text(AssistantTextDelta, step, event.text)):
+                        run.emit(AssistantTextDelta(step, event.text))
+                    elif told:  # merged for the reader; the observers' own
+                        run._tell(AssistantTextDelta(step, event.text))
             elif isinstance(event, ToolInputStart):
                 streams[event.call_id] = _call_stream(run, event.name)
                 tool = run.tools.get(event.name)
@@ -223,12 +253,15 @@ async def _stream_answer(
                         run._silenced,
                         run.agent.hook_timeout,
                     )
-            elif isinstance(event, ReasoningDelta) and event.text:
+            elif isinstance(event, ReasoningDelta) and event.text and heard:
                 if not (keep and queue.extend_text(ReasoningTextDelta, step, event.text)):
                     run.emit(ReasoningTextDelta(step, event.text))
+                elif told:
+                    run._tell(ReasoningTextDelta(step, event.text))
             elif isinstance(event, StreamRetry):
                 run._requests += 1
                 retries += 1
+                said = 0
                 streams.clear()
                 run.emit(StepRetried(step, event.reason, event.attempt, event.delay))
     finally:
@@ -240,10 +273,10 @@ async def _stream_answer(
 
 def _call_stream(run: LoopState, name: str) -> _CallStream:
     """What the loop keeps of one call while its arguments stream: text only if someone
-    will read it (events are kept, or the tool has ``on_input_delta``)."""
+    will read it (a reader or an observer hears the run, or the tool has ``on_input_delta``)."""
     tool = run.tools.get(name)
     on_delta = tool.on_input_delta if tool is not None else None
-    keep = run._keep_events or on_delta is not None
+    keep = run._heard or on_delta is not None
     return _CallStream(name, TextBuffer() if keep else None, on_delta)
 
 

@@ -18,12 +18,12 @@ step has its own room, which reads the run through :class:`nbagent.loop._loopsta
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._history import check_calls, history_message
+from .._spending import Account, spend_from, spending_account
 from ..approvals.approval import Approver
 from ..content import Part, TextPart, ToolResult
 from ..delegation import enter_run
@@ -54,11 +54,13 @@ from ._ending import (
 )
 from ._eventqueue import EventQueue
 from ._execution import CANCEL_GRACE
+from ._ids import new_id
 from ._repeats import RepeatGuard
 from ._snapshots import HistoryLog
+from ._spend import BudgetSpent, release, reserve
 from ._stepmode import pause
 from ._timing import TimelineBuilder
-from ._turn import BudgetSpent, over_budget, stream_turn
+from ._turn import stream_turn
 
 if TYPE_CHECKING:
     from ..limits import Budget
@@ -68,7 +70,6 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 log = logging.getLogger("nbagent")
-_run_ids = itertools.count(1)
 
 
 class Run:
@@ -96,7 +97,7 @@ class Run:
         if answer is not None and answer.tool is not None:
             tools = {**tools, answer.tool.name: answer.tool}
             self.schemas[answer.tool.name] = answer.compiled
-        self.id = f"run-{next(_run_ids)}"
+        self.id = new_id("run")
         self.prompt = prompt
         self.approver = approver
         self.max_steps = max_steps
@@ -115,7 +116,7 @@ class Run:
         self._silenced: set[tuple[str, str]] = set()  # on_input_* callbacks that failed
         self._usage = Usage()
         self._steps = 0
-        self._requests = 0  # model requests sent, retries included (what Budget counts)
+        self._requests = 0  # model requests sent, retries included, helpers' too
         self._loop: asyncio.AbstractEventLoop | None = None
         self.final: RunResult | None = None
         self._keep_events = True
@@ -125,6 +126,15 @@ class Run:
         self._timeline = TimelineBuilder()
         self._observers = tuple(agent.observers)
         self._budget = budget
+        #: What the run spends from: its own budget's account, under the one of whoever
+        #: started it (a caller, a map, a served session), or that one alone (nbagent._spending).
+        ambient = spending_account()
+        self._account: Account | None = (
+            Account(budget, ambient, label=_label(ambient)) if budget is not None else ambient
+        )
+        self._reservation: Any = None  # the next request's, until it is settled
+        #: Why the run stopped, in one sentence, when its stop reason alone does not say.
+        self._stop_detail = ""
         #: Each model request of the run and its answer, as they happen
         #: (see nbagent.inspection.exchange).
         self.exchanges: list[Exchange] = []
@@ -149,13 +159,18 @@ class Run:
 
     def emit(self, event: AgentEvent) -> None:
         self._timeline.add(event)
+        self._tell(event)
+        if self._keep_events:
+            self._queue.put(event)
+
+    def _tell(self, event: AgentEvent) -> None:
+        """Give ``event`` to the observers alone: a fragment the reader's queue merged into
+        the delta it already holds is still an event of its own for each observer."""
         for observer in self._observers:
             try:
                 observer(self.id, event)
             except Exception:  # an observer (telemetry, a log) must never break the run
                 log.exception("an observer of %s failed on %s", self.id, type(event).__name__)
-        if self._keep_events:
-            self._queue.put(event)
 
     def discard_events(self) -> None:
         """Nobody will read :meth:`events`: keep none (``Agent.run`` only wants the result)."""
@@ -212,6 +227,7 @@ class Run:
 
     async def _main(self) -> RunResult:
         enter_run(self)  # for the agents among its tools (nbagent.delegation)
+        spend_from(self._account)  # and whatever runs they start spend from its account
         agent = self.agent
         messages = agent.messages
         if not self._continuing:
@@ -232,12 +248,11 @@ class Run:
         stop: StopReason = "max_steps"
         try:
             for step in range(1, self.max_steps + 1):
-                if over_budget(self, step):
-                    stop = "budget"
+                if await reserve(self, agent.generator) is not None:
+                    stop = "budget"  # before anything of the step: nothing was sent
                     break
                 self._steps = step
                 self.emit(StepStarted(step))
-                self._requests += 1
                 try:
                     answer = await stream_turn(self, step)
                 except BudgetSpent as spent:  # a retry the budget cannot pay for: not sent
@@ -289,6 +304,7 @@ class Run:
                     stop = "repeated_call" if self._repeats.stopped else "terminated"
                     break
         except asyncio.CancelledError:
+            release(self)
             repair(self, "the run was cancelled")
             end_cancelled(self)
             raise
@@ -296,14 +312,17 @@ class Run:
             repair(self, f"the run was stopped: {exc}")
             return end_failed(self, exc)
         except Exception as exc:  # a provider error, a bug in a callback: end cleanly, say why
+            release(self)
             repair(self, f"the run failed: {type(exc).__name__}")
             return end_failed(self, exc)
         except GeneratorExit:
             raise
         except BaseException as exc:  # KeyboardInterrupt, SystemExit … from a callback
+            release(self)
             stopped = aborted(None, exc)
             repair(self, f"the run was stopped: {stopped}")
             return end_failed(self, stopped)
+        release(self)  # a stop that came before its reserved request was sent
         return end_finished(self, stop)
 
     def _progress(self, call_id: str) -> Callable[[ToolResult, float], None]:
@@ -314,6 +333,10 @@ class Run:
 
     def _abandon(self, handle: AbandonedCall) -> None:
         self._abandoned[handle.call_id] = handle
+
+
+def _label(parent: Account | None) -> str:
+    return "the run's budget" if parent is None else "this run's own budget"
 
 
 def _call_ids(messages: Sequence[Message]) -> set[str]:

@@ -35,10 +35,14 @@ def for_shell(ipython: Any) -> Session:
 
 
 def _made(ipython: Any) -> Session:
+    """A new session for ``ipython``, its course policy's gate on the request path (every
+    model request of the kernel passes it: :mod:`.requestgate`)."""
     global _session
+    from .requestgate import govern
     from .session import Session
 
     _session = Session(ipython)
+    govern(_session)
     return _session
 
 

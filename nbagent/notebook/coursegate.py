@@ -1,10 +1,16 @@
-"""The course policy at the start of each ``%agent`` run, and the record each run leaves.
+"""The course policy's decision: one check that every route to a model passes.
 
-Before a run is planned, :func:`check` reads the policy in force for this notebook
-(:mod:`nbagent.course.policy`) and either refuses the run — one sentence naming the rule and the
-file, shown in the cell with the refusal's provenance record, and nothing sent to any model — or
-grants it, with the budget it may spend (the run's own, what is left of the kernel session's
-and of the notebook's) and whether it may only replay the course's recordings.
+:func:`check` reads what a run would do (the model it reaches, whether its calls are approved
+without asking, whether it offers the kernel tools) against the policy in force for this
+notebook (:mod:`nbagent.course.policy`) and either refuses it — :class:`CourseRefusal`, one
+sentence naming the rule and the file — or grants it, with the budget it may spend (the run's
+own, what is left of the kernel session's and of the notebook's) and whether it may only
+replay the course's recordings. Two callers ask it. The gate on the request path
+(:mod:`.requestgate`) asks it before every model request of the kernel, whatever route led
+there (``%agent``, ``%agent map``, a fork, step mode's model switch, a helper, a model set from
+Python, an ``Agent`` of one's own); and a magic asks it before it plans a run (:func:`admit`,
+:func:`admit_map`), so that a refused cell shows its sentence and its provenance record
+instead of a run that would fail at its first request.
 
 **Which notebook.** A kernel is not told which notebook it runs. jupyter-server (JupyterLab,
 Notebook 7, JupyterHub) starts it with ``JPY_SESSION_NAME``: the notebook's path when the
@@ -20,12 +26,13 @@ applies to any notebook run in ``exams/``). ``%agent policy`` says which it was.
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._prices import price_known, table_missing, usd_text
+from ..approvals.approval import AutoApprove
+from ..approvals.rules import RuleApprover
 from ..course.policy import (
     CoursePolicy,
     CoursePolicyError,
@@ -35,15 +42,26 @@ from ..course.policy import (
     find_policy,
     load_policy,
 )
-from ..course.provenance import Provenance
+from ..course.refusal import ai_off_sentence, rule_said
+from ..errors import RequestRefusedError
 from ..limits import Budget
-from ..redact import redact_secrets
-from .courserecord import mode_of, model_text, notebook_spent, refusal_record, session_spent
+from .coursereach import Reach
+from .courserecord import notebook_spent, session_spent
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["Course", "CourseRefusal", "Granted", "current", "locate"]
+__all__ = [
+    "Asked",
+    "Course",
+    "CourseRefusal",
+    "Granted",
+    "approves_everything",
+    "check",
+    "check_price",
+    "current",
+    "locate",
+]
 
 
 @dataclass(frozen=True)
@@ -112,49 +130,95 @@ class Course:
         return str(loc.notebook) if loc.notebook is not None else str(loc.folder / "?")
 
     def where(self, rule: str) -> str:
-        """``rule `ai = false` (notebooks[2]) in nbagent-course.toml``: for refusals."""
-        key = self.rules.origin.get(rule, rule)
-        value = getattr(self.rules, rule, None) if "." not in rule else None
-        if value is None and rule.startswith("budget."):
-            _, scope, part = rule.split(".")
-            value = getattr(self.rules.budget(scope), part)
-        shown = f"{key} = {describe_value(value)}" if value is not None else key
-        return f"rule `{shown}` in {self.source}"
+        """``rule `notebooks[2].ai = false` in nbagent-course.toml``: for refusals."""
+        return rule_said(self.rules.said(rule), self.source)
+
+
+_read: dict[tuple[str, bool], tuple[tuple[int, int, int], CoursePolicy]] = {}
+
+
+def _load(path: Path, from_env: bool) -> CoursePolicy:
+    """The policy at ``path``, parsed again only when the file changed (every model request
+    asks: a teacher's edit counts from the next request on, a file unchanged is not re-read)."""
+    key = (str(path), from_env)
+    try:
+        info = path.stat()
+        stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+    except OSError:
+        stamp = None
+    known = _read.get(key)
+    if stamp is not None and known is not None and known[0] == stamp:
+        return known[1]
+    policy = load_policy(path, from_env=from_env)
+    if stamp is not None:
+        if len(_read) > 32:
+            _read.clear()
+        _read[key] = (stamp, policy)
+    return policy
 
 
 def current(shell: Any, environ: dict[str, str] | None = None) -> Course:
-    """The policy in force for this kernel's notebook, read afresh (a teacher's edit counts
-    from the next run on)."""
+    """The policy in force for this kernel's notebook (a teacher's edit counts from the next
+    model request on)."""
     env = dict(os.environ if environ is None else environ)
     location = locate(shell, env)
     path = find_policy(location.folder, env)
     if path is None:
         return Course(location)
     try:
-        policy = load_policy(path, from_env=bool(env.get("NBAGENT_COURSE_POLICY", "").strip()))
+        policy = _load(path, bool(env.get("NBAGENT_COURSE_POLICY", "").strip()))
     except CoursePolicyError as exc:
         return Course(location, error=str(exc), path=path)
     notebook = folder = None
+    inside = True
+    home = policy.folder.resolve()
     try:
         if location.notebook is not None:
-            notebook = location.notebook.relative_to(policy.folder.resolve()).as_posix()
+            notebook = location.notebook.relative_to(home).as_posix()
         else:
-            folder = location.folder.resolve().relative_to(policy.folder.resolve()).as_posix()
+            folder = location.folder.resolve().relative_to(home).as_posix()
             folder = "" if folder == "." else folder
-    except ValueError:
-        pass  # outside the policy's folder (a hub's policy elsewhere): the top level applies
-    sections = tuple(policy.sections_for(notebook, folder))
-    return Course(location, policy, policy.for_notebook(notebook, folder), None, path, sections)
+    except ValueError:  # outside the policy's folder (a hub's policy elsewhere): its whole path
+        inside = False
+        if location.notebook is not None:
+            notebook = location.notebook.as_posix()
+        else:
+            folder = location.folder.resolve().as_posix()
+    sections = tuple(policy.sections_for(notebook, folder, inside=inside))
+    rules = policy.for_notebook(notebook, folder, inside=inside)
+    return Course(location, policy, rules, None, path, sections)
 
 
-class CourseRefusal(Exception):
-    """A run the course policy refuses: ``sentence`` says which rule of which file."""
+class CourseRefusal(RequestRefusedError):
+    """A run (or one of its requests) the course policy refuses: ``sentence`` says which rule
+    of which file, ``rule`` is the policy's key (``ai``, ``models``, ``budget.run.usd`` …)."""
 
-    def __init__(self, sentence: str, *, rule: str, ai_off: bool = False) -> None:
-        super().__init__(sentence)
-        self.sentence = sentence
-        self.rule = rule  # the policy's key: ``ai``, ``models``, ``budget.run.usd`` …
-        self.ai_off = ai_off
+
+@dataclass(frozen=True)
+class Asked:
+    """What a run would do, as the policy judges it: the model it reaches, whether every call
+    is approved without asking (and what said so: ``--approve``, ``NBAGENT_APPROVAL``, or
+    ``""`` for an approver object), whether it offers the kernel tools, its own token budget."""
+
+    reach: Reach
+    auto: bool = False
+    auto_source: str = ""
+    kernel: bool = False
+    run_budget: int | None = None
+
+
+def approves_everything(approver: Any) -> bool:
+    """Whether ``approver`` approves every call no rule decides without asking anyone (an
+    :class:`~nbagent.approvals.approval.AutoApprove`, also behind the session's rules). An
+    approver of one's own cannot be judged, and counts as asking."""
+    seen = approver
+    for _ in range(16):
+        if isinstance(seen, AutoApprove):
+            return True
+        if not isinstance(seen, RuleApprover):
+            return False
+        seen = seen.fallback
+    return False
 
 
 @dataclass(frozen=True)
@@ -169,19 +233,9 @@ class Granted:
 # --- the check -------------------------------------------------------------------------------
 
 
-def check(
-    session: Session,
-    course: Course,
-    *,
-    model: str | None,
-    approve: str,
-    approve_source: str,
-    kernel: bool,
-    run_budget: int | None,
-) -> Granted:
-    """Refuse (:class:`CourseRefusal`) or grant one run; ``model`` is the model string the run
-    would use (``provider:name``, or None for a model object set from Python or the offline
-    stand-in); ``approve`` the approval policy chosen and where it came from."""
+def check(session: Session, course: Course, asked: Asked) -> Granted:
+    """Refuse (:class:`CourseRefusal`) or grant one run, or one request of a run, by what it
+    would do (:class:`Asked`)."""
     if course.error is not None:
         raise CourseRefusal(
             f"nbagent is off until the course policy reads again: {course.error}.",
@@ -189,22 +243,27 @@ def check(
         )
     rules = course.rules
     if course.policy is None:
-        return Granted(course, Budget(tokens=run_budget) if run_budget else None, False)
+        return Granted(course, Budget(tokens=asked.run_budget) if asked.run_budget else None, False)
+    reach = asked.reach
     if not rules.ai:
-        message = rules.message or "the course turns AI off for this notebook"
         raise CourseRefusal(
-            f"AI is off here: {message.rstrip('.')} ({course.where('ai')}); nothing was sent.",
-            rule="ai",
-            ai_off=True,
+            ai_off_sentence(rules.message, course.where("ai")), rule="ai", ai_off=True
         )
-    if model is not None and not rules.model_allowed(model):
-        allowed = ", ".join(rules.models or ()) or "none"
-        raise CourseRefusal(
-            f"The model {model} is not allowed here: the course allows {allowed} "
-            f"({course.where('models')}); nothing was sent.",
-            rule="models",
-        )
-    if kernel and not rules.kernel_tools:
+    if rules.models is not None and reach.may_reach_a_server:
+        allowed = ", ".join(rules.models) or "none"
+        if reach.model is None:
+            raise CourseRefusal(
+                f"This run's model is {reach.named}, and the course allows only {allowed} "
+                f"({course.where('models')}); nothing was sent.",
+                rule="models",
+            )
+        if not rules.model_allowed(reach.model):
+            raise CourseRefusal(
+                f"The model {reach.model} is not allowed here: the course allows {allowed} "
+                f"({course.where('models')}); nothing was sent.",
+                rule="models",
+            )
+    if asked.kernel and not rules.kernel_tools:
         raise CourseRefusal(
             "The kernel tools (--kernel) are off in this notebook "
             f"({course.where('kernel_tools')}); nothing was sent.",
@@ -217,13 +276,24 @@ def check(
             f"%agent mcp remove NAME; {course.where('mcp')}); nothing was sent.",
             rule="mcp",
         )
-    if approve == "auto" and not rules.auto_approve:
+    if asked.auto and not rules.auto_approve:
+        how = f"{asked.auto_source}=auto" if asked.auto_source else "an AutoApprove approver"
         raise CourseRefusal(
-            f"Approving every call automatically ({approve_source}=auto) is not allowed here "
+            f"Approving every call automatically ({how}) is not allowed here "
             f"({course.where('auto_approve')}); nothing was sent.",
             rule="auto_approve",
         )
-    return Granted(course, _budget(session, course, run_budget), not rules.live)
+    return Granted(course, _budget(session, course, asked.run_budget), not rules.live)
+
+
+def refuse_live(course: Course, reach: Reach, why: str | None = None) -> CourseRefusal:
+    """The refusal of a request that would reach a live model where only replays may run."""
+    why = why or f"and {reach.named} would be asked live"
+    return CourseRefusal(
+        f"Live calls are off here: only the course's recordings replay, {why} "
+        f"({course.where('live')}); nothing was sent.",
+        rule="live",
+    )
 
 
 def _budget(session: Session, course: Course, run_budget: int | None) -> Budget | None:
@@ -270,121 +340,18 @@ def _budget(session: Session, course: Course, run_budget: int | None) -> Budget 
     )
 
 
-def check_price(course: Course, granted: Granted, generator: Any, model: str) -> None:
+def check_price(course: Course, generator: Any, named: str) -> None:
     """A money budget on a model the price table does not know cannot be kept: refuse."""
-    budget = granted.budget
-    if budget is None or budget.usd is None or price_known(generator):
-        return
     scope = next(
         (s for s in ("run", "session", "notebook") if course.rules.budget(s).usd is not None),
-        "run",
+        None,
     )
+    if scope is None or course.policy is None or price_known(generator):
+        return
     lacking = table_missing()  # no price at all here: say what installs them
     raise CourseRefusal(
-        f"The course sets a money budget, and the price of {model} is unknown, so it cannot be "
+        f"The course sets a money budget, and the price of {named} is unknown, so it cannot be "
         f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent."
         + (f" {lacking}" if lacking else ""),
         rule=f"budget.{scope}.usd",
-    )
-
-
-# --- what the magics call ----------------------------------------------------------------------
-
-
-def admit(session: Session, shell: Any, plan: Any) -> bool:
-    """Check one planned run against the policy in force; False when it was refused (the
-    refusal is shown, with its record). Sets ``plan.course`` (the :class:`Granted`) and, when
-    the policy names a default model and nothing else sets one, ``plan.model``."""
-    from ..errors import NbagentError
-    from .frontend import choose_policy, detect
-
-    course = current(shell)
-    rules = course.rules
-    if (
-        course.policy is not None
-        and rules.default_model
-        and not plan.model
-        and session.model_spec is None
-        and not os.environ.get("NBAGENT_MODEL", "").strip()
-    ):
-        plan.model = rules.default_model
-    spec = plan.model or session.model_spec
-    model = model_text(spec)
-    try:
-        approve, source = choose_policy(plan.approve, detect(shell))
-    except ValueError:
-        approve, source = "ask", "default"  # the run's own planning says what is wrong
-    # unique in any notebook, across kernel restarts and refusals in the same second
-    run_id = f"refused-{secrets.token_hex(6)}"
-    try:
-        granted = check(
-            session,
-            course,
-            model=model,
-            approve=approve,
-            approve_source=source,
-            kernel=plan.kernel,
-            run_budget=plan.budget,
-        )
-        if granted.replay_only:
-            _replay_or_refuse(session, course, plan, model)
-        elif granted.budget is not None and granted.budget.usd is not None:
-            from ..providers import resolve_generator
-
-            try:
-                generator = resolve_generator(spec)
-            except NbagentError:
-                generator = None  # no key: the run says so itself
-            if generator is not None:
-                check_price(course, granted, generator, model or "this model")
-    except CourseRefusal as refusal:
-        record = refusal_record(course, refusal, plan.prompt, run_id, model)
-        show_refusal(refusal, record)
-        if getattr(shell, "kernel", None) is not None:  # a page may copy it into the cell
-            from .cellnote import note_cell
-
-            note_cell("output", run_id)
-        with session._lock:  # kept for %agent report, after the run it followed
-            session.refusals.append((session.jobs[-1] if session.jobs else None, record))
-        return False
-    plan.course = granted
-    return True
-
-
-def _replay_or_refuse(session: Session, course: Course, plan: Any, model: str | None) -> None:
-    """Live calls are off: a run on a real model must replay one of the course's recordings
-    (found as every replay is, by its first request), and may not go on live from it."""
-    from ..errors import NbagentError
-    from .recordings import first_request
-
-    if model is None and not isinstance(session.model_spec, str):
-        spec = session.model_spec
-        if spec is None or mode_of(spec) == "offline":
-            return  # the offline stand-in or a scripted model: nothing reaches a server
-    try:
-        request = first_request(session.sync_agent(), plan.prompt, plan.tools, fresh=plan.new)
-        found = session.recordings.find(request)
-    except (NbagentError, KeyError):
-        found = None
-    if found is None:
-        raise CourseRefusal(
-            "Live calls are off here: only the course's recordings replay, and none was "
-            f"recorded for this prompt ({course.where('live')}); nothing was sent.",
-            rule="live",
-        )
-    plan.recording = "replay"
-
-
-def show_refusal(refusal: CourseRefusal, record: Provenance) -> None:
-    """The refusal's one sentence in the cell, its record in the output's metadata (which the
-    page copies into the cell's own metadata: :mod:`.cellnote`)."""
-    from IPython.display import display
-
-    from .render import safe_markdown
-
-    sentence = redact_secrets(refusal.sentence)
-    display(  # type: ignore[no-untyped-call]
-        {"text/plain": sentence, "text/markdown": f"**nbagent:** {safe_markdown(sentence)}"},
-        metadata={"nbagent": record.to_metadata()},
-        raw=True,
     )

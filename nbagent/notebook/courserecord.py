@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._prices import cost_usd, usd_text
 from ..course.provenance import Provenance, utc_now
+from ..errors import RequestRefusedError
 from ..generation import Usage
+from ..loop._ids import new_id
 from ..redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -23,11 +25,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Spent",
+    "count_request",
     "finished",
+    "map_record",
     "mode_of",
     "model_text",
     "notebook_spent",
-    "record_spending",
     "refusal_record",
     "run_record",
     "session_spent",
@@ -77,10 +80,13 @@ def notebook_spent(session: Session, course: Any) -> Spent:
         return Spent()
 
 
-def record_spending(session: Session, course: Any, usage: Usage, requests: int,
-                    usd: float | None) -> None:  # fmt: skip
-    """Count a finished run against the session's and (with a policy) the notebook's totals."""
-    session_spent(session).add(usage.total_tokens, requests, usd)
+def count_request(session: Session, course: Any, usage: Usage | None, requests: int,
+                  usd: float | None) -> None:  # fmt: skip
+    """Count what a model request spent against the session's and (with a policy that bounds
+    the notebook) the notebook's totals: the gate on the request path
+    (:mod:`.requestgate`) counts every request of the kernel, whatever route sent it."""
+    tokens = usage.total_tokens if usage is not None else 0
+    session_spent(session).add(tokens, requests, usd)
     if course is None or course.policy is None or course.rules.budget("notebook").empty:
         return
     path = _usage_path(session)
@@ -91,7 +97,7 @@ def record_spending(session: Session, course: Any, usage: Usage, requests: int,
         except (OSError, ValueError):
             data = {}
         spent = notebook_spent(session, course)
-        spent.add(usage.total_tokens, requests, usd)
+        spent.add(tokens, requests, usd)
         data[course.notebook_key] = {
             "tokens": spent.tokens,
             "requests": spent.requests,
@@ -202,6 +208,9 @@ def run_record(session: Session, job: Any, course: Any) -> Provenance | None:
         CallRecord(record.name, _decision(record.decision), record.status)  # type: ignore[arg-type]
         for record in transcript.calls.values()
     ]
+    refusal = getattr(result, "error", None)
+    if not isinstance(refusal, RequestRefusedError):
+        refusal = None  # a request the course policy refused (on the request path) ends it
     return Provenance(
         run_id=run.id,
         prompt=job.prompt,
@@ -217,17 +226,60 @@ def run_record(session: Session, job: Any, course: Any) -> Provenance | None:
         requests=int(getattr(run, "_requests", 0)),
         cost_usd=cost,
         seconds=transcript.elapsed,
-        stop_reason=transcript.stop_reason or "failed",
+        stop_reason="refused" if refusal else transcript.stop_reason or "failed",
         calls=tuple(calls),
         snippets=tuple(snippets),
-        output_digest=sha256_digest(text) if result is not None else None,
+        output_digest=sha256_digest(text) if result is not None and not refusal else None,
+        refused=redact_secrets(refusal.sentence) if refusal else None,
+        ai_off=bool(refusal and refusal.ai_off),
+        rule=refusal.rule if refusal else None,
         at=utc_now(transcript.elapsed),
     )
 
 
+def map_record(
+    course: Any, counted: Any, prompt: str, generator: Any, seconds: float, stopped: bool
+) -> Provenance:
+    """The provenance of one ``%agent map``: every request its rows (and their helpers) made,
+    as the request path counted them (``counted``: a :class:`.requestgate.Tally`), in one
+    record that stands for its ``rows`` runs."""
+    from .coursereach import reach_of
+
+    reach = reach_of(generator)
+    models = list(counted.models) or ([reach.model] if reach.model else [])
+    model = "; ".join(models)[:200] or None
+    if model is None and reach.kind != "live":
+        model = str(getattr(generator, "model", "") or type(generator).__name__)[:200] or None
+    provider = model.split(":", 1)[0] if model and ":" in model and len(models) == 1 else None
+    mode = {"live": "live", "unknown": "live", "replayed": "replayed"}.get(reach.kind, "offline")
+    refusal = counted.refused if not counted.runs or not counted.requests else None
+    cost = None if counted.unpriced else counted.usd
+    return Provenance(
+        run_id=new_id("map"),
+        prompt=prompt,
+        model=model,
+        provider=provider,
+        mode=mode,  # type: ignore[arg-type]
+        policy_digest=course.digest if course else None,
+        policy_source=course.source if course else None,
+        input_tokens=counted.input_tokens,
+        output_tokens=counted.output_tokens,
+        requests=counted.requests,
+        cost_usd=0.0 if mode != "live" and cost is not None else cost,
+        seconds=seconds,
+        stop_reason="refused" if refusal else "stopped" if stopped else "finished",
+        refused=redact_secrets(refusal.sentence) if refusal else None,
+        ai_off=bool(refusal and refusal.ai_off),
+        rule=refusal.rule if refusal else None,
+        at=utc_now(seconds),
+        rows=len(counted.runs),
+    )
+
+
 def finished(session: Session, job: Any, granted: Any) -> None:
-    """At a run's end: its record onto the view (the outputs carry it) and its spending
-    counted against the session and the notebook."""
+    """At a run's end, before its view writes its final output: its record onto the view
+    (the outputs carry it) and its cost into the footer. (What it spent was counted against
+    the session and the notebook request by request, on the request path.)"""
     course = granted.course if granted is not None else None
     try:
         record = run_record(session, job, course)
@@ -245,5 +297,3 @@ def finished(session: Session, job: Any, granted: Any) -> None:
     transcript = getattr(job.view, "transcript", None)
     if transcript is not None and record.mode == "live":  # a replay or offline model: no bill
         transcript.cost_text = usd_text(record.cost_usd)
-    usage = Usage(record.input_tokens, record.output_tokens)
-    record_spending(session, course, usage, record.requests, record.cost_usd)

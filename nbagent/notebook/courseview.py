@@ -13,7 +13,7 @@ from ..course.policy import ENV, FILENAME, describe_value
 from ..redact import redact_secrets
 from .coursegate import current
 from .courserecord import notebook_spent, session_spent
-from .render import code_span, no_math, safe_markdown
+from .render import code_span, md_text, no_math
 
 if TYPE_CHECKING:
     from .session import Session
@@ -87,7 +87,7 @@ def show_policy(session: Session, shell: Any, _words: list[str]) -> None:
 
     lines = [redact_secrets(line) for line in policy_lines(session, shell)]
     markdown = "**Course policy**\n\n" + "\n".join(
-        f"- {safe_markdown(line)}" if "sha256:" not in line else f"- digest: {code_span(line[8:])}"
+        f"- {md_text(line)}" if "sha256:" not in line else f"- digest: {code_span(line[8:])}"
         for line in lines
     )
     display(no_math({"text/markdown": markdown, "text/plain": "\n".join(lines)}), raw=True)  # type: ignore[no-untyped-call]

@@ -21,6 +21,8 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ..loop._ids import ID_PATTERN, expand
+
 __all__ = [
     "GRAMMARS",
     "SUBCOMMANDS_HELP",
@@ -140,7 +142,7 @@ def _wrapped(head: str, pieces: list[str]) -> list[str]:
 
 # --- the placeholders ---------------------------------------------------------------------------
 
-_RUN_ID = re.compile(r"(run|serve)-\d{1,9}")  # serve-N: what %agent serve ran
+_RUN_ID = ID_PATTERN  # run-k7q2x-3 (or run-3: this session's); serve-…: what %agent serve ran
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -167,7 +169,9 @@ def _not_an_option(word: str) -> bool:
     return not word.startswith("-")
 
 
-RUN = Word("RUN", lambda w: bool(_RUN_ID.fullmatch(w)), "a run's id (run-3, or serve-1)")
+RUN = Word(
+    "RUN", lambda w: bool(_RUN_ID.fullmatch(w)), "a run's id (run-k7q2x-3, run-3, or serve-…-1)"
+)
 STEP = Word("STEP", _whole_number, "a step number (1, 2, …)")
 N = Word("N", _whole_number, "a whole number from 1")
 SECONDS = Word("SECONDS", _seconds, "a positive number of seconds")
@@ -455,9 +459,29 @@ def parse(line: str) -> tuple[Grammar, list[str]] | None:
     for form in grammar.forms:
         for end, rest_at in _match(form.items, tokens, 0, miss):
             if end == len(tokens.words):
-                return grammar, _taken(tokens, rest_at)
+                return grammar, _runs_expanded(grammar, _taken(tokens, rest_at), rest_at)
             miss.note(end, "")
     raise _failure(grammar, line, tokens, miss)
+
+
+def _takes_runs(items: Sequence[Element]) -> bool:
+    for item in items:
+        if item is RUN:
+            return True
+        inner = getattr(item, "items", None)
+        inner = (item.item,) if isinstance(item, Many) else inner
+        if isinstance(inner, tuple) and _takes_runs(inner):
+            return True
+    return False
+
+
+def _runs_expanded(grammar: Grammar, words: list[str], rest_at: int | None) -> list[str]:
+    """A run's short id (``run-3``) before the line's Rest as this session's full one: a
+    subcommand finds its run by the id the record keeps (:func:`nbagent.loop._ids.expand`)."""
+    if not any(_takes_runs(form.items) for form in grammar.forms):
+        return words
+    end = len(words) if rest_at is None else rest_at
+    return [expand(w) if i < end else w for i, w in enumerate(words)]
 
 
 def _failure(grammar: Grammar, line: str, tokens: _Tokens, miss: _Miss) -> SubcommandUsageError:

@@ -293,6 +293,6 @@ def _escape(text: str) -> str:
 
 
 def _escape_md(text: str) -> str:
-    from .render import safe_markdown
+    from .render import md_text
 
-    return safe_markdown(redact_secrets(text))
+    return md_text(redact_secrets(text))

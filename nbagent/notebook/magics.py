@@ -26,7 +26,7 @@ from ..approvals.approval import InteractiveApprover
 from ..approvals.rules import RuleApprover
 from ..errors import NbagentError
 from ..limits import Budget
-from . import commands, coursegate, courserecord, kernelview, outputs
+from . import commands, courseadmit, courserecord, kernelview, outputs
 from .frontend import (
     approver_for,
     awaiting_cells_take_clicks,
@@ -141,7 +141,7 @@ class AgentMagics(Magics):
         if found is not None and found[0].run is not None:
             return self._run_command(*found)
         plan = self._parse(line, cell, local_ns, found)
-        if plan is None or not coursegate.admit(self.session, self.shell, plan):
+        if plan is None or not courseadmit.admit(self.session, self.shell, plan):
             return None
         job, pending = self._job(plan, awaited=False)
         self.session.submit(job)
@@ -159,7 +159,7 @@ class AgentMagics(Magics):
                 show_problems(self.session.scan())
             return await command.awaited(self.session, self.shell, words)
         plan = self._parse(line, cell, None, found)
-        if plan is None or not coursegate.admit(self.session, self.shell, plan):
+        if plan is None or not courseadmit.admit(self.session, self.shell, plan):
             return None
         job, output = self._job(plan, awaited=True)
         queued = self.session.submit(job)
@@ -370,7 +370,6 @@ class AgentMagics(Magics):
                     namespace = self._namespace()
                     if mode != "background" or namespace.get(output) is pending:
                         namespace[output] = job.result
-                courserecord.finished(session, job, plan.course)
                 outputs.run_ended(job.view, static_segments=mode != "background")
                 if plan.kernel and use_widgets:
                     kernelview.offer_undo(session, job.run.id if job.run else None)
@@ -391,6 +390,7 @@ class AgentMagics(Magics):
             continuing=plan.fork is not None and not plan.prompt,
             output=plan.output_type,
             on_end=ended,
+            on_record=lambda job: courserecord.finished(session, job, plan.course),
             model_for=self._model_for(plan, widgets=use_widgets, unavailable=unavailable),
         )
         holder.append(job)

@@ -25,6 +25,7 @@ from IPython.core.error import UsageError
 
 from ..errors import NbagentError
 from .grammar import usage_error
+from .requestgate import Tally, tally
 
 if TYPE_CHECKING:
     from ..batch import Batch
@@ -105,11 +106,28 @@ def _namespace(shell: Any) -> dict[str, Any]:
     return namespace
 
 
-def _prepare(session: Session, shell: Any, text: str, cell: str | None) -> tuple[Batch, str | None]:
-    """Parse one ``%agent map`` (``text``: what follows ``map``), build its batch and show its
-    view; nothing runs yet."""
+def _approval_source(flag: str | None) -> str:
+    if flag:
+        return "--approve"
+    return "NBAGENT_APPROVAL" if os.environ.get("NBAGENT_APPROVAL", "").strip() else "default"
+
+
+def _offers_kernel_tools(session: Session, tools: list[str] | None) -> bool:
+    kit = session.kernel
+    if kit is None:
+        return False
+    return any(session.tools.get(t.name) is t and (tools is None or t.name in tools) for t in kit)
+
+
+def _prepare(
+    session: Session, shell: Any, text: str, cell: str | None
+) -> tuple[Batch, str | None, Tally] | None:
+    """Parse one ``%agent map`` (``text``: what follows ``map``), check it against the course
+    policy, build its batch and show its view; nothing runs yet. None when the policy refused
+    it (the cell shows why, with the refusal's record)."""
     from ..agent import Agent
     from ..batch import Batch
+    from .courseadmit import admit_map
     from .frontend import awaiting_cells_take_clicks, detect, widgets_available
     from .mapview import MapView
 
@@ -137,14 +155,27 @@ def _prepare(session: Session, shell: Any, text: str, cell: str | None) -> tuple
         options["engine"] = _lookup(namespace, args.engine, "--engine")
     if args.tools:
         options["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
-    model = args.model or (session.model_spec if isinstance(session.model_spec, str) else None)
+    title = f"{args.over}: {template}" if template else args.over
+    admitted = admit_map(
+        session,
+        shell,
+        prompt=f"map over {title}",
+        spec=args.model or session.model_spec,
+        approver=options["approver"],
+        source=_approval_source(args.approve),
+        kernel=_offers_kernel_tools(session, options.get("tools")),
+    )
+    if admitted is None:
+        return None
+    granted, spec = admitted
+    model = spec if isinstance(spec, str) else None
     if model is None and options.get("engine") is not None:
         model = os.environ.get("NBAGENT_MODEL") or None
     if model is not None:
         options["model"] = model
     frontend = detect(shell)
     view = MapView(
-        f"{args.over}: {template}" if template else args.over,
+        title,
         widgets=frontend.interactive and widgets_available(),
         stoppable=awaiting_cells_take_clicks()[0],
     )
@@ -165,30 +196,55 @@ def _prepare(session: Session, shell: Any, text: str, cell: str | None) -> tuple
     except BaseException:
         view.discard()
         raise
+    counted = Tally()
+    view.record = lambda progress: _record(granted, counted, batch, title, progress)
     view.show()
-    return batch, args.output
+    return batch, args.output, counted
+
+
+def _record(
+    granted: Any, counted: Tally, batch: Batch, title: str, progress: Any
+) -> dict[str, Any]:
+    """The map's provenance, for its final output: what every row's requests spent (counted
+    on the request path, helpers included), under which policy."""
+    from .courserecord import map_record
+
+    stopped = bool(progress.cancelled or progress.not_run)
+    generator = batch.plan.agent.generator
+    return map_record(granted.course, counted, f"map over {title}", generator,
+                      progress.elapsed, stopped).to_metadata()  # fmt: skip
 
 
 async def run_map(session: Session, shell: Any, text: str, cell: str | None = None) -> Any:
-    """``%agent map`` awaited by its cell: returns the results table."""
-    batch, output = _prepare(session, shell, text, cell)
+    """``%agent map`` awaited by its cell: returns the results table (None when the course
+    policy refused it)."""
+    prepared = _prepare(session, shell, text, cell)
+    if prepared is None:
+        return None
+    batch, output, counted = prepared
     namespace = _namespace(shell)
-    try:
-        result = await batch.result()
-    except asyncio.CancelledError:
-        _keep(namespace, output, batch)
-        from .runner import CellInterrupted
+    with tally(counted):  # every row's requests (and their helpers') count in it
+        try:
+            result = await batch.result()
+        except asyncio.CancelledError:
+            _keep(namespace, output, batch)
+            from .runner import CellInterrupted
 
-        raise CellInterrupted("%agent map was stopped by a kernel interrupt") from None
+            raise CellInterrupted("%agent map was stopped by a kernel interrupt") from None
     return _ended(namespace, output, batch, result)
 
 
 def run_map_blocking(session: Session, shell: Any, text: str, cell: str | None = None) -> Any:
     """``%agent map`` where the cell cannot await (inside a function, an older IPython): the
     batch runs on a worker thread while the cell waits; an interrupt stops it."""
-    batch, output = _prepare(session, shell, text, cell)
+    prepared = _prepare(session, shell, text, cell)
+    if prepared is None:
+        return None
+    batch, output, counted = prepared
     namespace = _namespace(shell)
-    return _ended(namespace, output, batch, _run_blocking(batch, namespace, output))
+    with tally(counted):
+        result = _run_blocking(batch, namespace, output)
+    return _ended(namespace, output, batch, result)
 
 
 def _ended(namespace: dict[str, Any], output: str | None, batch: Batch, result: Any) -> Any:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import html
 import threading
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..batch import BatchProgress
 from ..redact import redact_secrets
-from .render import STATUS_COLORS, close_widgets, no_math, shorten
+from .render import STATUS_COLORS, close_widgets, md_text, no_math, shorten
 
 if TYPE_CHECKING:
     from ..batch import Batch
@@ -97,7 +98,7 @@ def progress_bundle(
 
 
 def _md_escape(text: str) -> str:
-    return "".join("\\" + c if c in "\\`*_[]<>#|$" else c for c in text.replace("\n", " "))
+    return md_text(text.replace("\n", " "))
 
 
 def _failures(batch: Batch | None) -> list[tuple[str, str]]:
@@ -119,10 +120,13 @@ class MapView:
     final summary lists its failed rows)."""
 
     def __init__(self, title: str = "", *, widgets: bool = True, stoppable: bool = True) -> None:
-        self.title = " ".join(title.split())
+        self.title = " ".join(redact_secrets(title).split())  # the template: a key stays out
         self.batch: Batch | None = None
         self.display_id = f"nbagent-map-{uuid.uuid4().hex}"
         self.finished = False
+        #: Gives the batch's provenance record when it ended (``%agent map`` sets it), for
+        #: the final output's metadata: the record is made before that output is written.
+        self.record: Callable[[BatchProgress], dict[str, Any] | None] | None = None
         self._lock = threading.Lock()
         self._shown = False
         self._html: Any = None
@@ -201,7 +205,22 @@ class MapView:
         from IPython.display import display, update_display
 
         bundle = progress_bundle(progress, self.title, _failures(self.batch))
-        metadata = {"nbagent": {"map": {"total": progress.total, "done": progress.done}}}
+        record: dict[str, Any] = {"map": {"total": progress.total, "done": progress.done}}
+        if self.record is not None:
+            try:
+                provenance = self.record(progress)
+            except Exception as exc:  # the record must never cost the batch its output
+                import logging
+
+                logging.getLogger("nbagent").warning(
+                    "no provenance record for the map: %s", redact_secrets(str(exc))
+                )
+                provenance = None
+            if provenance is not None:  # with the digest of what the output shows
+                from ..course.shown import shown_digests, with_shown
+
+                record["provenance"] = with_shown(provenance, shown_digests([bundle], None))
+        metadata = {"nbagent": record}
         if self._shown:
             update_display(bundle, raw=True, metadata=metadata, display_id=self.display_id)  # type: ignore[no-untyped-call]
         else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .render import safe_markdown
+from .render import md_text
 from .static import run_outputs
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _update(data: dict[str, Any], metadata: dict[str, Any], display_id: str) -> 
 
 def note(text: str) -> None:
     """A one-line note in the cell (Markdown and plain text)."""
-    _display({"text/markdown": f"*{safe_markdown(text)}*", "text/plain": text}, {}, None)
+    _display({"text/markdown": f"*{md_text(text)}*", "text/plain": text}, {}, None)
 
 
 def show_live(view: View, display_id: str) -> None:
@@ -77,6 +77,28 @@ def _record(view: View, transcript: Any) -> dict[str, Any]:
     return dict(record)
 
 
+def final_outputs(
+    view: View, transcript: Any, bundles: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A finished run's outputs as they are written: the first carries the run's record,
+    each other one the mark that it is the run's, and the provenance keeps the digest of what
+    they all show (:mod:`nbagent.course.shown`: the class report checks a cell by it)."""
+    from ..course.shown import marked, shown_digests, with_shown
+
+    record = _record(view, transcript)
+    run_id = transcript.run_id
+    out = [
+        (data, marked(meta, run_id) if index and run_id else dict(meta))
+        for index, (data, meta) in enumerate(bundles)
+    ]
+    provenance = record.get("provenance")
+    if provenance is not None:
+        digests = shown_digests([data for data, _ in out], record.get("text"))
+        record["provenance"] = with_shown(provenance, digests)
+    out[0] = (out[0][0], {**out[0][1], "nbagent": record})
+    return out
+
+
 def run_ended(view: View, *, static_segments: bool) -> None:
     """Replace a live view by the run's static outputs and close its widgets.
 
@@ -87,10 +109,8 @@ def run_ended(view: View, *, static_segments: bool) -> None:
     transcript = getattr(view, "transcript", None)
     if not ids or transcript is None:
         return
-    bundles = run_outputs(
-        transcript,
-        inline_images=not static_segments,
-        metadata={"nbagent": _record(view, transcript)},
+    bundles = final_outputs(
+        view, transcript, run_outputs(transcript, inline_images=not static_segments)
     )
     with _lock:
         first = ids[0]
@@ -116,11 +136,7 @@ def refresh(view: View) -> None:
     transcript = getattr(view, "transcript", None)
     if not ids or transcript is None:
         return
-    bundles = run_outputs(
-        transcript,
-        inline_images=len(ids) == 1,
-        metadata={"nbagent": _record(view, transcript)},
-    )
+    bundles = final_outputs(view, transcript, run_outputs(transcript, inline_images=len(ids) == 1))
     if len(bundles) != len(ids):
         return  # the layout changed: leave the outputs as they are rather than mix them up
     with _lock:

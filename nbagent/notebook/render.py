@@ -4,7 +4,9 @@ Model and tool text is never trusted HTML, and credential-shaped text in it is s
 (:func:`nbagent.redact.redact_secrets`). JupyterLab renders outputs of a live session (and
 everything inside an Output widget) as *trusted*: Markdown there may carry raw HTML and
 ``javascript:`` links that run. So text goes out as ``text/plain``, or as Markdown passed
-through :func:`safe_markdown`, or as HTML we build ourselves with every value escaped.
+through :func:`safe_markdown`, or as HTML we build ourselves with every value escaped; text that
+is not meant as Markdown (what a person or a file wrote: a policy's globs, a prompt, a name)
+goes into Markdown through :func:`md_text`, which shows it exactly as written.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .._markdown import code_span, md_text
 from ..content import ImagePart, Shown, Table, ToolResult, shown_pieces
 from ..redact import redact_secrets
 
@@ -31,6 +34,7 @@ __all__ = [
     "STATUS_COLORS",
     "code_span",
     "fenced",
+    "md_text",
     "result_outputs",
     "rows_html",
     "safe_markdown",
@@ -130,7 +134,8 @@ def _defuse_inline(line: str) -> str:
 def safe_markdown(text: str) -> str:
     """Markdown that reads the same but can run and fetch nothing: raw HTML is escaped,
     ``javascript:`` (and similar) URLs are broken and images become links, outside code spans
-    and fenced blocks, which stay literal."""
+    and fenced blocks, which stay literal. For model text; text that must show as written
+    goes through :func:`md_text`."""
     lines = text.split("\n")
     fence: str | None = None
     for index, line in enumerate(lines):
@@ -162,14 +167,6 @@ def no_math(data: dict[str, Any]) -> dict[str, Any]:
 def no_math_outputs(outputs: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     """nbformat outputs with :func:`no_math` applied to each display's bundle."""
     return tuple({**o, "data": no_math(o["data"])} if "data" in o else o for o in outputs)
-
-
-def code_span(text: str) -> str:
-    """``text`` as one Markdown code span, whatever backticks it holds."""
-    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def fenced(text: str, info: str = "") -> str:

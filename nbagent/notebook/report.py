@@ -16,7 +16,7 @@ from ..errors import NbagentError
 from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..redact import redact_secrets
 from ..tools import Tool
-from .render import code_span, no_math, safe_markdown, shorten
+from .render import code_span, md_text, no_math, safe_markdown, shorten
 from .wording import decision_words
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def provider_status(item: Tool, provider: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return safe_markdown(text).replace("|", "\\|").replace("\n", " ")
+    return md_text(text.replace("\n", " "))
 
 
 def _table(
@@ -195,7 +195,7 @@ def history(session: Session) -> None:
     plain: list[str] = []
     for message in messages:
         if isinstance(message, UserMessage):
-            md.append(f"**You:** {safe_markdown(message.text)}")
+            md.append(f"**You:** {md_text(message.text)}")
             plain.append(f"You: {message.text}")
         elif isinstance(message, AssistantMessage):
             if message.text.strip():
@@ -354,7 +354,8 @@ def recordings(session: Session) -> None:
     rows = describe(store)
     if not rows:
         _show(
-            f"*No recordings in `{store.folder}`: run `%agent` with a model set (or `--record`) "
+            f"*No recordings in {code_span(str(store.folder))}: run `%agent` with a model set (or "
+            "`--record`) "
             "to make one.*",
             f"No recordings in {store.folder}.",
         )

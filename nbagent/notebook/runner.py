@@ -175,6 +175,7 @@ class Job:
         tools: Sequence[str] | None = None,
         reset: bool = False,
         on_end: Callable[[Job], None] | None = None,
+        on_record: Callable[[Job], None] | None = None,
         model_for: Callable[[Agent, str, list[str] | None], Choice] | None = None,
         step: bool = False,
         continuing: bool = False,
@@ -192,6 +193,9 @@ class Job:
         self.tools = list(tools) if tools is not None else None
         self.reset = reset
         self.on_end = on_end
+        #: Called at the end before the view writes its final output (which carries the run's
+        #: record, so a headless view that writes it at once has it too); then ``on_end``.
+        self.on_record = on_record
         self.model_for = model_for
         self.step = step  # step mode: a pause before each request and each batch of calls
         self.continuing = continuing  # no prompt: the run answers the conversation as it is
@@ -435,6 +439,13 @@ class Job:
                         traceback.format_exception(type(error), error, error.__traceback__)
                     )
                 view.show_error(error, trace)
+            if self.on_record is not None:
+                try:
+                    self.on_record(self)
+                except Exception:  # the record must never cost the run its outputs
+                    import logging
+
+                    logging.getLogger("nbagent").exception("the run's record failed")
             if not view.finished:
                 stop = result.stop_reason if result is not None else self.state
                 view.close(stop)

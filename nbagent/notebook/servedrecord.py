@@ -74,8 +74,13 @@ def served_record(served: Any, *, until: float | None = None) -> Provenance:
     seconds = max(0.0, (until or time.monotonic()) - started) if started else 0.0
     tools = ", ".join(served.tool_names()[:20])
     approval = "approved without asking (--approve auto)" if served.auto else "approval as in a run"
+    from .coursegate import current
+
+    course = current(served.session.shell)
     return Provenance(
         run_id=calls.id,
+        policy_digest=course.digest,
+        policy_source=course.source,
         prompt=redact_secrets(
             f"tool calls from an MCP client at {served.url} ({approval}; tools: {tools or 'none'})"
         ),

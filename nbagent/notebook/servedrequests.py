@@ -23,7 +23,7 @@ from typing import Any
 
 from ..redact import redact_secrets
 from .exchanges import LABEL_STYLE, escaped, pre_html
-from .render import safe_markdown
+from .render import md_text
 from .wording import seconds
 
 __all__ = [
@@ -308,7 +308,7 @@ class ServingForms:
         )
         return (
             f'<div class="nbagent-served-folded" style="{_LABEL}">{html.escape(said)}</div>',
-            f"*{safe_markdown(said)}*",
+            f"*{md_text(said)}*",
             said,
         )
 
@@ -386,7 +386,7 @@ class ServingForms:
         text = redact_secrets(self.header())
         return (
             f'<div style="{_DIM}"><b>MCP:</b> {html.escape(text)}</div>',
-            f"> **MCP:** {safe_markdown(text)}",
+            f"> **MCP:** {md_text(text)}",
             f"MCP: {text}",
         )
 

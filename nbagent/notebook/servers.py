@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from .grammar import GRAMMARS
-from .render import code_span, fenced, safe_markdown
+from .render import code_span, fenced, md_text
 from .report import _show, _table
 
 if TYPE_CHECKING:
@@ -312,17 +312,17 @@ def _details(server: MCPServer, shadowed: Sequence[str]) -> None:
     status = server.status
     if "\n" in status:  # what the process said on stderr before it ended
         first, _, rest = status.partition("\n")
-        blocks.append(f"**{safe_markdown(server.name)}** {safe_markdown(first.rstrip(':'))}:")
+        blocks.append(f"**{md_text(server.name)}** {md_text(first.rstrip(':'))}:")
         blocks.append(fenced(rest))
         plain.append(f"{server.name}: {status}")
     trouble = server.sign_in_problem
     if trouble:
-        blocks.append(f"**{safe_markdown(server.name)}** {safe_markdown(trouble)}")
+        blocks.append(f"**{md_text(server.name)}** {md_text(trouble)}")
         plain.append(f"{server.name} {trouble}")
     origins = server.origins
     if origins:
         blocks.append(
-            f"Tools of **{safe_markdown(server.name)}** (nbagent name ← the server's name; "
+            f"Tools of **{md_text(server.name)}** (nbagent name ← the server's name; "
             "each asks for approval unless a rule allows it):"
         )
         lines = [f"- {code_span(mine)} ← {code_span(theirs)}" for mine, theirs in origins.items()]
@@ -331,8 +331,8 @@ def _details(server: MCPServer, shadowed: Sequence[str]) -> None:
         plain.extend(f"  {mine} <- {theirs}" for mine, theirs in origins.items())
     rejected = [*server.rejected, *(_SHADOWED.format(name) for name in shadowed)]
     if rejected:
-        blocks.append(f"Not registered from **{safe_markdown(server.name)}**:")
-        blocks.append("\n".join(f"- {safe_markdown(reason)}" for reason in rejected))
+        blocks.append(f"Not registered from **{md_text(server.name)}**:")
+        blocks.append("\n".join(f"- {md_text(reason)}" for reason in rejected))
         plain.append(f"Not registered from {server.name}:")
         plain.extend(f"  {reason}" for reason in rejected)
     if blocks:

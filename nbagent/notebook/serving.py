@@ -36,7 +36,7 @@ from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
 from ..redact import redact_secrets
 from . import outputs
 from .frontend import detect, widgets_available
-from .render import close_widgets
+from .render import close_widgets, md_text
 from .runner import kernel_loop
 from .servedrequests import ServingForms
 
@@ -155,9 +155,9 @@ class ServedSession:
             if self.hide_line is not None:
                 self.hide_line()
             self._note_undone()
+            self._record()  # before the view writes its final output, which carries it
             if not self.view.finished:
                 self.view.close("finished")
-            self._record()
             outputs.run_ended(self.view, static_segments=False)
         finally:
             if self.session.served is self:
@@ -275,6 +275,12 @@ def serve(
     if lacking is not None:  # before anything shows in the cell
         raise ServeError(lacking)
     shell = session.shell
+    from .courseadmit import admit_serving
+
+    refusal = admit_serving(session, shell, prompt="%agent serve", kernel=kernel,
+                            auto=approve == "auto")  # fmt: skip
+    if refusal is not None:  # the cell says why, with the refusal's record
+        raise refusal
     frontend = detect(shell)
     interactive = frontend.interactive and widgets_available()
     auto = approve == "auto"
@@ -318,8 +324,12 @@ def serve(
         loop=loop,
         agent=session.agent,
         label="tool calls from an MCP client",
+        budget=getattr(session.agent, "budget", None),  # all the session's calls together
     )
     calls._sink = lambda event: _show(served_holder, view, event)
+    transcript = getattr(view, "transcript", None)
+    if transcript is not None:  # its outputs are the session's, by its id (course.shown)
+        transcript.run_id = calls.id
     server = ToolServer(calls, settings)
     try:
         server.start()
@@ -467,7 +477,7 @@ def _show_connection(served: ServedSession) -> None:
         "once (while it serves, nbagent.serve().connection_line() gives it again; "
         "%agent serve stop, then %agent serve, makes a new token)."
     )
-    said = {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"}
+    said = {"text/plain": text, "text/markdown": f"*{md_text(text)}*"}
     saved_form.keep(said, {})
     data = {
         "text/plain": text,
@@ -567,10 +577,14 @@ def serve_command(session: Session, _shell: Any, words: list[str]) -> None:
         raise UsageError(f"%agent serve {shlex.join(words)}: {exc}") from None
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be between 0 (a free one) and 65535")
+    from .coursegate import CourseRefusal
+
     try:
         served = serve(
             session, kernel=args.kernel, approve=args.approve, port=args.port, expose=args.expose
         )
+    except CourseRefusal:
+        return  # the course policy refused it: the cell shows its sentence and record
     except (ServeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     if not hasattr(served.view, "widget"):  # a card's header says it, and keeps it current

@@ -189,8 +189,11 @@ class Session:
             show_problems(self.provider_problems(self.tools.values(), model_only=True))
 
     def result_of(self, run_id: str) -> RunResult:
-        """The result of a run this session made (``run-3``), or a UsageError-worthy ValueError
-        saying which runs there are."""
+        """The result of a run this session made (``run-k7q2x-3``, or this session's ``run-3``),
+        or a UsageError-worthy ValueError saying which runs there are."""
+        from ..loop._ids import expand
+
+        asked, run_id = run_id, expand(run_id)
         with self._lock:
             jobs = list(self.jobs)
         for job in reversed(jobs):
@@ -202,7 +205,7 @@ class Session:
         known = [j.run.id for j in jobs if j.run is not None and j.result is not None]
         there = ", ".join(known[-8:]) or "none yet"
         last = " (the last 8)" if len(known) > 8 else ""
-        raise ValueError(f"no run named {run_id!r} in this session; its runs are: {there}{last}")
+        raise ValueError(f"no run named {asked!r} in this session; its runs are: {there}{last}")
 
     def fork(self, run_id: str, step: int, tools: Iterable[str] | None = None) -> None:
         """The conversation from now on is ``run_id``'s as the model saw it at ``step`` (a new

@@ -35,6 +35,7 @@ from .render import (
     code_html,
     code_span,
     fenced,
+    md_text,
     no_math,
     pretty_arguments,
     result_outputs,
@@ -352,10 +353,10 @@ def block_markdown(block: Block, transcript: Transcript) -> str:
         quoted = safe_markdown(shorten(block.text.strip(), PREVIEW)).replace("\n", "\n> ")
         return f"> *thinking:* {quoted}"
     if isinstance(block, NoteRecord):
-        return f"*{safe_markdown(block.text)}*"
-    title = f" ({safe_markdown(block.title)})" if block.title else ""
-    status = safe_markdown(transcript.call_line(block))
-    lines = [f"**🔧 {safe_markdown(block.name)}**{title} — {status}"]
+        return f"*{md_text(block.text)}*"
+    title = f" ({md_text(block.title)})" if block.title else ""
+    status = md_text(transcript.call_line(block))
+    lines = [f"**🔧 {md_text(block.name)}**{title} — {status}"]
     args = transcript.call_arguments(block)
     if args:
         lines += ["", fenced(shorten(args, CALL_FALLBACK), "json")]
@@ -426,21 +427,21 @@ def _head(transcript: Transcript) -> _Piece:
         return _Piece(*transcript.serving.head_forms())
     model = f" · <code>{_esc(transcript.model)}</code>" if transcript.model else ""
     prompt = _esc(transcript.prompt).replace("\n", "<br>")
-    quoted = safe_markdown(_fallback(transcript.prompt)).replace("\n", "\n> ")
-    model_md = f" · model `{transcript.model}`" if transcript.model else ""
+    quoted = md_text(_fallback(transcript.prompt)).replace("\n", "\n> ")
+    model_md = f" · model {code_span(transcript.model)}" if transcript.model else ""
     plain = f"You: {_fallback(transcript.prompt)}" + (
         f"  [model {transcript.model}]" if transcript.model else ""
     )
     return _Piece(
         f'<div style="{_DIM_STYLE}"><b>You:</b> {prompt}{model}</div>',
-        redact_secrets(f"> **You:** {quoted}{safe_markdown(model_md)}"),
+        redact_secrets(f"> **You:** {quoted}{model_md}"),
         redact_secrets(plain),
     )
 
 
 def _tail(transcript: Transcript) -> _Piece:
     parts, md, plain = [], [], []
-    if transcript.answer is not None:  # a typed run's validated value
+    if transcript.answered:  # a typed run's validated value (which may be null)
         shown, written, said = answer_forms(transcript.answer)
         parts.append(shown)
         md.append(written)
@@ -448,7 +449,7 @@ def _tail(transcript: Transcript) -> _Piece:
     if transcript.error:
         color = STATUS_COLORS["error"]
         parts.append(f'<div style="color:{color}"><b>Error:</b> {_esc(transcript.error)}</div>')
-        md.append(f"**Error:** {safe_markdown(transcript.error)}")
+        md.append(f"**Error:** {md_text(transcript.error)}")
         plain.append(f"Error: {transcript.error}")
     footer = transcript.footer()
     if transcript.saved_to:
@@ -456,7 +457,7 @@ def _tail(transcript: Transcript) -> _Piece:
     elif transcript.not_saved:
         footer += f" · not recorded: {transcript.not_saved}"
     parts.append(f'<div style="{_DIM_STYLE};font-size:0.9em">{_esc(footer)}</div>')
-    md.append(f"*{safe_markdown(footer)}*")
+    md.append(f"*{md_text(footer)}*")
     plain.append(footer)
     return _Piece("".join(parts), redact_secrets("\n\n".join(md)), redact_secrets("\n".join(plain)))
 

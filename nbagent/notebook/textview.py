@@ -73,10 +73,17 @@ class TextView:
         #: IPython's display ids when ``display`` is IPython's, else cards are shown once.
         self.replace = replace or (ipython_replace if display is ipython_display else None)
         self._card_ids: dict[str, str] = {}
+        #: Every output shown so far, in order (a card's by its display id, as updated): what
+        #: the provenance's ``shown`` digests (:mod:`nbagent.course.shown`).
+        self._written: list[dict[str, Any]] = []
+        self._at: dict[str, int] = {}
         self.finished = False
         self._shown: set[int] = set()
         self._steps_done: set[int] = set()
         self._head_shown = False
+        #: The run's course provenance (set by its end, before :meth:`close` writes the last
+        #: output, whose metadata carries it under ``"provenance"``).
+        self.provenance: dict[str, Any] | None = None
 
     def _ready(self, block: Block) -> bool:
         """A block is shown once nothing about it can change: its step's answer is complete
@@ -96,10 +103,32 @@ class TextView:
             if isinstance(block, CallRecord) and self.replace is not None and outputs:
                 shown_as = f"nbagent-{self.transcript.run_id}-{block.call_id}-{id(self)}"
                 self._card_ids[block.call_id] = shown_as
-                self.replace(shown_as, *outputs[0], False)
+                self._put(*outputs[0], shown_as)
                 outputs = outputs[1:]
             for data, metadata in outputs:
-                self.display(data, metadata)
+                self._put(data, metadata)
+
+    def _put(
+        self, data: dict[str, Any], metadata: dict[str, Any], shown_as: str | None = None
+    ) -> None:
+        """Show one output of the run, marked as the run's; ``shown_as``: under that display
+        id (shown again under it, it replaces the one shown)."""
+        from ..course.shown import marked
+
+        run_id = self.transcript.run_id
+        meta = marked(metadata, run_id) if run_id else metadata
+        if shown_as is None:
+            self._written.append(data)
+            self.display(data, meta)
+            return
+        assert self.replace is not None
+        update = shown_as in self._at
+        if update:
+            self._written[self._at[shown_as]] = data
+        else:
+            self._at[shown_as] = len(self._written)
+            self._written.append(data)
+        self.replace(shown_as, data, meta, update)
 
     def handle(self, event: AgentEvent) -> None:
         self.transcript.handle(event)
@@ -126,13 +155,13 @@ class TextView:
             return
         outputs = block_outputs(record, self.transcript)
         if outputs:
-            self.replace(shown_as, *outputs[0], True)
+            self._put(*outputs[0], shown_as)
 
     def _show_head(self) -> None:
         if not self._head_shown:
             self._head_shown = True
             for data, metadata in head_outputs(self.transcript):
-                self.display(data, metadata)
+                self._put(data, metadata)
 
     def fold(self) -> None:
         """A serving session's view keeps its latest calls, as the live one does
@@ -150,7 +179,7 @@ class TextView:
 
     def show_error(self, error: BaseException, trace: str | None = None) -> None:
         text = redact_secrets(trace or f"{type(error).__name__}: {error}")
-        self.display({"text/plain": text}, {})
+        self._put({"text/plain": text}, {})
 
     def close(self, stop_reason: str | None = None) -> None:
         if self.finished:
@@ -163,8 +192,16 @@ class TextView:
         if forms is not None:  # a long serving's earlier calls, counted in one line
             html, markdown, plain = forms
             bundle = {"text/html": html, "text/markdown": markdown, "text/plain": plain}
-            self.display(no_math(bundle), {})
+            self._put(no_math(bundle), {})
         self._show_ready(everything=True)
-        metadata = {"nbagent": self.transcript.to_metadata()}
-        for data, meta in tail_outputs(self.transcript, metadata):
-            self.display(data, meta)
+        tail = tail_outputs(self.transcript)
+        record = self.transcript.to_metadata()
+        if self.provenance is not None:  # with the digest of all the run shows, the tail too
+            from ..course.shown import shown_digests, with_shown
+
+            shown = shown_digests([*self._written, *(d for d, _ in tail)], record.get("text"))
+            record["provenance"] = with_shown(self.provenance, shown)
+        *before, (last, meta) = tail
+        for data, metadata in before:
+            self._put(data, metadata)
+        self.display(last, {**meta, "nbagent": record})

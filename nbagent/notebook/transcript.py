@@ -112,8 +112,13 @@ class Transcript:
     exchanges: tuple[Any, ...] = field(default=(), repr=False)
     #: Repeat pauses waiting, by id (their words say which call, when they end).
     pauses: dict[str, StepPause] = field(default_factory=dict, repr=False)
-    #: A typed run's validated answer as JSON (``output=``), None otherwise.
+    #: A typed run's validated answer as JSON (``output=``); ``answered`` says whether there
+    #: is one at all (a valid answer may be ``null``, which is not "no answer").
     answer: Any = None
+    answered: bool = False
+    #: Why the run stopped, in one sentence, where its stop reason alone does not say (a
+    #: budget that was spent or could not be kept): ``RunResult.stop_detail``.
+    stop_detail: str = ""
     #: How a typed run answers (RunStarted's ``answer_mode``); "" for a run that answers text.
     answer_mode: str = ""
     #: Helper agents' runs, each a transcript of its own, by the id of the call that ran it.
@@ -268,9 +273,11 @@ class Transcript:
         elif isinstance(event, (RunFinished, RunFailed, RunCancelled)):
             self.exchanges = tuple(event.result.exchanges)
             self.end(event.result.stop_reason, event.result.usage)
-            if event.result.output is not None:
+            self.stop_detail = event.result.stop_detail
+            if event.result.has_output:  # never ``output is None``: None may be the answer
                 from ..output import to_json
 
+                self.answered = True
                 self.answer = _redacted(to_json(event.result.output))
                 if self.answer_mode == "native":  # its JSON text is the answer shown below
                     final = event.result.steps
@@ -349,6 +356,9 @@ class Transcript:
         if self.serving is not None:
             return str(self.serving.footer(self))
         state = STOP_WORDS.get(self.stop_reason or "", self.stop_reason or "running")
+        if self.stop_detail:  # which budget, and why it could not pay: the person's question
+            said = self.stop_detail.rstrip(".")
+            state = f"stopped: {said[:1].lower()}{said[1:]}"
         tokens = f"{self.usage.input_tokens:,} in / {self.usage.output_tokens:,} out tokens"
         plural = "" if self.steps == 1 else "s"
         cost = f" · {self.cost_text}" if self.cost_text else ""

@@ -358,12 +358,11 @@ class RunView:
         """The validated value replaces what streamed; without one, the card says so."""
         if not self._typed[0]:
             return
-        output = getattr(event, "result", None)
-        output = output.output if output is not None else None
-        if output is not None:
+        result = getattr(event, "result", None)
+        if result is not None and result.has_output:  # the value may be None itself
             from ..output import to_json
 
-            self._live(-1).validated(to_json(output))
+            self._live(-1).validated(to_json(result.output))
         elif self.answer is not None:
             self.answer.unvalidated("The run ended before the answer was validated.")
 

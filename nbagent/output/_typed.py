@@ -65,6 +65,23 @@ class TypedAnswer:
                 "only way to answer."
             )
             return self._retry(messages, text, problem, note)
+        size = _utf8_size(text, limits.max_argument_bytes)
+        if size > limits.max_argument_bytes:
+            # refused unparsed, as a call's oversized arguments are, and not kept: the retry
+            # would send it back whole, and so would every later request of the conversation
+            problem = (
+                f"the answer is {size:,} bytes, more than the limit of "
+                f"{limits.max_argument_bytes:,} (Limits.max_argument_bytes)"
+            )
+            if isinstance(last, AssistantMessage):
+                kept = tuple(p for p in last.content if not isinstance(p, TextPart))
+                stand_in = TextPart(f"(an answer of {size:,} bytes, over the limit: not kept)")
+                messages[-1] = AssistantMessage((*kept, stand_in))
+            note = (
+                f"Your answer was not accepted: {problem}. Answer again with only the JSON value "
+                "that matches the schema, shorter."
+            )
+            return self._retry(messages, text[:_KEPT], problem, note)
         try:
             value = parse_call_arguments(ToolCall("answer", "answer", text), limits)
             if not isinstance(value, Mapping):
@@ -187,6 +204,15 @@ def answer_route(generator: Generator) -> str:
             )
         return f"the {ANSWER_TOOL} tool ({said})"
     return f"the {ANSWER_TOOL} tool (this model has no native structured output)"
+
+
+def _utf8_size(text: str, limit: int) -> int:
+    """The UTF-8 size of ``text`` (a text of at most ``limit // 4`` characters is counted as
+    that: it cannot be over the limit, and encoding a large answer just to measure it is not
+    free)."""
+    if len(text) <= limit // 4:
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _text(result: ToolResult) -> str:

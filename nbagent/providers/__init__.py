@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import describe_config, model_id, resolve_generator
+from ._config import describe_config, model_id, model_string, resolve_generator
 
 if TYPE_CHECKING:
     from ._preflight import (
@@ -41,6 +41,7 @@ __all__ = [
     "configured_providers",
     "describe_config",
     "model_id",
+    "model_string",
     "preflight",
     "provider_label",
     "resolve_generator",

@@ -3,9 +3,11 @@
 A typed run (``agent.run(prompt, output=T)``, see :mod:`nbagent.output`) asks each adapter's
 ``native_answers(schema)`` whether its API can constrain the answer to the schema *strictly*.
 It can when the schema is one strict mode accepts as it is: every keyword supported, every
-object closed, and no optional property (strict mode would make it nullable, and the answer
-would then carry nulls the schema does not allow; such a schema goes through the final-answer
-tool instead, whose arguments the adapters already undo that for). The answer then streams as
+object closed, no optional property (strict mode would make it nullable, and the answer would
+then carry nulls the schema does not allow; such a schema goes through the final-answer tool
+instead, whose arguments the adapters already undo that for), and within every limit the
+vendor documents (sizes, nesting, recursion, keywords: :mod:`._native_limits`), which the API
+would otherwise answer with a 400. The answer then streams as
 plain JSON text, which the loop parses and validates like a call's arguments.
 
 The wire shapes:
@@ -23,6 +25,7 @@ from typing import Any
 
 from ..generation import AnswerFormat
 from ..schema import normalize_schema
+from ._native_limits import anthropic_problem, openai_problem
 from ._strict import strict_problems, strict_schema
 
 __all__ = [
@@ -32,24 +35,11 @@ __all__ = [
     "responses_text_format",
 ]
 
-#: What Anthropic's structured outputs do not constrain, beyond OpenAI strict mode's list.
-_ANTHROPIC_UNSUPPORTED = frozenset(
-    {
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minItems",
-        "maxItems",
-        "pattern",
-        "format",
-    }
-)
-
 
 def native_problem(schema: Mapping[str, Any], *, anthropic: bool = False) -> str | None:
-    """Why ``schema`` cannot be asked of the API's strict structured output (None: it can)."""
+    """Why ``schema`` cannot be asked of the API's strict structured output (None: it can):
+    what strict mode cannot express, an optional property, or a limit the vendor documents
+    (:mod:`._native_limits`), measured on the schema as it would be sent."""
     problems = strict_problems(schema)
     if problems:
         pointer, reason = problems[0]
@@ -57,11 +47,8 @@ def native_problem(schema: Mapping[str, Any], *, anthropic: bool = False) -> str
     optional = _optional_property(normalize_schema(schema), "", 0)
     if optional is not None:
         return f"the optional property {optional} would become nullable in strict mode"
-    if anthropic:
-        found = _keyword(normalize_schema(schema), _ANTHROPIC_UNSUPPORTED, "", 0)
-        if found is not None:
-            return f"{found[1]!r} is not supported by structured outputs at {found[0] or '/'}"
-    return None
+    wire = strict_schema(schema)
+    return anthropic_problem(wire) if anthropic else openai_problem(wire)
 
 
 def chat_response_format(answer: AnswerFormat) -> dict[str, Any]:
@@ -123,27 +110,3 @@ def _allows_null(node: Any) -> bool:
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return True
     return any(isinstance(s, dict) and s.get("type") == "null" for s in node.get("anyOf", ()))
-
-
-def _keyword(node: Any, words: frozenset[str], pointer: str, depth: int) -> tuple[str, str] | None:
-    if depth > 64:
-        return None
-    if isinstance(node, list):
-        for index, item in enumerate(node):
-            found = _keyword(item, words, f"{pointer}/{index}", depth + 1)
-            if found is not None:
-                return found
-        return None
-    if not isinstance(node, dict):
-        return None
-    for key, sub in node.items():
-        if key in words and not (key == "format" and isinstance(sub, dict)):
-            if pointer.endswith("/properties"):
-                pass  # a property named like a keyword
-            else:
-                return pointer, key
-        if isinstance(sub, (dict, list)):
-            found = _keyword(sub, words, f"{pointer}/{key}", depth + 1)
-            if found is not None:
-                return found
-    return None

@@ -49,7 +49,7 @@ from ..errors import ConfigurationError
 from ..generation import Generator
 from ._keys import check_key_destination, clean_api_key
 
-__all__ = ["describe_config", "model_id", "resolve_generator"]
+__all__ = ["describe_config", "model_id", "model_string", "resolve_generator"]
 
 PROVIDERS = (
     "openai",
@@ -269,6 +269,37 @@ def model_id(spec: str | None = None, environ: Mapping[str, str] | None = None) 
         return "offline", "offline"
     provider, model = _parse(text)
     return (provider, model) if provider != "offline" else ("offline", "offline")
+
+
+def model_string(generator: object) -> str | None:
+    """The model string that names ``generator`` when it is one of the adapters here
+    (``openai:gpt-4.1-mini``, ``ollama:qwen2.5``, ``local:smollm2`` …), as
+    :func:`resolve_generator` would have read it; None for any other Generator (the offline
+    and scripted models, a recording, a Generator of one's own). Loads no adapter: an object of
+    one exists only when its module is loaded."""
+    import sys
+
+    def loaded(module: str, name: str) -> type | None:
+        found = sys.modules.get(f"{__package__}.{module}")
+        kind = getattr(found, name, None)
+        return kind if isinstance(kind, type) else None
+
+    model = str(getattr(generator, "model", "") or "")
+    anthropic = loaded("anthropic", "AnthropicMessages")
+    if anthropic is not None and isinstance(generator, anthropic):
+        return f"anthropic:{model}"
+    responses = loaded("responses", "OpenAIResponses")
+    if responses is not None and isinstance(generator, responses):
+        return f"openai-responses:{model}"
+    local = loaded("local", "LocalChat")
+    if local is not None and isinstance(generator, local):
+        return f"local:{model}"
+    chat = loaded("openai", "OpenAIChat")
+    if chat is not None and isinstance(generator, chat):
+        named = getattr(generator, "provider", "OpenAI")
+        provider = {"OpenAI": "openai", "Ollama": "ollama"}.get(named, "openai-compatible")
+        return f"{provider}:{model}"
+    return None
 
 
 def describe_config(

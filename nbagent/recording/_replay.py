@@ -47,7 +47,9 @@ class ReplayGenerator:
     """A Generator that plays a :class:`Recording` back, step by step (see the module docs).
 
     ``pace`` sets how text streams; ``fallback`` (a live Generator) takes over from the first
-    diverging step instead of failing, with the divergence in :attr:`diverged`.
+    diverging step instead of failing. :attr:`diverged` holds the first divergence; without a
+    fallback every later request fails with it too (a helper's run that diverged fails its
+    caller's next request with what the helper met, naming the call and its new result).
     """
 
     def __init__(
@@ -99,12 +101,18 @@ class ReplayGenerator:
                 yield event
             return
         number = self.position + 1
+        if self.diverged is not None and self.fallback is None:
+            # once departed, every later request is past the point where the two agree: a
+            # helper that diverged leaves the replay at its own step, and comparing its
+            # caller's next request with that step would name a false difference (tools
+            # "not registered now"); the first divergence is the one that says what changed
+            raise self.diverged
         try:
             self._check(request, number)
         except ReplayDivergedError as exc:
+            self.diverged = exc
             if self.fallback is None:
                 raise
-            self.diverged = exc
             async for event in self.fallback.stream(request):
                 yield event
             return

@@ -478,8 +478,12 @@ class TerminalView:
     def summary(self, result: RunResult) -> str:
         """``done · 2 steps · 64 tokens (40 in, 24 out) · 0.4 s``."""
         usage = result.usage
+        state = _STOPS.get(result.stop_reason, str(result.stop_reason))
+        if result.stop_detail:  # which budget, and why it could not pay
+            said = result.stop_detail.rstrip(".")
+            state = f"stopped: {said[:1].lower()}{said[1:]}"
         parts = [
-            _STOPS.get(result.stop_reason, str(result.stop_reason)),
+            state,
             plural(result.steps, "step"),
             f"{plural(usage.total_tokens, 'token')} "
             f"({usage.input_tokens} in, {usage.output_tokens} out)",

@@ -29,6 +29,7 @@ from .lab import (
     menu,
     open_notebook,
     running_lab,
+    short_ids,
     skip_unless_browser,
 )
 
@@ -102,7 +103,7 @@ EXPECTED = {
         "AI use in this notebook",
         "2 run(s): 0 live, 0 replayed, 2 offline, 0 refused",
         "student-exam-run/exams/final.ipynb [ai_off]",
-        "to look at: run-1 (nbagent-recordings/run-1-3.json): the answer in the cell",
+        "to look at: run-1 (nbagent-recordings/run-1-852cd718417880f5.json): the answer",
         "17 notebook(s), 29 run(s), 6 flagged",
     ],
     "14_typed_answers_and_helpers": [
@@ -207,7 +208,8 @@ def forget_kernel(lab: Lab, name: str) -> None:
 
 
 def output_text(page: Any) -> str:
-    return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    """What the outputs say, each run's id in its short form (:func:`.lab.short_ids`)."""
+    return short_ids("\n".join(page.locator(".jp-OutputArea-output").all_inner_texts()))
 
 
 def run_all_cells(lab: Lab, browser: Any, path: Path) -> None:

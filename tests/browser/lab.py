@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -198,6 +199,12 @@ def serve_notebook(
 
 IDLE = "Python 3 (ipykernel) | Idle"
 BUTTONS = ".jp-OutputArea-output button.jupyter-button"
+
+
+def short_ids(text: str) -> str:
+    """``text`` with each run's id in its short form (``run-k7q2x-3`` as ``run-3``): a kernel
+    session's prefix is random, what a test compares is the run's number."""
+    return re.sub(r"\b(run|serve)-[a-z][a-z0-9]{4}-(\d+)", r"\1-\2", text)
 
 
 def open_notebook(page: Any, lab: Lab, notebook: str, timeout: float = 60_000) -> None:

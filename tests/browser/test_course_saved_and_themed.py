@@ -59,6 +59,12 @@ def test_saved_runs_reopen_as_runs_and_export_to_html(lab: Lab, browser: Any) ->
     saved_path = lab.root / name
     raw = saved_path.read_text()
     assert "application/vnd.jupyter.widget-view+json" not in raw
+    # the class report over the file JupyterLab saved: each run shows what it showed
+    from nbagent.course import read_class
+
+    (row,) = read_class([saved_path])
+    assert row.runs >= 2 and row.flags == "", row
+    assert '"shown"' in raw  # the runs' records keep what their outputs show
     html_path = lab.home / "export.html"
     subprocess.run(
         [

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import textwrap
 import time
@@ -50,6 +51,7 @@ from .lab import (
     menu,
     open_notebook,
     running_lab,
+    short_ids,
     skip_unless_browser,
     wait_for,
 )
@@ -284,7 +286,7 @@ def shut_down_kernels(lab: Lab) -> None:
 def wait_saved(lab: Lab, notebook: str, text: str) -> dict[str, Any]:
     def saved() -> dict[str, Any] | None:
         raw = (lab.root / notebook).read_text()
-        if text not in raw:
+        if text not in short_ids(raw):
             return None
         try:
             return dict(json.loads(raw))
@@ -317,8 +319,8 @@ def test_lesson_11_run_all_approve_undo_save_reopen(lab: Lab, browser: Any, tmp_
         check_run(area, snippets)
         # the button is text now: the next cell ran before anyone could click it
         assert area.locator(BUTTONS, has_text=UNDO).count() == 0
-        assert "To put back what run-1 changed: %agent undo run-1" in area.inner_text()
-        shown = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+        assert "To put back what run-1 changed: %agent undo run-1" in short_ids(area.inner_text())
+        shown = short_ids("\n".join(page.locator(".jp-OutputArea-output").all_inner_texts()))
         assert "Undid run-1 · step 4." in shown
         assert "still there: ['fig', 'ax']" in shown  # undo cannot vouch for a figure
         assert "'z', 'outlier']" in shown
@@ -351,7 +353,7 @@ def test_lesson_11_run_all_approve_undo_save_reopen(lab: Lab, browser: Any, tmp_
         assert not undo.evaluate("b => b.scrollWidth > b.clientWidth + 1"), "the label is cut"
         undo.click()
         report_line = "Undid run-1 · step 4, run-1 · step 3."  # newest step first
-        wait_for("the undo's report", lambda: report_line in area.inner_text())
+        wait_for("the undo's report", lambda: report_line in short_ids(area.inner_text()))
         assert undo.count() == 0
         after = kernel_state(lab, LESSON, names)
         assert after == {
@@ -359,14 +361,15 @@ def test_lesson_11_run_all_approve_undo_save_reopen(lab: Lab, browser: Any, tmp_
             # a figure and a groupby are read only by their own code: undo leaves them, and says
             "added": "['fig', 'ax', 'by_region']",
         }, after
-        report = area.inner_text()
+        report = short_ids(area.inner_text())
         assert "sales" in report[report.index("Undid run-1 · step 4, run-1 · step 3") :]
-        shots.take(page, "3-undone", area.get_by_text("Undid run-1 · step 4, run-1 · step 3"))
+        undid = re.compile(r"Undid run-\S+-1 · step 4, run-\S+-1 · step 3")
+        shots.take(page, "3-undone", area.get_by_text(undid))
         assert page_problems(page) == []
 
         # --- 3. Save, shut down, reopen --------------------------------------------------
         page.keyboard.press("Control+s")
-        saved = wait_saved(lab, LESSON, "Undid run-1 · step 4, run-1 · step 3")
+        saved = wait_saved(lab, LESSON, "Undid run-1 · step 4, run-1 · step 3")  # short ids
         outputs = json.dumps(saved["cells"])
         assert "application/vnd.jupyter.widget-view+json" not in outputs
         menu(page, "Kernel", "Shut Down Kernel")
@@ -381,7 +384,7 @@ def test_lesson_11_run_all_approve_undo_save_reopen(lab: Lab, browser: Any, tmp_
         assert page_problems(page) == []
         area = code_cells(page).nth(1).locator(".jp-Cell-outputArea")
         check_run(area, snippets)
-        assert "Undid run-1 · step 4, run-1 · step 3." in area.inner_text()
+        assert "Undid run-1 · step 4, run-1 · step 3." in short_ids(area.inner_text())
         assert area.locator(".jupyter-widgets").count() == 0
         assert faint_text(page) == []
         shots.take(page, "4-reopened", area.locator("img[src^='data:image/png']"))
@@ -405,7 +408,8 @@ def inserted_cells(page: Any) -> None:
     lesson = len(json.loads((ROOT / "notebooks" / LESSON).read_text())["cells"])
     found = sources(page)
     at = found.index("%agent cells")
-    inserted = found[at + 1]
+    raw = found[at + 1]  # the cell's comments name each step by its run's full id
+    inserted = short_ids(raw)
     assert inserted.startswith("# nbagent run-1 · step 3: flag the unusual months\n")
     assert snippets[0] in inserted
     step4 = inserted.index("# nbagent run-1 · step 4: plot revenue, outliers circled")
@@ -421,7 +425,7 @@ def inserted_cells(page: Any) -> None:
     page.keyboard.press("Control+Enter")
     wait_for("a second inserted cell", lambda: len(sources(page)) == lesson + 2)
     again = sources(page)
-    assert again[at] == "%agent cells" and again[at + 1] == again[at + 2] == inserted
+    assert again[at] == "%agent cells" and again[at + 1] == again[at + 2] == raw
     assert again[at + 3].startswith("## How the recording was made")
     marked = cells.evaluate_all("cells => cells.map(c => c.dataset.nbagentMarked === '1')")
     assert marked[at + 1] is False and marked[at + 2] is True  # the new one is right below

@@ -19,7 +19,16 @@ from typing import Any
 
 import pytest
 
-from .lab import BUTTONS, CHROMIUM, Lab, cells_done, menu, open_notebook, serve_notebook
+from .lab import (
+    BUTTONS,
+    CHROMIUM,
+    Lab,
+    cells_done,
+    menu,
+    open_notebook,
+    serve_notebook,
+    short_ids,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = "step.ipynb"
@@ -68,7 +77,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 def _output(page: Any, index: int) -> str:
     """The text of code cell ``index``'s outputs."""
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
-    return str(cell.locator(".jp-OutputArea").inner_text())
+    return short_ids(str(cell.locator(".jp-OutputArea").inner_text()))
 
 
 def _wait(page: Any, predicate: Any, what: str, timeout: float = TIMEOUT / 1000) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -144,8 +145,50 @@ def test_script_in_outputs_and_prompts_is_only_ever_text(tmp_path: Path) -> None
     page = write_html(rows, tmp_path / "r.html").read_text()
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
     text = write_csv(rows, tmp_path / "r.csv").read_text()
-    assert ",'=cmd|" in text  # a spreadsheet shows the value instead of running it
+    assert ",\"'=cmd|" in text  # a spreadsheet shows the value instead of running it
     assert rows[0].models.startswith("openai:<script>")  # kept as text, for the teacher to see
+
+
+#: What a formula can hide behind in a name a submission chooses (a folder or file name: no
+#: "/"): a line break (the next line of the file would start with it), a tab, blanks,
+#: full-width signs, DDE.
+HOSTILE = [
+    "\r=1+1", "\r@SUM(A1:A9)", "\n+HYPERLINK(\"http:x\")", "\t-2+3", "=cmd|' -c calc'!A0",
+    "ok\r\n=2*3", " =1+1", "\u00a0@A1", "\uff1d1+1", "a\x0b=1", "b\u2028=1", "-5",
+    "@\r\n@", '"=1+1"', "x\r\r\r=1",
+]  # fmt: skip
+
+
+def _formula_at_start(text: str) -> bool:
+    return text.lstrip(" \u00a0\u3000")[:1] in set("=+-@\uff1d\uff0b\uff0d\uff20")
+
+
+def test_no_name_a_submission_chooses_starts_a_formula_in_the_csv(tmp_path: Path) -> None:
+    import csv
+
+    for n, evil in enumerate(HOSTILE):
+        record = _record(prompt=f"ask {evil}", model=f"openai:{evil}", run_id=f"run-{n}{evil}"[:60])
+        _write(tmp_path, f"s{n}{evil}", f"{evil}.ipynb", _notebook(_run_cell(record)))
+    rows = read_class([tmp_path])
+    assert {r.student for r in rows} == {f"s{n}{evil}" for n, evil in enumerate(HOSTILE)}
+    assert {r.notebook for r in rows} == {f"{evil}.ipynb" for evil in HOSTILE}
+    raw = write_csv(rows, tmp_path / "report.csv").read_bytes().decode("utf-8")
+    lines = raw.split("\n")
+    assert lines[-1] == "" and len(lines) == len(rows) + 2  # a header, a line per row: no break
+    for line in lines[:-1]:
+        assert "\r" not in line and not _formula_at_start(line)
+        assert not _formula_at_start(line.lstrip('"'))
+    with (tmp_path / "report.csv").open(newline="", encoding="utf-8") as handle:
+        parsed = list(csv.reader(handle))
+    assert len(parsed) == len(rows) + 1
+    for fields in parsed:
+        for field in fields:
+            for piece in re.split(r"[\r\n\x0b\x0c\u2028\u2029\t]", field):
+                assert not _formula_at_start(piece), (field, piece)
+    notebooks = {dict(zip(parsed[0], fields, strict=True))["notebook"] for fields in parsed[1:]}
+    assert "\\r=1+1.ipynb" in notebooks  # the line break shown, not kept
+    assert "'=cmd|' -c calc'!A0.ipynb" in notebooks and "' =1+1.ipynb" in notebooks
+    assert "'-5.ipynb" in notebooks and "'\uff1d1+1.ipynb" in notebooks
 
 
 @pytest.mark.parametrize(

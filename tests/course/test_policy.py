@@ -70,6 +70,27 @@ def test_every_key_reads_and_sections_apply_by_glob(tmp_path: Path) -> None:
     assert policy.for_notebook(None, "").ai
 
 
+def test_a_glob_names_the_same_notebooks_in_every_students_folder(tmp_path: Path) -> None:
+    """A course laid out by student: ``exams/*.ipynb`` is each student's exams/ folder, in the
+    kernel (paths from the policy's folder) as in the class report (from the student's)."""
+    policy = load_policy(write(tmp_path, FULL))
+    for path in ("exams/final.ipynb", "submissions/ann/exams/final.ipynb", "ann/exams/a.ipynb"):
+        assert not policy.for_notebook(path).ai, path
+    assert policy.for_notebook("submissions/ann/exams/sub/final.ipynb").ai  # * stays in one
+    assert policy.for_notebook("submissions/ann/myexams/final.ipynb").ai  # a folder's whole name
+    assert not policy.for_notebook("submissions/ann/labs/week1/a.ipynb").live
+    assert not policy.for_notebook(None, "submissions/ann/exams").ai
+    # a notebook outside the policy's folder (a hub's NBAGENT_COURSE_POLICY): its whole path
+    assert not policy.for_notebook("/home/ann/exams/final.ipynb", inside=False).ai
+    assert policy.for_notebook("/home/ann/final.ipynb", inside=False).ai
+    # "/" first: from the policy's folder only
+    anchored = load_policy(write(tmp_path, '[[notebooks]]\nmatch = "/exams/*.ipynb"\nai = false\n'))
+    assert not anchored.for_notebook("exams/final.ipynb").ai
+    assert anchored.for_notebook("submissions/ann/exams/final.ipynb").ai
+    assert anchored.for_notebook("/home/ann/exams/final.ipynb", inside=False).ai
+    assert not anchored.for_notebook(None, "exams").ai and anchored.for_notebook(None, "a/exams").ai
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
@@ -87,7 +108,8 @@ def test_every_key_reads_and_sections_apply_by_glob(tmp_path: Path) -> None:
         ("[budget.week]\ntokens = 3\n", "budget.week: unknown budget"),
         ("[budget.run]\ndollars = 3\n", "budget.run.dollars: unknown key"),
         ("[[notebooks]]\nai = false\n", "notebooks[1]: needs `match`"),
-        ('[[notebooks]]\nmatch = "/abs/*.ipynb"\n', "must be relative to the policy's folder"),
+        ('[[notebooks]]\nmatch = "//abs/*.ipynb"\n', "must be relative to the policy's folder"),
+        ('[[notebooks]]\nmatch = "~/x/*.ipynb"\n', "must be relative to the policy's folder"),
         ('[[notebooks]]\nmatch = "../x/*.ipynb"\n', "may not hold '.' or '..'"),
         ('[[notebooks]]\nmatch = "exams/[ab].ipynb"\n', "takes *, ** and ? only"),
         ('[[notebooks]]\nmatch = "exams/notes.txt"\n', "names no notebook"),

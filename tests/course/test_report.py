@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,7 +177,11 @@ def test_one_notebook_s_report_read_from_its_file(submissions: Path) -> None:
     edited = notebook_report(submissions / "student-edited-answer" / "homework-1.ipynb")
     text = str(edited)
     assert text.startswith("AI use in this notebook\n4 run(s): 2 live, 2 replayed")
-    assert "to look at: run-1 (nbagent-recordings/run-1-3.json): the answer in the cell" in text
+    assert re.search(
+        r"to look at: run-[a-z]{5}-1 \(nbagent-recordings/run-1-[0-9a-f]{16}\.json\): the answer "
+        "in the cell",
+        text,
+    ), text
     bundle = edited._repr_mimebundle_()
     assert bundle["text/plain"] == text and "<table>" in bundle["text/html"]
     broken = notebook_report(submissions / "student-broken-file" / "homework-1.ipynb")

@@ -43,7 +43,7 @@ MALFORMED = [
     ("compare {run}", "missing RUN"),
     ("compare these two files", "'these' is not a run's id"),
     ("compare {run} {run} {run}", "more than %agent compare takes"),
-    ("undo that", "'that' is not a run's id (run-3, or serve-1) or 'step'"),
+    ("undo that", "'that' is not a run's id (run-k7q2x-3, run-3, or serve-…-1) or 'step'"),
     ("undo step", "missing STEP"),
     ("cells please", "'please' is not a run's id"),
     ("mcp add fs", "missing -- COMMAND ARGS..."),

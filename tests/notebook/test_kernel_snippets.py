@@ -235,7 +235,8 @@ def test_undo_restores_in_place_changes_and_keeps_the_persons_newer_values(kerne
     last = kernel.cell_outputs(cell)[-1]
     assert "application/vnd.jupyter.widget-view+json" not in last["data"]
     assert re.fullmatch(
-        r"To put back what run-\d+ changed: %agent undo run-\d+", last["data"]["text/plain"]
+        r"To put back what run-[a-z0-9]+-\d+ changed: %agent undo run-[a-z0-9]+-\d+",
+        last["data"]["text/plain"],
     )
 
 

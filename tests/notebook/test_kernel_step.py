@@ -159,7 +159,7 @@ def test_fork_a_finished_and_a_replayed_run_and_compare(kernel: Kernel, tmp_path
     missing = kernel.submit("%agent fork run-999 1")
     kernel.finish(missing, allow_errors=True)
     assert re.search(
-        r"no run named 'run-999' in this session; its runs are: run-",
+        r"no run named 'run-[a-z0-9]{5}-999' in this session; its runs are: run-",
         kernel.replies[missing]["content"]["evalue"],
     )
 

@@ -170,7 +170,7 @@ def _no_sockets(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(folder))
 
 
-_TIMES = re.compile(r"(&lt;|<)?(\d+ min )?\d+(\.\d+)? s\b")
+_TIMES = re.compile(r"(&lt;|\\?<)?(\d+ min )?\d+(\.\d+)? s\b")  # "<0.1 s" (escaped in Markdown)
 
 
 def _comparable(nb: Any) -> list[Any]:
@@ -184,6 +184,8 @@ def _comparable(nb: Any) -> list[Any]:
                 text = re.sub(r"replay of [^,\]<`]*, recorded [0-9-]+", "MODEL", text)
                 text = re.sub(r"\[model [^\]]*\]|model `[^`]*`|<code>[^<]*</code>", "MODEL", text)
                 text = re.sub(r" · recorded in [^ <*]*", "", text)
+                # a live run's footer says what it cost; its replay cost nothing
+                text = re.sub(r" · (price unknown|\\?\$[0-9.]+)", "", text)
                 # each step of "what the model saw" names its model (a replay says so)
                 text = re.sub(r"(step \d+ · )[^·<]*( · )", r"\1MODEL\2", text)
                 data[mime] = text

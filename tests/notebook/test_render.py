@@ -331,3 +331,63 @@ def test_a_table_of_text_reads_from_the_left_and_numbers_from_the_right() -> Non
     cells = re.findall(r"<t[hd]([^>]*)>([^<]*)</t[hd]>", page)
     assert cells[0] == (' style="text-align:left"', "name") and cells[1] == ("", "rows")
     assert (' style="text-align:left"', "sales &lt;b&gt;") in cells and ("", "12") in cells
+
+
+#: What a person or a file may write that Markdown would read as markup.
+LITERAL = [
+    "openai:gpt-4.1-*",
+    "anthropic:claude-*-latest and *both*",
+    "a `code` span and ``two``",
+    "my_tool_name and __init__",
+    "- not a list",
+    "+ nor this",
+    "1. nor an ordered one",
+    "12) nor this",
+    "# not a heading",
+    "title\n=====\nand\n---",
+    "    not code",
+    "> not a quote",
+    "a | b | c",
+    "~~not struck~~",
+    "[not a link](http://x) ![nor an image](http://y)",
+    "<b>not bold</b> &amp; &#58; $x$ \\escaped",
+    "[x]: javascript:alert(1)",
+]
+
+
+@pytest.mark.parametrize("text", LITERAL)
+def test_md_text_shows_exactly_what_was_written(text: str) -> None:
+    import html as html_module
+
+    from markdown_it import MarkdownIt
+
+    from nbagent.notebook.render import md_text
+
+    renderers = [MarkdownIt("commonmark").render, MarkdownIt("gfm-like", {"linkify": False}).render]
+    mistune = pytest.importorskip("mistune")
+    renderers.append(mistune.create_markdown(escape=False, plugins=["strikethrough", "table"]))
+    for render in renderers:
+        rendered = str(render(md_text(text)))
+        tags = set(re.findall(r"</?([a-z0-9]+)", rendered))
+        assert tags <= {"p"}, (text, rendered)  # no emphasis, code, link, list, heading …
+        shown = html_module.unescape(re.sub(r"</?p>", "", rendered)).strip()
+        expected = "\n".join(line.strip() for line in text.split("\n"))
+        assert shown.replace("\xa0", "") == expected.strip(), (text, rendered)
+
+
+def test_a_refusal_names_its_rule_as_code_and_shows_the_teachers_words_as_written() -> None:
+    from markdown_it import MarkdownIt
+
+    from nbagent.course.refusal import sentence_markdown
+    from nbagent.course.runs_report import _sentence_html
+
+    sentence = (
+        "AI is off here: exam_1 is *yours* `alone` (rule `notebooks[1].ai = false` in "
+        "../nbagent-course.toml); nothing was sent."
+    )
+    rendered = MarkdownIt("commonmark").render(sentence_markdown(sentence))
+    assert "<code>notebooks[1].ai = false</code>" in rendered
+    assert "exam_1 is *yours* `alone`" in rendered and "<em>" not in rendered
+    page = _sentence_html(sentence)
+    assert "<code>notebooks[1].ai = false</code>" in page and "`notebooks" not in page
+    assert "exam_1 is *yours* `alone`" in page

@@ -252,10 +252,12 @@ def test_provider_warnings_come_once_when_a_tool_or_a_new_provider_arrives(
     ],
 )
 def test_rule_subcommands_and_prompts(line: str, words: list[str] | None) -> None:
+    from nbagent.loop._ids import expand
     from nbagent.notebook.commands import find
 
     found = find(line)
-    assert (found[1] if found else None) == words
+    # a run's short id is this session's full one (run-3 is run-<prefix>-3)
+    assert (found[1] if found else None) == (None if words is None else list(map(expand, words)))
 
 
 @pytest.mark.parametrize(
@@ -341,7 +343,9 @@ def test_every_subcommand_has_a_grammar_and_its_forms_are_the_help() -> None:
     ],
 )
 def test_subcommand_lines_and_what_their_grammar_takes(line: str, words: list[str] | None) -> None:
+    from nbagent.loop._ids import expand
     from nbagent.notebook.commands import find
 
     found = find(line)
-    assert (found[1] if found else None) == words
+    # a run's short id is this session's full one (run-3 is run-<prefix>-3)
+    assert (found[1] if found else None) == (None if words is None else list(map(expand, words)))

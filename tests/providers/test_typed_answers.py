@@ -227,3 +227,41 @@ async def test_pydantic_models_inside_a_dataclass_answer_natively_as_instances(
     assert isinstance(result.output.ship_to[0], Address)
     sent = json.dumps(schema_at(server.requests[0].json))
     assert '"city"' in sent and '"zip"' in sent  # pydantic's part of the schema, on the wire
+
+
+async def test_an_oversized_native_answer_is_refused_like_oversized_arguments(
+    server: Server,
+) -> None:
+    """A 10 MB answer text is over ``Limits.max_argument_bytes``: it is refused unparsed, and
+    the retry's request carries a short stand-in for it, not the 10 MB again."""
+    huge = '{"name": "' + "x" * 10_000_000 + '", "age": 1}'
+    pieces = [huge[i : i + 1_000_000] for i in range(0, len(huge), 1_000_000)]
+    server.queue(Reply(chat_json(*pieces)), Reply(chat_json(ANSWER)))
+    model = openai(server)
+    result = await Agent(model).run("who?", output=Person)
+    await model.aclose()
+    assert result.output == Person("Ann", 31)
+    retry = server.requests[1]
+    assert len(retry.body) < 20_000, f"the retry sent {len(retry.body):,} bytes"
+    sent = [m.get("content") for m in retry.json["messages"]]
+    assert any("10,000,022 bytes" in str(c) and "not kept" in str(c) for c in sent), sent
+    assert any("max_argument_bytes" in str(c) for c in sent), sent
+
+
+async def test_an_oversized_native_answer_stops_streaming_at_the_limit(server: Server) -> None:
+    from nbagent.events import AssistantTextDelta
+    from nbagent.limits import Limits
+
+    huge = '{"name": "' + "x" * 300_000 + '", "age": 1}'
+    pieces = [huge[i : i + 10_000] for i in range(0, len(huge), 10_000)]
+    server.queue(Reply(chat_json(*pieces)), Reply(chat_json(ANSWER)))
+    model = openai(server)
+    agent = Agent(model, limits=Limits(max_argument_bytes=100_000))
+    shown: list[str] = []
+    async for event in agent.stream("who?", output=Person):
+        if isinstance(event, AssistantTextDelta):
+            shown.append(event.text)
+    await model.aclose()
+    text = "".join(shown)
+    assert len(text) <= 100_000 + len(ANSWER), len(text)  # no more of it, as for arguments
+    assert text.endswith(ANSWER)  # and the retry's answer streams as usual
