@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -20,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .conftest import free_port, wait_until
+from .conftest import on_a_free_port, wait_until
 
 SERVER = str(Path(__file__).with_name("oauth_server.py"))
 
@@ -69,28 +67,21 @@ def browse(
 def oauth_server(ttl: int = 3600) -> Iterator[str]:
     """The server on a free port of 127.0.0.1; yields its base URL (the MCP endpoint is
     ``BASE/mcp``)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, SERVER, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "OAUTH_TOKEN_TTL": str(ttl)},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
 
-        def answering() -> bool:
-            try:
-                stats(base)
-            except OSError:
-                return False
-            return True
+    def answering(port: int, pid: int) -> bool:
+        try:
+            said = stats(f"http://127.0.0.1:{port}")
+        except OSError:
+            return False
+        return bool(said["pid"] == pid)  # this server, not another test's on a reused port
 
-        wait_until(answering, 30, "the OAuth server to answer")
-        yield base
-    finally:
-        process.kill()
-        process.wait()
+    with on_a_free_port(
+        lambda port: [sys.executable, SERVER, str(port)],
+        answering,
+        "the OAuth server",
+        env={"OAUTH_TOKEN_TTL": str(ttl)},
+    ) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def mode(base: str, name: str) -> None:

@@ -10,7 +10,7 @@ Tokens last ``OAUTH_TOKEN_TTL`` seconds (default 3600), so a test can watch a re
 
 For what a well-behaved server never does, ``POST /test/mode?name=MODE`` (not protected) makes
 it misbehave from then on, and ``GET /test/stats`` says what it saw and every secret it issued
-(so a test can look for them where they must never be). Modes:
+(so a test can look for them where they must never be), and its process id. Modes:
 
 * ``foreign-authorize`` / ``foreign-token``: the authorization-server metadata names the
   authorization (or token) endpoint on another host than its issuer (``localhost`` for
@@ -318,7 +318,7 @@ class Hostile:
             _release().set()
             await _json(send, 200, {"released": True})
         elif path == "/test/stats":
-            await _json(send, 200, dict(STATE))
+            await _json(send, 200, {**STATE, "pid": os.getpid()})
         elif path == "/test/expire":
             PROVIDER.access.clear()
             await _json(send, 200, {"expired": True})
