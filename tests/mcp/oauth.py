@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .conftest import on_a_free_port, wait_until
+from .conftest import on_a_free_port
 
 SERVER = str(Path(__file__).with_name("oauth_server.py"))
 
@@ -113,13 +113,14 @@ def release(base: str) -> None:
 
 
 def settled(server: Any, base: str, listens: int) -> None:
-    """Wait for the 2026 listening request a start sends once it is ready (``listens``: the
-    server's count before the start), so that it goes out with the start's token and plays
-    no part in what a test does next (it would race a sign-out for the flow's lock)."""
+    """Check that the 2026 listening request went out during the start (``listens``: the
+    server's count before it), with the start's token: a started server already listens, so
+    that request plays no part in what a test does next (it once went out after the start and
+    raced a sign-out for the flow's lock)."""
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     if server._connection.protocol in MODERN_PROTOCOL_VERSIONS:
-        wait_until(lambda: stats(base)["listens"] > listens, 10, "the listening request")
+        assert stats(base)["listens"] > listens, "the start did not open its listening stream"
 
 
 def leaked(base: str, *texts: str) -> list[str]:
