@@ -128,6 +128,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     # what every room may use: no import of the rest of nbagent
     "ground": (
         "nbagent._files",
+        "nbagent._formatting",
+        "nbagent._guard",
         "nbagent._textbuf",
         "nbagent._threads",
         "nbagent._version",

@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .._formatting import traceback_text
 from .._threads import run_on_worker_loop
 from ..approvals.approval import Approver
 from ..errors import AgentError, NbagentError, RecordingError, raised_to_caller
@@ -431,9 +431,7 @@ class Job:
                 # a traceback of nbagent's own frames would bury it.
                 trace = None
                 if not isinstance(error, RecordingError):
-                    trace = "".join(
-                        traceback.format_exception(type(error), error, error.__traceback__)
-                    )
+                    trace = traceback_text(error)  # its __str__ may be the person's: bounded
                 view.show_error(error, trace)
             if not view.finished:
                 stop = result.stop_reason if result is not None else self.state
