@@ -114,3 +114,55 @@ def test_a_read_that_ran_over_leaves_the_next_one_working() -> None:
         assert formatter.text(Boom()).endswith("raised ValueError: boom>")
     assert formatted(Spin(), timeout=QUICK).endswith(f"within {QUICK:g} s>")
     assert sys.getrecursionlimit() > 100  # the recursion above was the worker's own
+
+
+def test_a_tool_raising_an_exception_that_never_says_what_it_is_ends_its_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop builds the call's error result (and its traceback) on the event loop: the
+    exception's own ``__str__`` is read bounded there, so the run goes on."""
+    import nbagent._formatting
+    from nbagent import Agent, AutoApprove, tool
+    from nbagent.events import ToolFinished
+    from nbagent.models import Call, ScriptedModel, Turn
+
+    monkeypatch.setattr(nbagent._formatting, "FORMAT_TIMEOUT", QUICK)
+
+    @tool
+    def fails() -> str:
+        """Fails."""
+        raise SpinningError()
+
+    agent = Agent(
+        ScriptedModel([Turn(Call("fails", {})), "went on"]), [fails], approver=AutoApprove()
+    )
+    finished: list[Any] = []
+    agent.observe(lambda _run, e: finished.append(e) if isinstance(e, ToolFinished) else None)
+    result = agent.run_sync("go")
+    assert result.text == "went on"
+    (event,) = finished
+    assert event.result.text == (
+        "fails failed: SpinningError: <tests.test_formatting.SpinningError: its __str__ did not "
+        f"answer: it did not finish within {QUICK:g} s>"
+    )
+    assert "(its traceback could not be shown" in (event.traceback or "")
+
+
+def test_run_sync_says_why_a_run_failed_whatever_the_cause_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import nbagent._formatting
+    from nbagent import Agent
+    from nbagent.errors import RunFailedError
+    from nbagent.models import FunctionModel
+
+    monkeypatch.setattr(nbagent._formatting, "FORMAT_TIMEOUT", QUICK)
+
+    def decide(_request: Any) -> Any:
+        raise SpinningError()
+
+    with pytest.raises(RunFailedError) as caught:
+        Agent(FunctionModel(decide), []).run_sync("go")
+    assert str(caught.value).startswith(
+        "the run failed after 1 step(s): SpinningError: <tests.test_formatting.SpinningError: "
+    )
