@@ -5,8 +5,9 @@ serves; each call a client makes runs on the kernel's loop through nbagent's own
 (:mod:`nbagent.loop._served`) and shows as a card in the serving cell, from the same events and
 with the same widgets as a run's calls: arguments, previews, Approve / Deny / Edit, the rules
 of ``%agent allow``, a snippet's namespace diff, and an Undo button under a snippet that
-changed it. The cell's output becomes plain text when serving ends (``%agent serve stop``, a
-kernel shutdown), so a saved notebook shows what was asked and answered.
+changed it. The cell's output becomes plain output and the serving's record when serving ends
+(``%agent serve stop``, the Stop button, a kernel restart or shutdown), and a notebook saved
+before that holds the card as it stood (:mod:`.savedform`), never a widget.
 
 The line to paste into a client (with the bearer token) is shown once, sent to the page as a
 message that no widget state keeps (:mod:`.secretline`), and it leaves the cell when a client
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing
 from ..approvals.approval import Approver, AutoApprove, DenyAll
 from ..approvals.rules import RuleApprover
 from ..events import AgentEvent, ToolFinished
@@ -82,6 +84,10 @@ class ServedSession:
         self._lock = threading.Lock()
         self.started = time.monotonic()
         self.reason: str | None = None
+        #: When serving ended (wall clock), for the finished output's "from … to …".
+        self.ended_at: float | None = None
+        #: Whether a call that needs approval can be approved (widgets to click, or auto).
+        self.asks = True
         #: Takes the line with the token out of the cell (set while it is shown).
         self.hide_line: Callable[[], None] | None = None
 
@@ -109,13 +115,23 @@ class ServedSession:
         """What is served, where and to whom (no token); ``counted``: with the calls so far
         (a status asked now, not a line that stays in the cell and goes stale)."""
         tools = ", ".join(self.tool_names()) or "no tools yet (define some with @nbagent.tool)"
-        approval = "approved without asking (--approve auto)" if self.auto else "as in a run"
+        approval = "as in a run"
+        if self.auto:
+            approval = "without asking (--approve auto)"
+        elif not self.asks:
+            approval = "by your rules; calls that ask are denied (nobody can click here)"
         clients = self.calls.clients
         used = f"; used by {', '.join(clients[-4:])}" if clients else ""
         calls = ""
         transcript = getattr(self.view, "transcript", None)
         if counted and transcript is not None and transcript.serving is not None:
             calls = f"; {transcript.serving.counts(transcript)} so far"
+        closed = sum(self.server.bounds.closed.values())
+        if counted and closed:
+            calls += (
+                f"; {closed:,} connection{'s' if closed != 1 else ''} closed for their bounds "
+                "(too slow, or without the token)"
+            )
         return redact_secrets(  # a client's name is its own text
             f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
             f"{approval}{used}{calls}. `%agent serve stop` ends it."
@@ -129,6 +145,7 @@ class ServedSession:
                 return
             self._stopped = True
         self.reason = reason  # before the cell becomes text: its header says why it stopped
+        self.ended_at = time.time()
         # the calls and the cell first, the server last: its shutdown can take a while, and a
         # kernel shutting down may exit before it returns (the cell must be text by then)
         self.calls.close(f"Serving stopped ({reason})")
@@ -254,6 +271,9 @@ def serve(
         return found  # type: ignore[no-any-return]
     if approve not in (None, "ask", "auto"):
         raise ValueError("approve: 'ask' or 'auto'")
+    lacking = missing("mcp", "%agent serve")
+    if lacking is not None:  # before anything shows in the cell
+        raise ServeError(lacking)
     shell = session.shell
     frontend = detect(shell)
     interactive = frontend.interactive and widgets_available()
@@ -306,6 +326,7 @@ def serve(
     except ServeError:
         raise
     served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
+    served.asks = interactive or auto  # whether a call that asks reaches a person (or auto)
     forms.served = served
     if hasattr(view, "refresh_header"):
         view.refresh_header()  # it said "starting" until now
@@ -317,6 +338,7 @@ def serve(
         outputs.note(f"with the kernel tools ({toolkit_names}): run_python asks you each time")
     if interactive:
         outputs.show_live(view, f"nbagent-serve-{uuid.uuid4().hex}")
+        view.keep_saved(now=True)  # a notebook saved from now on holds no widget here
         _show_connection(served)
 
         async def tick() -> None:
@@ -405,6 +427,7 @@ def _show_connection(served: ServedSession) -> None:
     import ipywidgets as widgets
     from IPython.display import display
 
+    from .savedform import SavedForm
     from .secretline import SecretLine
 
     # the lines travel as messages to the page, never as widget state (a notebook saved with
@@ -434,9 +457,20 @@ def _show_connection(served: ServedSession) -> None:
     button = widgets.Button(
         description="Hide the line", icon="eye-slash", tooltip="I have copied it: hide it now"
     )
-    box = widgets.VBox([shown, button])
+    # what a notebook saved while the line shows holds instead (never the line: no page puts
+    # it back after a reload either)
+    saved_form = SavedForm(restore=False)
+    box = widgets.VBox([shown, button, saved_form])
+    saved_form.view_id = box.model_id
+    text = (
+        f"The line that connects a client to {served.url}, with its token, was shown here "
+        "once (while it serves, nbagent.serve().connection_line() gives it again; "
+        "%agent serve stop, then %agent serve, makes a new token)."
+    )
+    said = {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"}
+    saved_form.keep(said, {})
     data = {
-        "text/plain": f"nbagent serves at {served.url} (the line with the token was shown once)",
+        "text/plain": text,
         "application/vnd.jupyter.widget-view+json": {
             "version_major": 2,
             "version_minor": 0,
@@ -459,19 +493,11 @@ def _show_connection(served: ServedSession) -> None:
             hidden.append(True)
         served.hide_line = None
         # plain text in place of the widget: a saved notebook then holds no widget here
-        text = (
-            f"nbagent serves at {served.url}; the line with its token was shown once "
-            "(nbagent.serve().connection_line() gives it again; %agent serve stop, then "
-            "%agent serve, makes a new token)"
-        )
-        update_display(  # type: ignore[no-untyped-call]
-            {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"},
-            raw=True,
-            display_id=display_id,
-        )
+        update_display(said, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
+        saved_form.end(said, {})  # and in a page reloaded since, which missed that update
         for secret in lines:  # no view gets the token any more
             secret.forget()
-        close_widgets([box, shown, *shown.children, button])
+        close_widgets([box, shown, *shown.children, button, saved_form])
         if shell is not None and hasattr(shell, "events"):
             try:
                 shell.events.unregister("post_run_cell", after_cell)
