@@ -280,7 +280,12 @@ class RunFailedError(AgentError, Generic[_Result]):
         self.result = result
         self.error: BaseException | None = result.error
         cause = result.error
-        reason = f"{type(cause).__name__}: {cause}" if cause is not None else "unknown error"
+        if cause is not None:
+            from ._formatting import error_text
+
+            reason = error_text(cause)  # bounded: the cause may be the person's exception
+        else:
+            reason = "unknown error"
         reason = redact_secrets(reason)  # the message is printed, logged, saved in a cell
         super().__init__(f"the run failed after {result.steps} step(s): {reason}")
 

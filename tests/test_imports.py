@@ -129,6 +129,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "ground": (
         "nbagent._extras",
         "nbagent._files",
+        "nbagent._formatting",
+        "nbagent._guard",
         "nbagent._markdown",
         "nbagent._spending",
         "nbagent._textbuf",

@@ -19,6 +19,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from .notebook.kernel import AsyncLocalKernelManager
+
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
 CELL_TIMEOUT = 120
@@ -72,6 +74,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
     client = NotebookClient(
         notebook,
         kernel_name="python3",
+        kernel_manager_class=AsyncLocalKernelManager,
         timeout=CELL_TIMEOUT,
         resources={"metadata": {"path": str(path.parent)}},
     )

@@ -5,9 +5,9 @@ live view). While it runs, ``sys.stdout``, ``sys.stderr``, the shell's display p
 formatter, and ``builtins.input`` are routers: what the snippet's thread writes or displays is
 kept in its :class:`Capture`, bounded; what any other thread does (the kernel, nbagent's own
 widgets, a thread the snippet started) goes where it always goes. The shell's ``showtraceback``
-stays quiet on a thread where nbagent reads an object (:mod:`._guard`): a repr that raises is
-said in the snippet's result, not as a traceback in the cell. The thread is recognised by a
-context variable set inside it, so nothing depends on thread names.
+stays quiet on a thread where nbagent reads an object (:mod:`nbagent._guard`): a repr that
+raises is said in the snippet's result, not as a traceback in the cell. The thread is recognised
+by a context variable set inside it, so nothing depends on thread names.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._guard import reading
+from .._guard import reading
 
 __all__ = ["Capture", "Captured", "current", "routed"]
 
@@ -178,9 +178,9 @@ def _routed_format(inner: Any) -> Any:
 
 def _traceback_router(inner: Any) -> Any:
     """The shell's ``showtraceback``: IPython's formatters call it when an object's repr
-    raises. On a :class:`~._guard.Reader`'s worker (nbagent reading an object) the exception
-    is kept for the reader, which says it in the result, instead of a traceback published
-    into the cell."""
+    raises. On a :class:`~nbagent._guard.Reader`'s worker (nbagent reading an object) the
+    exception is kept for the reader, which says it in the result, instead of a traceback
+    published into the cell."""
 
     def showtraceback(exc_tuple: Any = None, *args: Any, **kwargs: Any) -> Any:
         job = reading()

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
+from .._guard import async_raise, is_worker, let_land
 from ..redact import redact_secrets
 from ._capture import Capture, ExitRefused, InputRefused
-from ._guard import async_raise, is_worker, let_land
 
 __all__ = ["CompiledSnippet", "SnippetThread", "compile_snippet"]
 

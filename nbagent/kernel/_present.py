@@ -16,12 +16,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from .._guard import Reader, Unreadable, defines, exact, reading
 from ..content import ImagePart, Shown, Table, TextPart, ToolResult, image_part, stable_text
 from ..errors import ImageError
 from ..redact import redact_secrets
 from ._capture import Capture
 from ._execute import Ending
-from ._guard import Reader, Unreadable, defines, exact, reading
 from ._namespace import READ_TIMEOUT, NamespaceDiff
 from ._objects import is_frame, short_repr, size_text, type_name
 

@@ -13,12 +13,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from .._guard import Reader
 from ..content import Shown, ToolResult, error_result
 from ..tools import ToolContext
 from ._capture import Capture, routed
 from ._exact import Budget
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
-from ._guard import Reader
 from ._journal import Journal, Snippet
 from ._limits import KernelLimits
 from ._namespace import Before, NamespaceDiff

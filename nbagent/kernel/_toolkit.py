@@ -7,9 +7,9 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from .._guard import Reader
 from ..content import ToolResult
 from ..tools import NeedsApproval, Tool, ToolContext
-from ._guard import Reader
 from ._inspect import describe_variable, list_variables
 from ._journal import Journal, Snippet, UndoReport
 from ._limits import KernelLimits

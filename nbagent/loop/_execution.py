@@ -22,12 +22,12 @@ import inspect
 import logging
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .._formatting import error_text, traceback_text
 from ..content import ToolResult, error_result, stable_text
 from ..events import AbandonedCall, CallStatus, abandonment_is_shown
 from ..redact import redact_secrets
@@ -402,14 +402,11 @@ async def execute_tool(
                 "cancelled)."
             )
             return Outcome(error_result(text), "error", _trace(raised))
-        text = (
-            f"{call.name} raised {type(raised).__name__}"
-            + (f": {raised}" if str(raised) else "")
-            + ", which stops the whole run."
-        )
+        text = f"{call.name} raised {stable_text(error_text(raised))}, which stops the whole run."
         return Outcome(error_result(text), "error", _trace(raised), raised=raised)
     error: BaseException = value
-    message = f"{call.name} failed: {type(error).__name__}: {stable_text(str(error))}"
+    # on the loop: the exception's own __str__ is the tool author's code, read bounded
+    message = f"{call.name} failed: {stable_text(error_text(error))}"
     return Outcome(error_result(message, value=error), "error", _trace(error))
 
 
@@ -424,7 +421,8 @@ def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
         else:
             result = checked_result(value)
     except Exception as exc:
-        message = f"{call.name} returned an unusable result: {stable_text(str(exc))}"
+        said = stable_text(error_text(exc, name=False))
+        message = f"{call.name} returned an unusable result: {said}"
         return Outcome(error_result(message), "error", _trace(exc))
     return Outcome(result, "error" if result.is_error else "done")
 
@@ -432,4 +430,4 @@ def _converted(found: Tool, call: ToolCall, value: Any) -> Outcome:
 def _trace(exc: BaseException) -> str:
     """The traceback a person may open: its locals and messages often quote a key or a header
     by accident, so credential-shaped text is hidden before it goes anywhere."""
-    return redact_secrets("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return redact_secrets(traceback_text(exc))

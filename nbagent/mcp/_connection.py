@@ -23,6 +23,7 @@ from ..errors import NbagentError
 from ..tools import Tool, ToolContext
 from ._calltime import CallTime
 from ._convert import make_tool, tool_result
+from ._following import ToolListFollowing
 from ._limits import THREAD_JOIN, MCPLimits
 from ._listing import SCREENED, ListingScreen, describe_validation_error
 from ._reasons import (
@@ -63,7 +64,7 @@ class Target:
     auth_given: bool = False  # asked for by the person (else: tried because the server asks)
 
 
-class Connection(SignInControl):
+class Connection(SignInControl, ToolListFollowing):
     """The session with one server, its current tools, and what went wrong if anything did."""
 
     def __init__(
@@ -203,13 +204,13 @@ class Connection(SignInControl):
                 if info is not None:
                     self.server_info = short(f"{info.name} {info.version}".strip(), 200)
                 self._changed = False
+                await self._start_listening(client)  # before the listing: see _following
                 await self._list(client)
                 self._stop_start_clock()
                 self.state = "running"
                 self._mark_ready()
                 if self._changed:
                     self._refresh_soon()
-                self._spawn(self._listen(client))
                 await self._stop.wait()
                 await self._cancel_tasks()
         except asyncio.CancelledError:
@@ -464,57 +465,17 @@ class Connection(SignInControl):
         )
         return reasons, bool(info.get("unread"))
 
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
+    def _spawn(self, work: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _cancel_tasks(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks))
-
-    async def _on_message(self, message: Any) -> None:
-        """Server notifications: a changed tool list is fetched again (coalesced)."""
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
-            self._changed = True
-            if self.state == "running":
-                self._refresh_soon()
-
-    def _refresh_soon(self) -> None:
-        """Fetch the list again: one fetch at a time, and at most one more after it, which
-        starts after the last notification so far (a burst of 500 costs two fetches, not
-        500, and the list ends as the last notification left it)."""
-        if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.ensure_future(self._refresh())
-            self._tasks.add(self._refreshing)
-            self._refreshing.add_done_callback(self._tasks.discard)
-
-    async def _refresh(self) -> None:
-        import anyio
-
-        while self._changed and self._client is not None and self.state == "running":
-            self._changed = False  # a notification from now on asks for one more fetch
-            try:
-                with anyio.fail_after(self.limits.call_timeout):
-                    await self._list(self._client)
-            except Exception as exc:  # the old list stays; `%agent mcp list` shows why
-                self.rejected = (
-                    *self.rejected,
-                    f"the tool list changed but could not be fetched again: {self._explain(exc)}",
-                )[-self.limits.max_tools :]
-
-    async def _listen(self, client: Client) -> None:
-        """On 2026-era connections, change notifications come only to a listening client."""
-        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return  # earlier versions send them unasked
-        with contextlib.suppress(Exception):
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    pass  # the same notification reaches _on_message, which refetches
 
     # --- calls -------------------------------------------------------------------------------
 

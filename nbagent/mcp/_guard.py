@@ -3,7 +3,8 @@
 :class:`Guard` drives the SDK's ``async_auth_flow`` and looks at every request it makes and
 every answer it gets, asking its :class:`~._signer.Signer` what may go and what an answer
 means; it never builds an OAuth request itself. What it adds: requests with no token or a
-valid one go out beside the flow (the flow holds its lock until each answer's headers); a 401
+valid one go out beside the flow (the flow holds its lock until each answer's headers), and
+so does a request whose token the flow just refreshed, once the flow let go of it; a 401
 to a token the client still took for valid is answered by a refresh first; a 403 asking for
 more scope is stepped up once per request, right after the sign-in it needed too; a request is
 told that its new token was refused only when it sent one its own flow just got; and a failure
@@ -79,6 +80,7 @@ class Guard:
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         signer, context = self.signer, self.context
+        valid = context.is_token_valid
         # The SDK's flow holds its lock from each request until its answer's headers, so
         # calls to a server that answers only when done would wait for one another. With no
         # token (a server that asks for none, until it does) or a valid one, the request goes
@@ -107,12 +109,24 @@ class Guard:
                     problem = signer.admit(outgoing)
                     if problem is not None:
                         break
-                if outgoing is request and pending is not None:
-                    # the answer it already has, unless the flow brings a token another
-                    # request's sign-in got meanwhile (it waited for the flow's lock)
-                    answer, pending = pending, None
-                    same = request.headers.get("Authorization") == sent_with
-                    response = answer if same else (yield outgoing)
+                answer, pending = (pending, None) if outgoing is request else (None, pending)
+                if answer is not None and request.headers.get("Authorization") == sent_with:
+                    response = answer  # the answer it already has: the flow brought no token
+                elif outgoing is request and signer.sign_ins == sign_ins and valid():
+                    # A token the flow refreshed, or another request's sign-in got while this
+                    # one waited for the lock: the request goes out after the flow lets go of
+                    # it, so that calls to a server that answers only when done do not wait
+                    # for one another behind a refresh. An answer that wants a person goes to
+                    # a new flow, as an answer before any flow does.
+                    await flow.aclose()
+                    response = yield outgoing
+                    if not signer.needs_person(response):
+                        return
+                    pending, sent_with = response, request.headers.get("Authorization")
+                    flow = super().async_auth_flow(request)  # type: ignore[misc]
+                    outgoing = await flow.__anext__()
+                    sign_ins = signer.sign_ins
+                    continue
                 else:
                     response = yield outgoing
                 if outgoing is request and signer.needs_person(response):

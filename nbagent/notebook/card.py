@@ -276,13 +276,14 @@ class ToolCard:
     def show_progress(self, update: ToolResult) -> None:
         """A provisional update: a fraction fills the bar; anything else replaces the preview."""
         value: Any = update.value
-        if isinstance(value, float) and 0.0 <= value <= 1.0:
+        # exact types: isinstance() would ask a person's object for its __class__
+        if type(value) is float and 0.0 <= value <= 1.0:
             if self.progress is None:
                 self.progress = widgets.FloatProgress(min=0.0, max=1.0)
                 self._add(self.progress)
             self.progress.value = value
             return
-        if isinstance(value, str) or (value is None and not update.images):
+        if type(value) is str or (value is None and not update.images):
             if self.progress_text is None:
                 self.progress_text = widgets.Label()
                 self._add(self.progress_text)

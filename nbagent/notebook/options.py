@@ -74,25 +74,44 @@ def interpolate(text: str, namespace: dict[str, Any]) -> str:
 
     Unknown names stay as written; ``{{`` and ``}}`` give literal braces. No expression is
     evaluated: only names and attribute lookups, which run the object's own code as Python does
-    (a property, ``__getattr__``, then ``__str__``), like an f-string with a bare name.
+    (a property, ``__getattr__``, then ``__str__``), like an f-string with a bare name. That
+    code runs bounded (:class:`nbagent._formatting.Formatter`: 2 s, 100,000 characters kept):
+    one that raises or does not finish is a UsageError naming the field and saying why.
     """
+    from .._formatting import Formatter, Unreadable, stand_in
 
-    def replace(match: re.Match[str]) -> str:
-        whole = match.group(0)
-        if whole in ("{{", "}}"):
-            return whole[0]
-        path = match.group(1).split(".")
-        if path[0] not in namespace:
-            return whole
-        value = namespace[path[0]]
-        for attr in path[1:]:
-            try:
-                value = getattr(value, attr)
-            except AttributeError:
+    with Formatter(name="prompt") as formatter:
+
+        def replace(match: re.Match[str]) -> str:
+            whole = match.group(0)
+            if whole in ("{{", "}}"):
+                return whole[0]
+            path = match.group(1).split(".")
+            if path[0] not in namespace:
                 return whole
-        return str(value)
+            value = namespace[path[0]]
+            try:
+                found = formatter.read(f"{{{match.group(1)}}}", _looked_up, value, path[1:])
+            except Unreadable as exc:
+                raise UsageError(
+                    f"{whole} in the prompt could not be filled in: {stand_in(value, str(exc))}"
+                ) from None
+            return whole if found is None else formatter.text(found)
 
-    return _FIELD.sub(replace, text)
+        return _FIELD.sub(replace, text)
+
+
+def _looked_up(value: Any, attributes: list[str]) -> str | None:
+    """On a worker: ``value.a.b`` as text (None: an attribute it does not have)."""
+    for attr in attributes:
+        try:
+            value = getattr(value, attr)
+        except AttributeError:
+            return None
+    text = str(value)
+    if type(text) is not str:
+        raise TypeError("its __str__ did not return a str")
+    return text
 
 
 class _Parser(argparse.ArgumentParser):

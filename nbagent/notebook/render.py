@@ -18,9 +18,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from .._formatting import Formatter, Unreadable, stand_in
 from .._markdown import code_span, md_text
-from ..content import ImagePart, Shown, Table, ToolResult, shown_pieces
+from ..content import ImagePart, Table, ToolResult
 from ..redact import redact_secrets
+from .values import SHOWING, Piece, TableForm, pieces_of, table_form
 
 __all__ = [
     "CODE_BACKGROUND",
@@ -34,6 +36,7 @@ __all__ = [
     "STATUS_COLORS",
     "code_span",
     "fenced",
+    "form_html",
     "md_text",
     "result_outputs",
     "rows_html",
@@ -176,53 +179,60 @@ def fenced(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
-def _looks_like_table(value: Any) -> bool:
-    return (
-        hasattr(value, "columns")
-        and (hasattr(value, "itertuples") or hasattr(value, "iter_rows"))
-        and not isinstance(value, type)
-    )
-
-
 def table_html(value: Any, *, max_rows: int = 50, max_cols: int = 30) -> str | None:
-    """A DataFrame (pandas or polars) as an HTML table with every value escaped."""
-    if hasattr(value, "to_frame") and not hasattr(value, "columns"):
-        value = value.to_frame()  # a pandas Series
-    if not _looks_like_table(value):
-        return None
-    try:
-        columns = [str(c) for c in list(value.columns)[:max_cols]]
-        total_rows = len(value)
-        head = value.head(max_rows)
-        if hasattr(head, "itertuples"):
-            index_name = str(getattr(head.index, "name", "") or "")
-            rows = [
-                (str(row[0]), [str(v) for v in row[1 : max_cols + 1]])
-                for row in head.itertuples(index=True, name=None)
-            ]
-        else:
-            index_name = ""
-            rows = [("", [str(v) for v in row[:max_cols]]) for row in head.iter_rows()]
-        total_cols = len(value.columns)
-    except Exception:  # an exotic frame: the text form still shows
-        return None
-    show_index = any(label for label, _ in rows) and hasattr(head, "itertuples")
+    """A DataFrame (pandas or polars, or a Series) or a :class:`~nbagent.content.Table` as an
+    HTML table with every value escaped; None when ``value`` is no table. Its cells are read
+    through the guard (:mod:`.values`): a table that cannot be read is shown as one escaped
+    line saying why."""
+    return _guarded_table(value, max_rows, max_cols, align=False)
+
+
+def _guarded_table(value: Any, max_rows: int, max_cols: int, *, align: bool) -> str | None:
+    with Formatter(name="table") as formatter:
+        try:
+            form = formatter.read(SHOWING, table_form, value, max_rows, max_cols)
+        except Unreadable as exc:
+            return _problem_html(stand_in(value, str(exc)))
+    return None if form is None else form_html(form, align=align)
+
+
+def form_html(form: TableForm, *, align: bool = False) -> str:
+    """A table read by :func:`.values.table_form` as HTML, every value escaped. ``align``:
+    text columns read from the left (Jupyter right-aligns every cell), numbers stay right."""
     esc = html.escape
+    cells = form.cells
+    numeric = [
+        bool(cells) and all(type(r[i]) in (int, float) for r in cells if i < len(r))
+        for i in range(len(form.columns))
+    ]
+
+    def style(i: int) -> str:
+        return "" if not align or (i < len(numeric) and numeric[i]) else ' style="text-align:left"'
+
     parts = ['<table class="nbagent-table"><thead><tr>']
-    if show_index:
-        parts.append(f"<th>{esc(index_name)}</th>")
-    parts.extend(f"<th>{esc(c)}</th>" for c in columns)
+    if form.labels is not None:
+        parts.append(f"<th>{esc(form.index)}</th>")
+    parts.extend(f"<th{style(i)}>{esc(c)}</th>" for i, c in enumerate(form.columns))
     parts.append("</tr></thead><tbody>")
-    for label, cells in rows:
+    for number, row in enumerate(cells):
         parts.append("<tr>")
-        if show_index:
-            parts.append(f"<th>{esc(label)}</th>")
-        parts.extend(f"<td>{esc(v)}</td>" for v in cells)
+        if form.labels is not None:
+            parts.append(f"<th>{esc(form.labels[number])}</th>")
+        parts.extend(f"<td{style(i)}>{esc(str(v))}</td>" for i, v in enumerate(row))
         parts.append("</tr>")
     parts.append("</tbody></table>")
-    if total_rows > len(rows) or total_cols > len(columns):
-        parts.append(f"<p><small>{total_rows:,} rows × {total_cols:,} columns</small></p>")
+    if form.frame and (form.total_rows > len(cells) or form.total_cols > len(form.columns)):
+        parts.append(
+            f"<p><small>{form.total_rows:,} rows × {form.total_cols:,} columns</small></p>"
+        )
+    elif not form.frame and form.total_rows > len(cells):
+        parts.append(f"<p><small>{form.total_rows:,} rows</small></p>")
     return "".join(parts)
+
+
+def _problem_html(problem: str) -> str:
+    """A stand-in for what could not be read (:func:`nbagent._formatting.stand_in`), escaped."""
+    return f"<p><code>{html.escape(redact_secrets(problem))}</code></p>"
 
 
 def _display(data: dict[str, Any], metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -317,38 +327,31 @@ def result_outputs(result: ToolResult, *, limit: int = MAX_TEXT) -> list[dict[st
     """nbformat outputs showing ``result`` to a person: text, Markdown, a table, images, an error.
 
     The person sees ``result.value`` (what the tool returned) where it has a better form than
-    the text the model reads; images come from the already encoded parts.
+    the text the model reads; images come from the already encoded parts. The value is read
+    through the guard, once (:func:`.values.pieces_of`): what cannot be read in bounded time is
+    an escaped line naming its type and saying why, above the text the model read.
     """
     text = redact_secrets(result.text)
-    value = result.value
-    pieces = shown_pieces(value)
-    if pieces is not None:
+    if result.is_error and type(result.value) is not tuple:  # its text says it: no value read
+        return [{"output_type": "stream", "name": "stderr", "text": shorten(text, limit)}]
+    pieces = pieces_of(result)
+    if pieces is not None and pieces[0].kind != "value":  # Shown pieces
         shown = [o for piece in pieces for o in _piece_outputs(piece, limit)]
         return shown + [_image_output(part) for part in result.images]
     if result.is_error:
         return [{"output_type": "stream", "name": "stderr", "text": shorten(text, limit)}]
     outputs: list[dict[str, Any]] = []
-    table = table_html(value) if value is not None else None
-    if table is not None:
-        table = redact_secrets(table)
-    markdown = getattr(value, "_repr_markdown_", None)
-    if table is not None:
+    piece = pieces[0] if pieces else None
+    if piece is not None and piece.problem:
+        outputs.append(_display({"text/plain": shorten(redact_secrets(piece.problem), limit)}))
+    if piece is not None and piece.table is not None:
+        table = redact_secrets(form_html(piece.table))
         outputs.append(_display({"text/html": table, "text/plain": shorten(text, limit)}))
-    elif callable(markdown) and not isinstance(value, type):
-        try:
-            body = markdown()
-            source = body[0] if isinstance(body, tuple) else body
-        except Exception:
-            source = None
-        if isinstance(source, str):
-            source = redact_secrets(source)
-            outputs.append(
-                _display(
-                    {"text/markdown": safe_markdown(shorten(source, limit)), "text/plain": source}
-                )
-            )
-        elif text:
-            outputs.append(_display({"text/plain": shorten(text, limit)}))
+    elif piece is not None and piece.text:
+        source = redact_secrets(piece.text)
+        outputs.append(
+            _display({"text/markdown": safe_markdown(shorten(source, limit)), "text/plain": source})
+        )
     elif text:
         outputs.append(_display({"text/plain": shorten(text, limit)}))
     outputs.extend(_image_output(part) for part in result.images)
@@ -364,60 +367,43 @@ def _label_html(label: str) -> str:
 
 
 def rows_html(table: Table, *, max_rows: int = 200) -> str:
-    """A :class:`~nbagent.content.Table` as an HTML table, every cell escaped."""
-    esc = html.escape
-    rows = table.rows[:max_rows]
-    # text reads from the left (Jupyter right-aligns every cell); numbers stay right-aligned
-    numeric = [
-        all(isinstance(r[i], int | float) for r in rows if i < len(r)) and bool(rows)
-        for i in range(len(table.columns))
-    ]
-    left = ' style="text-align:left"'
-
-    def align(i: int) -> str:
-        return "" if i < len(numeric) and numeric[i] else left
-
-    parts = ['<table class="nbagent-table"><thead><tr>']
-    parts.extend(f"<th{align(i)}>{esc(str(c))}</th>" for i, c in enumerate(table.columns))
-    parts.append("</tr></thead><tbody>")
-    for row in rows:
-        cells = "".join(f"<td{align(i)}>{esc(str(v))}</td>" for i, v in enumerate(row))
-        parts.append(f"<tr>{cells}</tr>")
-    parts.append("</tbody></table>")
-    if len(table.rows) > max_rows:
-        parts.append(f"<p><small>{len(table.rows):,} rows</small></p>")
-    return "".join(parts)
+    """A :class:`~nbagent.content.Table` as an HTML table, every cell escaped (read through the
+    guard: a cell may be any object); text reads from the left, numbers from the right."""
+    found = _guarded_table(table, max_rows, len(table.columns), align=True)
+    return found if found is not None else _problem_html(stand_in(table, "it is not a table"))
 
 
-def _rows_text(table: Table) -> str:
-    lines = ["  ".join(table.columns)]
-    lines += ["  ".join(str(v) for v in row) for row in table.rows]
+def _form_text(form: TableForm) -> str:
+    """A table's text form: a Table's rows, a frame's shape (its HTML shows the cells)."""
+    if form.frame:
+        return f"({form.total_rows}, {form.total_cols})"
+    lines = ["  ".join(form.columns)]
+    lines += ["  ".join(str(v) for v in row) for row in form.cells]
     return "\n".join(lines)
 
 
-def _piece_outputs(piece: Shown, limit: int) -> list[dict[str, Any]]:
-    """One :class:`~nbagent.content.Shown` piece as nbformat outputs, made safe."""
+def _piece_outputs(piece: Piece, limit: int) -> list[dict[str, Any]]:
+    """One piece of a result's :class:`~nbagent.content.Shown` value as nbformat outputs."""
     label = redact_secrets(piece.label)
     head = f"{label}: " if label else ""
+    if piece.problem:
+        return [_display({"text/plain": shorten(head + redact_secrets(piece.problem), limit)})]
     if piece.kind in ("stdout", "stderr", "error"):
-        text = shorten(redact_secrets(str(piece.value)), limit)
+        text = shorten(redact_secrets(piece.text), limit)
         name = "stdout" if piece.kind == "stdout" else "stderr"
         return [{"output_type": "stream", "name": name, "text": text}] if text else []
-    if piece.kind == "table":
-        value = piece.value
-        body = rows_html(value) if isinstance(value, Table) else table_html(value)
-        plain = _rows_text(value) if isinstance(value, Table) else str(getattr(value, "shape", ""))
-        if body is not None:
-            return [
-                _display(
-                    {
-                        "text/html": _label_html(label) + redact_secrets(body),
-                        "text/plain": shorten(head + redact_secrets(plain), limit),
-                    }
-                )
-            ]
+    if piece.table is not None:
+        body = form_html(piece.table, align=not piece.table.frame)
+        return [
+            _display(
+                {
+                    "text/html": _label_html(label) + redact_secrets(body),
+                    "text/plain": shorten(head + redact_secrets(_form_text(piece.table)), limit),
+                }
+            )
+        ]
     if piece.kind == "code":
-        code = str(piece.value)
+        code = piece.text
         return [
             _display(
                 {
@@ -426,7 +412,7 @@ def _piece_outputs(piece: Shown, limit: int) -> list[dict[str, Any]]:
                 }
             )
         ]
-    text = shorten(redact_secrets(str(piece.value)), limit)
+    text = shorten(redact_secrets(piece.text), limit)
     if piece.kind == "markdown":
         return [
             _display(

@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .._formatting import traceback_text
 from .._threads import run_on_worker_loop
 from ..approvals.approval import Approver
 from ..errors import AgentError, NbagentError, RecordingError, raised_to_caller
@@ -435,9 +435,7 @@ class Job:
                 # a traceback of nbagent's own frames would bury it.
                 trace = None
                 if not isinstance(error, RecordingError):
-                    trace = "".join(
-                        traceback.format_exception(type(error), error, error.__traceback__)
-                    )
+                    trace = traceback_text(error)  # its __str__ may be the person's: bounded
                 view.show_error(error, trace)
             if self.on_record is not None:
                 try:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._formatting import error_text
 from ..events import (
     STOP_WORDS,
     AgentEvent,
@@ -275,10 +276,10 @@ class Transcript:
             self.end(event.result.stop_reason, event.result.usage)
             self.stop_detail = event.result.stop_detail
             if event.result.has_output:  # never ``output is None``: None may be the answer
-                from ..output import to_json
+                from .values import answer_json
 
                 self.answered = True
-                self.answer = _redacted(to_json(event.result.output))
+                self.answer = _redacted(answer_json(event.result.output))
                 if self.answer_mode == "native":  # its JSON text is the answer shown below
                     final = event.result.steps
                     self.blocks = [
@@ -287,7 +288,7 @@ class Transcript:
                         if not (isinstance(b, TextRecord) and b.step == final)
                     ]
             if isinstance(event, RunFailed):
-                self.error = f"{type(event.error).__name__}: {event.error}"
+                self.error = error_text(event.error)  # bounded: it may be the person's
 
     def _helper(self, event: HelperEvent) -> None:
         inner = self._helper_runs.get(event.run_id)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import html
 import time
-import traceback as tb
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from .._formatting import error_text, traceback_text
 from ..approvals.approval import Decision, InteractiveApprover
 from ..events import (
     AgentEvent,
@@ -360,9 +360,9 @@ class RunView:
             return
         result = getattr(event, "result", None)
         if result is not None and result.has_output:  # the value may be None itself
-            from ..output import to_json
+            from .values import answer_json
 
-            self._live(-1).validated(to_json(result.output))
+            self._live(-1).validated(answer_json(result.output))
         elif self.answer is not None:
             self.answer.unvalidated("The run ended before the answer was validated.")
 
@@ -484,11 +484,11 @@ class RunView:
         """Show an exception (a failed run, or a crash of the task driving it); the run's
         saved output says it too (an error before the run began has no event of its own)."""
         if self.transcript.error is None:
-            self.transcript.error = redact_secrets(f"{type(error).__name__}: {error}")
+            self.transcript.error = redact_secrets(error_text(error))
         if self.errors is None:
             self.errors = widgets.Output(layout=self.shared.layout)
             self.widget.children = (*self.widget.children, self.errors)
-        text = redact_secrets(trace or "".join(tb.format_exception_only(type(error), error)))
+        text = redact_secrets(trace or traceback_text(error, only=True))
         self.errors.outputs = (
             *self.errors.outputs,
             {"output_type": "stream", "name": "stderr", "text": text},

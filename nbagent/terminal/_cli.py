@@ -118,9 +118,9 @@ def _error(message: str, exc: BaseException | None = None, *, debug: bool = Fals
         print(f"nbagent: error: {clean(redact_secrets(message))}", file=err)
         if exc is not None:
             if debug:
-                import traceback
+                from .._formatting import traceback_text
 
-                trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                trace = traceback_text(exc)  # bounded: the person's exception, often
                 print(clean(redact_secrets(trace)), end="", file=err)
             else:
                 print("(run with --debug for the traceback)", file=err)
@@ -238,7 +238,9 @@ def _main(args: argparse.Namespace, limits: TerminalLimits | None = None) -> int
             max_steps=args.max_steps,
         )
     except (NbagentError, ValueError, TypeError) as exc:
-        _error(f"{type(exc).__name__}: {exc}", exc if args.debug else None, debug=args.debug)
+        from .._formatting import error_text
+
+        _error(error_text(exc), exc if args.debug else None, debug=args.debug)
         return 2
     label = _model_label(agent, args.model, model is not None and args.model is None)
     interactive = not args.prompt

@@ -104,8 +104,10 @@ def load_tools(specs: list[str], loaded: LoadedTools | None = None) -> LoadedToo
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # a module may even call sys.exit while importing
-            raise ToolsLoadError(
-                f"cannot import tools from {target!r}: {type(exc).__name__}: {exc}"
+            from .._formatting import error_text
+
+            raise ToolsLoadError(  # the module's own exception: its text read bounded
+                f"cannot import tools from {target!r}: {error_text(exc)}"
             ) from exc
         if attr is not None:
             if not hasattr(module, attr):

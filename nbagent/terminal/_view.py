@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._formatting import error_text, traceback_text
 from ..approvals.approval import ApprovalRequest
 from ..events import (
     STOP_WORDS,
@@ -509,18 +510,18 @@ class TerminalView:
         if note:
             c.line(f"  {c.symbol('fail')} {note}", "red")
         error = event.error
-        message = one_line(clean(redact_secrets(str(error))), self.limits.max_error_chars)
-        message = message or "(no message)"
+        # its __str__ may be the person's (an exception a hook raised): read bounded
+        said = error_text(error, limit=self.limits.max_error_chars * 4)
+        if ": " not in said:
+            said += ": (no message)"
+        message = one_line(clean(redact_secrets(said)), self.limits.max_error_chars)
         c.line(
-            f"error: the run failed: {type(error).__name__}: {message} "
-            f"[{self.summary(event.result)}]",
+            f"error: the run failed: {message} [{self.summary(event.result)}]",
             "red",
             error=True,
         )
         if self.debug and error.__traceback__ is not None:
-            import traceback
-
-            trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            trace = traceback_text(error)
             c.line(clean(redact_secrets(trace)).rstrip(), "dim", error=True)
 
 

@@ -10,8 +10,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ RAW_HTTP = str(Path(__file__).with_name("raw_http_server.py"))
 NODE_BIN = ROOT / ".venv" / "node" / "node_modules" / ".bin"
 EVERYTHING = NODE_BIN / "mcp-server-everything"
 FILESYSTEM = NODE_BIN / "mcp-server-filesystem"
+
+#: How long a server process may take to answer (a bound for a hang: a loaded machine starts
+#: a Python server with the SDK in seconds, sometimes tens of them).
+SERVER_START = 120.0
 
 NO_SDK = "the mcp SDK is not installed (scripts/test installs the extra: pip install -e '.[mcp]')"
 
@@ -69,7 +74,12 @@ def alive(pid: int) -> bool:
     return True
 
 
-def wait_until(check: Any, timeout: float = 10.0, what: str = "") -> None:
+#: How long a test waits for something that must happen before it fails: a bound for a hang,
+#: never a speed check (a loaded machine only makes the wait longer).
+PATIENCE = 60.0
+
+
+def wait_until(check: Any, timeout: float = PATIENCE, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -98,29 +108,58 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def on_a_free_port(
+    command: Callable[[int], list[str]],
+    answering: Callable[[int, int], bool],
+    what: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[int]:
+    """Run ``command(port)`` on a free port of 127.0.0.1 until ``answering(port, pid)``;
+    yield the port. A port free when chosen may be taken by another process of this machine
+    before the server binds it: a server that exits before it answers is started again on
+    another port (three times at most); one that neither answers nor exits fails the test,
+    saying so."""
+    for attempt in range(3):
+        port = free_port()
+        with tempfile.TemporaryFile() as stderr:
+            process = subprocess.Popen(
+                command(port),
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env={**os.environ, **(env or {})},
+            )
+            try:
+                wait_until(
+                    lambda p=process, n=port: p.poll() is not None or answering(n, p.pid),
+                    SERVER_START,
+                    f"{what} to answer on port {port}",
+                )
+                if process.poll() is None:
+                    yield port
+                    return
+                stderr.seek(0)
+                said = stderr.read()[-2000:].decode(errors="replace")
+                if attempt == 2 or "address already in use" not in said.lower():
+                    raise AssertionError(f"{what} exited with {process.returncode}:\n{said}")
+            finally:
+                process.kill()
+                process.wait()
+
+
+def listening(port: int, _pid: int = 0) -> bool:
+    """Whether something accepts connections on ``port`` of 127.0.0.1."""
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
 def http_server(command: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
     """Run an HTTP MCP server (``command`` ends with its port) on 127.0.0.1; yield its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [*command, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-
-        def listening() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-            except OSError:
-                return False
-            return True
-
-        wait_until(listening, 30, f"{command[-1]} to listen")
+    with on_a_free_port(lambda port: [*command, str(port)], listening, command[-1], env) as port:
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture(scope="module")

@@ -193,6 +193,81 @@ def old_draft() -> str:
     return "old"
 
 
+#: Set by the tool `drop_listening`: every listening stream then ends abruptly.
+_DROPS: dict[str, anyio.Event] = {}
+
+
+def _dropped_on_request() -> None:
+    """Every listening stream ends with an error (not the graceful close) when the tool
+    `drop_listening` asks: how a client sees a stream that broke off."""
+    from mcp.shared.exceptions import MCPError
+
+    low = server._lowlevel_server
+    entry = low.get_request_handler("subscriptions/listen")
+    assert entry is not None, "this SDK serves no subscriptions/listen"
+
+    async def listen(ctx: Any, params: Any) -> Any:
+        drop = _DROPS.setdefault("drop", anyio.Event())
+        answer: list[Any] = []
+        async with anyio.create_task_group() as group:
+
+            async def serve() -> None:
+                answer.append(await entry.handler(ctx, params))
+                group.cancel_scope.cancel()
+
+            group.start_soon(serve)
+            await drop.wait()
+            group.cancel_scope.cancel()
+        if answer:
+            return answer[0]
+        raise MCPError(-32603, "the listening stream broke off (on purpose)")
+
+    low.add_request_handler("subscriptions/listen", entry.params_type, listen)
+
+
+_dropped_on_request()
+
+
+@server.tool()
+def drop_listening() -> str:
+    """End every listening stream abruptly, then add the tool `late` without telling anyone
+    (a change made while nobody listened)."""
+
+    def late() -> str:
+        """Added while the listening stream was down."""
+        return "late"
+
+    drop = _DROPS.pop("drop", None)
+    if drop is not None:
+        drop.set()
+    server.add_tool(late, name="late")
+    return "dropped"
+
+
+def _grow_when_listened_to() -> None:
+    """``DEMO_GROW_ON_LISTEN``: the tool list changes when a client asks to listen, before the
+    server acknowledges (a change made while nobody listened, so never told: a client that
+    listed its tools before it listened misses it for good)."""
+    low = server._lowlevel_server
+    entry = low.get_request_handler("subscriptions/listen")
+    assert entry is not None, "this SDK serves no subscriptions/listen"
+
+    def extra(word: str) -> str:
+        """Added while nobody listened."""
+        return word.upper()
+
+    async def listen(ctx: Any, params: Any) -> Any:
+        if server._tool_manager.get_tool("extra") is None:
+            server.add_tool(extra, name="extra")
+        return await entry.handler(ctx, params)
+
+    low.add_request_handler("subscriptions/listen", entry.params_type, listen)
+
+
+if os.environ.get("DEMO_GROW_ON_LISTEN"):
+    _grow_when_listened_to()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))

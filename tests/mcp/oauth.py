@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -20,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .conftest import free_port, wait_until
+from .conftest import on_a_free_port
 
 SERVER = str(Path(__file__).with_name("oauth_server.py"))
 
@@ -69,28 +67,21 @@ def browse(
 def oauth_server(ttl: int = 3600) -> Iterator[str]:
     """The server on a free port of 127.0.0.1; yields its base URL (the MCP endpoint is
     ``BASE/mcp``)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, SERVER, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "OAUTH_TOKEN_TTL": str(ttl)},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
 
-        def answering() -> bool:
-            try:
-                stats(base)
-            except OSError:
-                return False
-            return True
+    def answering(port: int, pid: int) -> bool:
+        try:
+            said = stats(f"http://127.0.0.1:{port}")
+        except OSError:
+            return False
+        return bool(said["pid"] == pid)  # this server, not another test's on a reused port
 
-        wait_until(answering, 30, "the OAuth server to answer")
-        yield base
-    finally:
-        process.kill()
-        process.wait()
+    with on_a_free_port(
+        lambda port: [sys.executable, SERVER, str(port)],
+        answering,
+        "the OAuth server",
+        env={"OAUTH_TOKEN_TTL": str(ttl)},
+    ) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def mode(base: str, name: str) -> None:
@@ -122,13 +113,14 @@ def release(base: str) -> None:
 
 
 def settled(server: Any, base: str, listens: int) -> None:
-    """Wait for the 2026 listening request a start sends once it is ready (``listens``: the
-    server's count before the start), so that it goes out with the start's token and plays
-    no part in what a test does next (it would race a sign-out for the flow's lock)."""
+    """Check that the 2026 listening request went out during the start (``listens``: the
+    server's count before it), with the start's token: a started server already listens, so
+    that request plays no part in what a test does next (it once went out after the start and
+    raced a sign-out for the flow's lock)."""
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     if server._connection.protocol in MODERN_PROTOCOL_VERSIONS:
-        wait_until(lambda: stats(base)["listens"] > listens, 10, "the listening request")
+        assert stats(base)["listens"] > listens, "the start did not open its listening stream"
 
 
 def leaked(base: str, *texts: str) -> list[str]:

@@ -10,7 +10,7 @@ Tokens last ``OAUTH_TOKEN_TTL`` seconds (default 3600), so a test can watch a re
 
 For what a well-behaved server never does, ``POST /test/mode?name=MODE`` (not protected) makes
 it misbehave from then on, and ``GET /test/stats`` says what it saw and every secret it issued
-(so a test can look for them where they must never be). Modes:
+(so a test can look for them where they must never be), and its process id. Modes:
 
 * ``foreign-authorize`` / ``foreign-token``: the authorization-server metadata names the
   authorization (or token) endpoint on another host than its issuer (``localhost`` for
@@ -224,23 +224,28 @@ def admin() -> str:
     return "admin ok"
 
 
-_MET: dict[str, Any] = {"arrived": 0}
+_MET: dict[str, asyncio.Event | None] = {"waiting": None}
 
 
 @server.tool()
 async def together() -> str:
     """Answers "together" once a second call to it is running too ("alone" if none comes
-    within 5 s): the server answers with one JSON body when done, so only a client that sends
-    both calls at once gets "together"."""
-    if "event" not in _MET:
-        _MET["event"] = asyncio.Event()
-    _MET["arrived"] += 1
-    if _MET["arrived"] % 2 == 0:
-        _MET["event"].set()
+    within 60 s, a bound for a client that never sends it): the server answers with one JSON
+    body when done, so only a client that sends both calls at once gets "together". Each pair
+    of calls meets on its own."""
+    waiting = _MET["waiting"]
+    if waiting is not None:
+        _MET["waiting"] = None
+        waiting.set()
+        return "together"
+    event = _MET["waiting"] = asyncio.Event()
     try:
-        await asyncio.wait_for(_MET["event"].wait(), 5)
+        await asyncio.wait_for(event.wait(), 60)
     except TimeoutError:
         return "alone"
+    finally:
+        if _MET["waiting"] is event:
+            _MET["waiting"] = None
     return "together"
 
 
@@ -318,7 +323,7 @@ class Hostile:
             _release().set()
             await _json(send, 200, {"released": True})
         elif path == "/test/stats":
-            await _json(send, 200, dict(STATE))
+            await _json(send, 200, {**STATE, "pid": os.getpid()})
         elif path == "/test/expire":
             PROVIDER.access.clear()
             await _json(send, 200, {"expired": True})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -13,11 +14,27 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs the extra)")
 
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
 from nbagent.content import ImagePart, ToolResult
 from nbagent.errors import MCPServerError
 from nbagent.mcp import MCPLimits, mcp_server, tool_name
 
-from .conftest import RAW, ROOT, alive, by_name, call, demo_command, wait_until
+from .conftest import (
+    DEMO,
+    RAW,
+    ROOT,
+    alive,
+    by_name,
+    call,
+    demo_command,
+    http_server,
+    wait_until,
+)
+
+#: How long a test waits for an event before it fails (a bound for a hung run, never a
+#: speed check: a loaded machine only makes the wait longer).
+EVENT_BOUND = 120.0
 
 # --- registration -----------------------------------------------------------------------------
 
@@ -234,17 +251,63 @@ def test_a_tool_whose_schema_nests_too_deeply_costs_only_itself() -> None:
 
 def test_the_tool_list_follows_list_changed_and_tells_listeners() -> None:
     with mcp_server("growing", demo_command()) as server:
+        told = threading.Event()
         seen: list[int] = []
-        unsubscribe = server.on_change(lambda s: seen.append(len(s.tools)))
+
+        def listener(changed: Any) -> None:
+            seen.append(len(changed.tools))
+            told.set()
+
+        unsubscribe = server.on_change(listener)
         before = {t.name: t for t in server.tools}
         assert "growing__extra" not in before
         assert call(before["growing__grow"], {}).text == "grown"
-        wait_until(lambda: "growing__extra" in {t.name for t in server.tools}, what="new tool")
-        assert seen and seen[-1] == len(before) + 1
+        # the listeners are told once the new list is in place: wait for that, not for a time
+        assert told.wait(EVENT_BOUND), "the listener was never told of the change"
+        assert seen == [len(before) + 1]
         after = {t.name: t for t in server.tools}
+        assert "growing__extra" in after
         assert after["growing__add"] is before["growing__add"]  # unchanged tools stay the same
         assert call(after["growing__extra"], {"word": "hi"}).text == "HI"
         unsubscribe()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_change_made_before_the_listening_stream_opens_is_in_the_tools(transport: str) -> None:
+    """On a 2026 connection a change reaches only a client that listens, with no replay: one
+    the server makes after the start listed its tools but before it acknowledged the listening
+    stream was never told (the CI flake: the tool `grow` added went unseen). The demo server
+    here changes its list on the listen request itself, before its acknowledgment: the tools
+    a started server has include it, with nothing to wait for."""
+    env = {"DEMO_GROW_ON_LISTEN": "1"}
+    if transport == "stdio":
+        with mcp_server("early", demo_command(), env=env) as server:
+            assert server._connection.protocol in MODERN_PROTOCOL_VERSIONS
+            assert "early__extra" in {t.name for t in server.tools}
+        return
+    with (
+        http_server([sys.executable, DEMO, "http"], env=env) as url,
+        mcp_server("early", url=url) as server,
+    ):
+        assert server._connection.protocol in MODERN_PROTOCOL_VERSIONS
+        assert "early__extra" in {t.name for t in server.tools}
+
+
+def test_a_listening_stream_that_breaks_off_is_opened_again_and_the_list_fetched_again() -> None:
+    """No replay: a change made while the stream was down is never told. The client listens
+    again and fetches the list again, so the tool added meanwhile shows up."""
+    with mcp_server("dropping", demo_command()) as server:
+        assert server._connection.protocol in MODERN_PROTOCOL_VERSIONS
+        told = threading.Event()
+        unsubscribe = server.on_change(
+            lambda s: told.set() if "dropping__late" in {t.name for t in s.tools} else None
+        )
+        assert call(by_name(server, "dropping__drop_listening"), {}).text == "dropped"
+        assert told.wait(EVENT_BOUND), "the tool added while the stream was down never showed"
+        unsubscribe()
+        assert call(by_name(server, "dropping__grow"), {}).text == "grown"  # still followed
+        wait_until(lambda: "dropping__extra" in {t.name for t in server.tools}, EVENT_BOUND)
+        assert not [r for r in server.rejected if "listening stream" in r]
 
 
 # --- streamable HTTP --------------------------------------------------------------------------

@@ -25,6 +25,15 @@ from .oauth import browse, expire, leaked, mode, oauth_server, settled, stats
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
+    """Tokens that outlast any test: a test that needs one refreshed makes it due (or has the
+    server drop it), so a loaded machine never has one expire in the middle of another test."""
+    with oauth_server() as url:
+        yield url
+
+
+@pytest.fixture
+def short_lived() -> Iterator[str]:
+    """A server whose tokens last 4 s, for the test of a token that runs out."""
     with oauth_server(ttl=4) as url:
         yield url
 
@@ -55,8 +64,9 @@ def whoami(server: Any) -> Any:
 
 
 def test_sign_in_call_refresh_sign_out_and_sign_in_again(
-    base: str, caplog: pytest.LogCaptureFixture
+    short_lived: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    base = short_lived
     caplog.set_level(logging.DEBUG)  # every logger, the SDK's and httpx2's included
     before = stats(base)
     links: list[str] = []
@@ -122,16 +132,26 @@ def test_a_server_asking_for_more_scope_is_signed_in_to_again_once(base: str) ->
         assert not whoami(server).is_error  # the other tools go on
 
 
-def test_calls_to_a_signed_in_server_go_out_side_by_side(base: str) -> None:
+@pytest.mark.parametrize("token", ["valid", "due for a refresh", "dropped by the server"])
+def test_calls_to_a_signed_in_server_go_out_side_by_side(base: str, token: str) -> None:
     """The SDK's flow holds a lock from each request until its answer's headers: two calls to
     a server that answers only when done would go one after the other. Its tool "together"
-    answers so only when both calls are running at once."""
+    answers so only when both calls are running at once. Also when the token is due for a
+    refresh (the flow refreshes it, then lets the request go), or the server dropped it (both
+    calls are refused; one refreshes, and both go out with the new token): a run under load
+    met the token of a 4-second sign-in due between the start and the calls, and the calls
+    went one after the other."""
     import asyncio
 
     from nbagent.tools import ToolCall, ToolContext
 
     with mcp_server("secure", url=f"{base}/mcp", auth=OAuth(open_link=follow)) as server:
         tool = by_name(server, "secure__together")
+        refreshes = stats(base)["refreshes"]
+        if token == "due for a refresh":
+            server._connection.signer.auth.context.token_expiry_time = 1.0
+        elif token == "dropped by the server":
+            expire(base)
 
         async def both() -> list[Any]:
             contexts = [ToolContext(ToolCall(f"c{i}", tool.name, "{}"), {}, tool) for i in (1, 2)]
@@ -139,6 +159,8 @@ def test_calls_to_a_signed_in_server_go_out_side_by_side(base: str) -> None:
 
         results = asyncio.run(both())
         assert [r.text for r in results] == ["together", "together"]
+        if token != "valid":
+            assert stats(base)["refreshes"] == refreshes + 1  # one refresh, for both calls
 
 
 def test_a_call_that_waited_behind_a_sign_in_goes_out_with_its_token(base: str) -> None:
@@ -149,8 +171,9 @@ def test_a_call_that_waited_behind_a_sign_in_goes_out_with_its_token(base: str) 
 
     listens = stats(base)["listens"]
     with mcp_server("secure", url=f"{base}/mcp", auth=OAuth(open_link=follow)) as server:
-        # else the listening request may go out after the sign-out and sign in first, through
-        # this sign-in's link (test_oauth_races.py plays that order)
+        # the listening request went out during the start: it cannot go out after the
+        # sign-out and sign in first, through this sign-in's link (test_oauth_races.py plays
+        # requests queued behind a sign-in)
         settled(server, base, listens)
         server.sign_out()
         results: list[Any] = []

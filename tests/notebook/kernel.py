@@ -7,17 +7,62 @@ browser's widget manager would), and sends clicks as the shell ``comm_msg`` a br
 from __future__ import annotations
 
 import ast
+import atexit
+import itertools
 import json
+import os
 import queue
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jupyter_client import KernelManager
+from jupyter_client import AsyncKernelManager, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
+from traitlets import default
 
 WIDGET_TARGET = "jupyter.widget"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+#: Where this test process's kernels keep their sockets (one folder, gone when it exits).
+_SOCKETS = tempfile.mkdtemp(prefix="nbagent-kernels-")
+atexit.register(shutil.rmtree, _SOCKETS, ignore_errors=True)
+_NUMBERS = itertools.count()
+
+
+def _socket_prefix() -> str:
+    return os.path.join(_SOCKETS, f"k{next(_NUMBERS)}")
+
+
+class LocalKernelManager(KernelManager):
+    """A kernel manager whose kernel listens on Unix sockets of its own (ZMQ's ``ipc``
+    transport) rather than TCP ports. jupyter_client chooses a TCP kernel's five ports free,
+    then closes them for the kernel to bind a moment later: on a machine where other suites
+    start kernels and open connections meanwhile, one of them can take a port in between, and
+    the kernel dies with "Address already in use" before it answers. A socket path in this
+    process's own folder cannot be taken by anyone else."""
+
+    @default("transport")
+    def _local_transport(self) -> str:
+        return "ipc"
+
+    @default("ip")
+    def _local_sockets(self) -> str:
+        return _socket_prefix() if self.transport == "ipc" else "127.0.0.1"
+
+
+class AsyncLocalKernelManager(AsyncKernelManager):
+    """:class:`LocalKernelManager`'s sockets for nbclient (``kernel_manager_class=``)."""
+
+    @default("transport")
+    def _local_transport(self) -> str:
+        return "ipc"
+
+    @default("ip")
+    def _local_sockets(self) -> str:
+        return _socket_prefix() if self.transport == "ipc" else "127.0.0.1"
 
 
 class CellError(AssertionError):
@@ -25,7 +70,7 @@ class CellError(AssertionError):
 
 
 def make_kernel_manager(
-    python: str, spec_dir: Path, manager: type[KernelManager] = KernelManager
+    python: str, spec_dir: Path, manager: type[KernelManager] = LocalKernelManager
 ) -> KernelManager:
     """A KernelManager for ``python -m ipykernel_launcher`` with a kernelspec of its own."""
     kernel_dir = spec_dir / "kernels" / "nbagent-test"
@@ -248,6 +293,21 @@ class Kernel:
             elif kind == "error":
                 outputs.append({"output_type": "error", "ename": content["ename"]})
         return outputs
+
+    def live_outputs(self, msg_id: str) -> list[dict[str, Any]]:
+        """The cell's outputs that show a widget (a notebook saved now would need the kernel)."""
+        return [o for o in self.cell_outputs(msg_id) if WIDGET_VIEW in o.get("data", {})]
+
+    def wait_static(self, msg_id: str) -> list[dict[str, Any]]:
+        """After a shutdown: wait until the kernel's last messages turned every live output of
+        the cell into a finished one (they may still be on their way when the process is gone:
+        a fixed wait for quiet once missed them on a loaded machine); the outputs then."""
+        self.wait_for(
+            lambda: not self.live_outputs(msg_id),
+            timeout=60,
+            what="the finished output in place of the live one",
+        )
+        return self.cell_outputs(msg_id)
 
     def cell_text(self, msg_id: str, mime: str = "text/plain") -> str:
         """Every output of a cell in one text (``mime`` of displays, and streams)."""

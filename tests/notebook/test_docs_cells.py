@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 
 from .conftest import kernel_env
-from .kernel import make_kernel_manager
+from .kernel import AsyncLocalKernelManager, make_kernel_manager
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +27,7 @@ def _run(cells: list[str], tmp: Path) -> Any:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src.strip()) for src in cells]
     nb.metadata["kernelspec"] = {"name": "nbagent-test", "display_name": "t", "language": "python"}
-    km = make_kernel_manager(sys.executable, tmp / "spec", AsyncKernelManager)
+    km = make_kernel_manager(sys.executable, tmp / "spec", AsyncLocalKernelManager)
     NotebookClient(nb, km=km, timeout=120).execute(env=kernel_env())  # raises on a cell error
     return nb
 

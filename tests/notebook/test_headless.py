@@ -9,11 +9,10 @@ from typing import Any
 
 import nbformat
 import pytest
-from jupyter_client import AsyncKernelManager
 from nbclient import NotebookClient
 
 from .conftest import SECRET, kernel_env
-from .kernel import make_kernel_manager
+from .kernel import AsyncLocalKernelManager, make_kernel_manager
 
 TOOLS = '''
 import nbagent, nbagent.notebook
@@ -76,7 +75,7 @@ def run_notebook(python: str, tmp: Path, env: dict[str, str]) -> tuple[Any, str]
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(src).strip()) for src in CELLS]
     nb.metadata["kernelspec"] = {"name": "nbagent-test", "display_name": "t", "language": "python"}
-    km = make_kernel_manager(python, tmp / "spec", AsyncKernelManager)
+    km = make_kernel_manager(python, tmp / "spec", AsyncLocalKernelManager)
     client = NotebookClient(nb, km=km, timeout=120)
     client.execute(env=env)
     path = tmp / "saved.ipynb"

@@ -185,8 +185,7 @@ def test_a_kernel_shut_down_mid_run_leaves_a_finished_output(
         k.wait_for(lambda: k.buttons("Approve", enabled=True, since=since))
         k.km.shutdown_wait_time = 60.0  # a loaded machine: let it finish rather than be killed
         k.km.shutdown_kernel(now=False)
-        k.drain(1.0)
-        outputs = k.cell_outputs(cell)
+        outputs = k.wait_static(cell)
         assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
         html = k.cell_text(cell, "text/html")
         assert "I will delete it." in html and "cancelled" in html

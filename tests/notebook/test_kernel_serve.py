@@ -273,11 +273,10 @@ def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_
         k.wait_for(lambda: k.buttons("Approve", enabled=True, since=since))
         k.km.shutdown_wait_time = 60.0  # a loaded machine: let it finish rather than be killed
         k.km.shutdown_kernel(now=False)
-        k.drain(1.0)
+        outputs = k.wait_static(serving)
         client.thread.join(60)
         assert client.done()
         assert client.error is not None or client.result.is_error
-        outputs = k.cell_outputs(serving)
         assert not [o for o in outputs if WIDGET_MIME in o.get("data", {})]
         text = k.cell_text(serving)
         assert "delete_file" in text

@@ -21,6 +21,7 @@ import pytest
 from nbclient import NotebookClient
 
 from ..providers import wire
+from .kernel import AsyncLocalKernelManager
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -152,7 +153,11 @@ def _notebook(path: Path, agent_line: str) -> Path:
 def _execute(path: Path) -> Any:
     nb = nbformat.read(path, as_version=4)
     NotebookClient(
-        nb, kernel_name="python3", timeout=90, resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        kernel_name="python3",
+        kernel_manager_class=AsyncLocalKernelManager,
+        timeout=90,
+        resources={"metadata": {"path": str(path.parent)}},
     ).execute()
     nbformat.write(nb, path)
     return nb
@@ -359,6 +364,7 @@ def test_a_cell_that_names_its_model_replays_where_there_is_no_key(
     NotebookClient(
         nb,
         kernel_name="python3",
+        kernel_manager_class=AsyncLocalKernelManager,
         timeout=90,
         allow_errors=True,
         resources={"metadata": {"path": str(student)}},

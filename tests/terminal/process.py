@@ -48,6 +48,7 @@ class Terminal:
         self._out = bytearray()
         self._err = bytearray()
         self._changed = threading.Condition()
+        self._ended = 0  # the streams read to their end (2: nothing more can come)
         self._threads = [
             threading.Thread(target=self._pump, args=(self.proc.stdout, self._out), daemon=True),
             threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True),
@@ -60,6 +61,7 @@ class Terminal:
             chunk = os.read(stream.fileno(), 65536)  # type: ignore[attr-defined]
             with self._changed:
                 into += chunk
+                self._ended += not chunk
                 self._changed.notify_all()
             if not chunk:
                 return
@@ -75,10 +77,15 @@ class Terminal:
             return self._err.decode()
 
     def wait_for(self, text: str, count: int = 1) -> str:
-        """Wait until ``text`` was written ``count`` times; the output so far."""
+        """Wait until ``text`` was written ``count`` times; the output so far.
+
+        A process that ended gives up the wait only once both its streams were read to their
+        end: its last line and its exit come together, and the exit (seen as the end of
+        stderr) may be read before that line (a CI run met "bye (interrupted)" missing from
+        the output of a process that had written it)."""
         with self._changed:
             found = self._changed.wait_for(
-                lambda: self._out.decode().count(text) >= count or self.proc.poll() is not None,
+                lambda: self._out.decode().count(text) >= count or self._ended == 2,
                 timeout=PATIENCE,
             )
             out = self._out.decode()

@@ -3,7 +3,8 @@
 Every object in the namespace is the person's code: its ``__repr__``, ``__len__``, properties,
 ``__deepcopy__`` or ``__getattr__`` may raise anything, hang, or spin. The kernel toolkit reads
 exact builtin types directly (a ``list``'s length, a ``str``) and calls anything else through a
-:class:`Reader`, which
+:class:`Reader`; so do the front ends, through :class:`nbagent._formatting.Formatter`, wherever
+they show one of the person's objects. A :class:`Reader`
 
 * runs the call on a worker thread of its own, so the caller waits at most ``timeout`` seconds;
 * turns whatever it raised (or that it did not finish) into :class:`Unreadable`, whose text is
@@ -26,7 +27,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..redact import redact_secrets
+from .redact import redact_secrets
 
 __all__ = [
     "MAX_STUCK",
