@@ -40,6 +40,7 @@ from typing import Any, overload
 from ..content import Shown, ToolResult, error_result
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._capture import Capture, routed
+from ._cell_outputs import cell_outputs as as_cell
 from ._exact import Budget
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
 from ._guard import Reader, derives
@@ -186,7 +187,7 @@ class KernelToolkit(Sequence[Tool]):
                 title="Run Python in your kernel",
                 description=RUN_DESCRIPTION,
                 input_schema=RUN_SCHEMA,
-                execute=self._run_python,
+                execute=lambda c: self.run_code(c, c.input["code"], c.input.get("purpose") or ""),
                 needs_approval=approval,
                 execution_mode="sequential",
                 code_arguments={"code": "python"},
@@ -256,9 +257,15 @@ class KernelToolkit(Sequence[Tool]):
 
     # --- running a snippet -------------------------------------------------------------------
 
-    async def _run_python(self, context: ToolContext) -> ToolResult:
-        code = str(context.input["code"])
-        purpose = str(context.input.get("purpose") or "")
+    async def run_code(
+        self,
+        context: ToolContext,
+        code: str,
+        purpose: str = "",
+        *,
+        cell_outputs: list[dict[str, Any]] | None = None,
+    ) -> ToolResult:
+        """Run ``code`` as run_python does; ``cell_outputs`` gets its outputs as a cell's."""
         snippet = self.journal.new(code, context.run_id, context.step, context.call.id, purpose)
         filename = f"<nbagent {snippet.label}>"
         try:
@@ -271,7 +278,7 @@ class KernelToolkit(Sequence[Tool]):
         capture = Capture(
             max_chars=self.limits.max_output_chars, max_displays=self.limits.max_displays
         )
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = {"cells": cell_outputs}
         reader = Reader(self.limits.read_timeout, name=snippet.label)
 
         def before() -> None:
@@ -420,6 +427,8 @@ class KernelToolkit(Sequence[Tool]):
             shell=self.shell,
             reader=reader,
         )
+        if state.get("cells") is not None:  # run_code's cell_outputs
+            state["cells"].extend(as_cell(capture, ending, figures, outcome.pieces))
         made = result(
             outcome,
             ending,

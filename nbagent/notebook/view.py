@@ -49,6 +49,7 @@ from ..output import ANSWER_TOOL
 from ..redact import redact_secrets
 from .answerlive import LiveAnswer
 from .card import Shared, ToolCard
+from .editing.card import accept_all, show_accept_all
 from .nested import NestedRuns
 from .presence import Presence
 from .render import close_widgets
@@ -284,7 +285,8 @@ class RunView:
                         request.call.id, decision, fingerprint=request.fingerprint
                     )
 
-                card.ask(request, decide)
+                card.ask(request, decide, accept_all(lambda: self.cards.values()))
+                show_accept_all(self.cards.values())
             card.refresh()
         elif isinstance(event, ApprovalResolved):
             self._asking.discard(event.call_id)
@@ -292,6 +294,7 @@ class RunView:
             card = self._card(event.call_id)
             card.close_approval(hide=True)
             card.refresh()
+            show_accept_all(self.cards.values())
         elif isinstance(event, (ToolArgumentsChanged, ToolHookApplied)):
             card = self._card(event.call_id)
             card.show_notes()
