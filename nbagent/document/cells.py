@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .limits import NotebookLimits
 from ._errors import NotebookUnavailableError
+from .limits import NotebookLimits
 
 __all__ = [
     "CELL_ID",
@@ -316,17 +316,22 @@ def snapshot_of(
     max_source: int,
     name: str = "",
     active: str | None = None,
+    budget: int | None = None,
 ) -> dict[str, Any]:
-    """The wire answer to a read of nbformat ``cells`` (what the page sends for the same)."""
+    """The wire answer to a read of nbformat ``cells`` (what the page sends for the same):
+    each source cut at ``max_source``, and all of them at ``budget`` characters together."""
     wanted = None if ids is None else set(ids)
     chosen: list[dict[str, Any]] = []
     index: list[int] = []
+    room = budget if budget is not None else max_source * max(1, len(cells))
     for position, cell in enumerate(cells, start=1):
         if wanted is not None and cell.get("id") not in wanted:
             continue
         if len(chosen) >= limits.max_cells:
             break
-        chosen.append(wire_cell(cell, limits, max_source))
+        made = wire_cell(cell, limits, max(0, min(max_source, room)))
+        room -= len(made["source"])
+        chosen.append(made)
         index.append(position)
     held = {c.get("id") for c in cells}
     return {

@@ -159,7 +159,7 @@ def undo_said(edited: Edited, applied: Applied) -> str:
 def describe_change(change: Change, where: str) -> str:
     """A short description of an applied change, for undo reports."""
     if isinstance(change, InsertCell):
-        return f"new {change.cell_type} cell {where}"
+        return f"the new {change.cell_type} cell, {where}"
     if isinstance(change, EditCell):
         return f"edit of {where}"
     if isinstance(change, DeleteCell):

@@ -85,7 +85,12 @@ def _output_lines(outputs: tuple[Output, ...], total: int, budget: int) -> list[
 
 
 def _block(
-    cell: Cell, number: int | None, limit: int, output_chars: int, cut_note: str
+    cell: Cell,
+    number: int | None,
+    limit: int,
+    output_chars: int,
+    cut_note: str,
+    running: bool = False,
 ) -> tuple[str, Seen]:
     shown = redact_secrets(cell.source)
     secret = shown != cell.source
@@ -106,7 +111,10 @@ def _block(
             "(nbagent hid a key or token in this cell as ***: you may not edit it; ask the "
             "person to)"
         )
-    parts += _output_lines(cell.outputs, cell.outputs_total, output_chars)
+    if running:
+        parts.append("  (this run's own cell: its outputs are this run)")
+    else:
+        parts += _output_lines(cell.outputs, cell.outputs_total, output_chars)
     return "\n".join(parts), Seen(cell.source, whole, secret, cell.type)
 
 
@@ -158,6 +166,7 @@ def overview(
             limits.max_overview_chars,
             limits.max_output_chars,
             "read_cell gives all of it",
+            running=cell.id == snapshot.active,
         )
         if used + len(text) > limits.max_read_chars and blocks:
             rest.append(cell)
@@ -201,5 +210,6 @@ def whole_cell(snapshot: Snapshot, cell: Cell, limits: NotebookLimits) -> tuple[
         limits.max_cell_chars,
         limits.max_output_chars * 2,
         "a cell this long cannot be edited by the agent",
+        running=cell.id == snapshot.active,
     )
     return text, saw

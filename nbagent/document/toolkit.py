@@ -122,6 +122,8 @@ class NotebookToolkit(Sequence[Tool]):
                     preview=self._previewer(name) if proposal else None,
                     execution_mode="sequential" if proposal else "concurrent",
                     provider_options={"mcp": {"annotations": _HINTS[name]}},
+                    # the proposed source shows as code while the model writes it
+                    code_arguments={"source": "python"} if name in _WRITES else {},
                 )
             )
         return tuple(made)
@@ -554,11 +556,8 @@ class NotebookToolkit(Sequence[Tool]):
                 continue
             for (edited, _), applied in zip(planned, results, strict=False):
                 line = undo_said(edited, applied)
-                if applied.ok:
-                    edited.undone = True
-                    report.undone.append(line)
-                else:
-                    report.kept.append(line)
+                edited.undone = True  # settled: a cell changed since stays as the person left it
+                (report.undone if applied.ok else report.kept).append(line)
         for edited in edits:
             if edited.undo is None and not edited.undone:
                 report.kept.append(f"{edited.said}: not enough was kept to take it back")
@@ -572,6 +571,7 @@ def _fenced(text: str) -> str:
     return f"{fence}\n{text}\n{fence}"
 
 
+_WRITES = ("insert_cell", "edit_cell")
 _READ = {"readOnlyHint": True, "openWorldHint": False}
 _CHANGE = {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False}
 _HINTS: dict[str, dict[str, bool]] = {
