@@ -53,6 +53,8 @@ _KINDS: dict[str, _proposals.Kind] = {
 }
 #: Calls remembered for who decided them and which run made them.
 _KEEP_CALLS = 2_000
+#: A diff this short (lines) is part of what the model reads of an applied proposal.
+_SHORT_DIFF = 40
 
 
 class Runner(Protocol):
@@ -96,6 +98,8 @@ class NotebookToolkit(Sequence[Tool]):
         self.runner = runner
         self.journal = EditJournal(self.limits)
         self.protected: str | None = None
+        #: A front end said once what ``--approve auto`` means for these tools.
+        self.warned_auto = False
         self._seen: OrderedDict[tuple[int, str], Seen] = OrderedDict()
         self._refused: dict[str, str] = {}
         self._decided: OrderedDict[str, str] = OrderedDict()  # call id -> Decision.by
@@ -438,12 +442,14 @@ class NotebookToolkit(Sequence[Tool]):
             source = str(context.input.get("source") or "")
             text += f" The cell's source is now:\n{_fenced(source)}"
         pieces: list[Shown] = [Shown("text", text, "Done")]
+        diff = found.diff
         if found.kind in ("edit", "insert") and accepted == "edited":
             before = found.seen.source if found.seen is not None and found.kind == "edit" else None
             diff = cell_diff(before, str(context.input.get("source") or ""), where=where, kind="")
+        if diff is not None:
             pieces.append(diff.shown("What landed"))
-        elif found.diff is not None:
-            pieces.append(found.diff.shown("What landed"))
+            if accepted != "edited" and diff.text.count("\n") <= _SHORT_DIFF:
+                text += f"\n{_fenced(diff.text.rstrip())}"  # what landed, said to the model too
         return ToolResult((TextPart(text),), value=tuple(pieces))
 
     def _not_applied(self, found: Plan, change: Change, applied: Applied) -> ToolResult:

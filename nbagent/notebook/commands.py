@@ -97,8 +97,10 @@ def _undo(session: Session, shell: Any, words: list[str]) -> None:
 
 
 async def _undo_awaited(session: Session, shell: Any, words: list[str]) -> None:
-    if session.notebook is None:
-        _undo(session, shell, words)
+    from .frontend import awaiting_cells_take_clicks
+
+    if session.notebook is None or not awaiting_cells_take_clicks()[0]:
+        _undo(session, shell, words)  # the page's answer cannot reach an awaiting cell here
         return
     from .editing.undo import undo_awaited
 

@@ -344,7 +344,10 @@ class AgentMagics(Magics):
         asked = approver_for(policy, source, frontend, session.approver)
         needs_clicks = isinstance(asked, InteractiveApprover)
         approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
-        mode, why = self._mode(awaited, needs_clicks)
+        # the open page answers the notebook tools as a click does: where a cell cannot hear
+        # clicks while it awaits, neither can it hear the page
+        needs_page = plan.notebook is True and frontend.interactive
+        mode, why = self._mode(awaited, needs_clicks or needs_page)
         use_widgets = frontend.interactive and widgets_available()
         step = plan.step
         if step and not needs_clicks:
@@ -358,7 +361,9 @@ class AgentMagics(Magics):
             warning = kernelview.warn_auto_once(session)
             if warning:
                 outputs.note(warning)
-        if plan.notebook and policy == "auto":
+        kit = session.notebook
+        if plan.notebook and policy == "auto" and kit is not None and not kit.warned_auto:
+            kit.warned_auto = True  # once per session, as for --kernel
             outputs.note(NOTEBOOK_AUTO)
 
         view: View

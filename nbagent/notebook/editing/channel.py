@@ -192,6 +192,12 @@ class PageDocument:
             answer = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
         except asyncio.TimeoutError:
             self._page = None  # chosen again next time (the tab may have been reopened)
+            if request.get("op") == "apply":  # it may have landed: never say it did not
+                raise NotebookUnavailableError(
+                    f"The notebook's page did not confirm the change within {timeout:g} s "
+                    "(closed, or its kernel connection was lost): it may or may not have "
+                    "landed; look at the notebook before asking again."
+                ) from None
             raise NotebookUnavailableError(
                 f"The notebook's page did not answer within {timeout:g} s (closed, or its "
                 "kernel connection was lost): nothing was read or changed."
