@@ -82,7 +82,9 @@ def cell_diff(before: str | None, after: str | None, *, where: str, kind: str) -
             "", after or "", old="/dev/null", new=f"{where} (new {kind} cell)", context=0
         )
     if after is None:
-        return diff_text(before, "", old=f"{where} ({kind}, deleted)", new="/dev/null", context=0)
+        return diff_text(
+            before, "", old=f"{where} ({kind})", new="(deleted from the notebook)", context=0
+        )
     return diff_text(
         before, after, old=f"{where} (as the agent read it)", new=f"{where} (proposed)"
     )

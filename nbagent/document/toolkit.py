@@ -33,7 +33,7 @@ from ._descriptions import DESCRIPTIONS, SCHEMAS, TITLES
 from ._proposals import Plan, Refusal
 from .cells import Snapshot
 from .changes import Applied, Change, EditCell, InsertCell, SetOutputs, StampCell, inverse
-from .diffs import cell_diff
+from .diffs import cell_diff, diff_text
 from .journal import Edited, EditJournal, NotebookUndoReport, describe_change, undo_said
 from .limits import NotebookLimits
 from .protocol import Document, NotebookUnavailableError
@@ -475,17 +475,22 @@ class NotebookToolkit(Sequence[Tool]):
         self._saw({cell_id: Seen(now, True, False, found.cell.type if found.cell else "code")})
         proposed = change.source if isinstance(change, EditCell) else None
         where = f"cell {found.number}" if found.number else f"cell {cell_id}"
-        diff = cell_diff(now, proposed, where=where, kind=found.cell.type if found.cell else "")
+        if proposed is None:
+            diff = cell_diff(now, None, where=where, kind=found.cell.type if found.cell else "")
+        else:
+            diff = diff_text(
+                now, proposed, old=f"{where} (as it is now)", new=f"{where} (proposed)"
+            )
         said = (
-            f"Not applied: {where} (id {cell_id}) changed after you read it (the person's edit "
-            "wins; nothing was written)."
+            f"{where} (id {cell_id}) changed after the agent read it (the person's edit wins; "
+            "nothing was written)."
         )
         model = (
-            f"{said} Its source now:\n{_fenced(now)}\nPropose again against this source if "
-            "the change is still needed."
+            f"Not applied: {said.replace('the agent', 'you', 1)} Its source now:\n"
+            f"{_fenced(now)}\nPropose again against this source if the change is still needed."
         )
         pieces = (
-            Shown("text", said, "Not applied"),
+            Shown("text", said[0].upper() + said[1:], "Not applied"),
             diff.shown("What the proposal would do to the cell as it is now"),
         )
         return ToolResult((TextPart(model),), is_error=True, value=pieces)

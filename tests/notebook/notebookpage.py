@@ -127,6 +127,8 @@ class FakePage:
         self.page = uuid.uuid4().hex
         #: A closed tab: it answers nothing.
         self.silent = False
+        #: This page's kernel connection ran the cell (the person's page): it says so at hello.
+        self.ran = True
         #: Called with each request before it is answered (a person editing meanwhile).
         self.before: Callable[[dict[str, Any]], None] | None = None
         self.requests: list[dict[str, Any]] = []
@@ -164,6 +166,7 @@ class FakePage:
                     "op": "here",
                     "ask": request["ask"],
                     "page": self.page,
+                    "ran": self.ran and request.get("client") == self.kernel.kc.session.session,
                     "path": self.path,
                     "cells": len(self.cells),
                     "rtc": False,

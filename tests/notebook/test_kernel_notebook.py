@@ -157,7 +157,7 @@ def test_a_notebook_no_page_shows_is_refused_in_one_sentence(kernel: Kernel) -> 
     assert "nothing was read or changed" in said
 
 
-def test_only_the_page_holding_the_runs_cell_answers_and_an_edit_lands_once(kernel: Kernel) -> None:
+def test_the_page_that_ran_the_cell_is_chosen_and_an_edit_lands_once(kernel: Kernel) -> None:
     _setup(
         kernel,
         """[
@@ -168,10 +168,11 @@ def test_only_the_page_holding_the_runs_cell_answers_and_an_edit_lands_once(kern
     )
     other = FakePage(kernel, [code_cell("elsewhere", "x = 1")], path="other.ipynb")
     first, second = FakePage(kernel, _cells()), FakePage(kernel, _cells())  # two tabs
+    first.ran = False  # it answers first, but the person ran the cell in the second tab
     cell = submit_in_cell(kernel, "%agent --new --notebook --approve auto fix it", ASK)
     _ended([other, first, second], cell)
-    edited = [p for p in (first, second) if p.cells[1]["source"] == "print(total)"]
-    assert len(edited) == 1 and edited[0].applied >= 1
+    assert second.cells[1]["source"] == "print(total)" and second.applied >= 1
+    assert first.cells[1]["source"] == "print(totl)" and not first.requests  # never twice
     assert not other.requests and other.sources() == ["x = 1"]
 
 

@@ -8,8 +8,9 @@ shared model (a YNotebook) through the manager's document context, as :mod:`..ce
 
 :class:`PageDocument` speaks to it: a ``hello`` naming the cell the run is in goes to every
 page that shows this kernel (two tabs, a collaborator); only a page whose notebook holds that
-cell answers, with an id of its own, and every request after is addressed to the first page
-that answered, so an edit lands once (with collaboration, it reaches the others through the
+cell answers, with an id of its own, and every request after is addressed to one of them (the
+page that ran the cell, where the person is, when it answers; else the first), so an edit lands
+once (with collaboration, it reaches the others through the
 shared document). Where no page can answer (nbclient, papermill, ``jupyter execute``, a closed
 tab, a front end with no widget manager context such as VS Code), each request is refused in
 one sentence within ``NotebookLimits.page_timeout``: nothing is ever written to the file behind
@@ -45,6 +46,9 @@ MAX_WAITING = 64
 #: How long an old channel's pages may take to say hello before a new channel is opened (a
 #: page reloaded since has no model for the old one).
 OLD_CHANNEL_WAIT = 1.5
+#: After the first page that holds the cell answered, how long the page that ran the cell
+#: (another tab, a collaborator's view answered first) may take to answer too.
+OTHERS_WAIT = 0.5
 
 
 def _script(name: str) -> str:
@@ -84,6 +88,10 @@ class PageDocument:
         self._waiting: dict[int, concurrent.futures.Future[dict[str, Any]]] = {}
         self._hello: concurrent.futures.Future[dict[str, Any]] | None = None
         self._hello_ask = 0
+        self._heard_pages: list[dict[str, Any]] = []  # the pages that answered this hello
+        self._first_heard = 0.0
+        #: The kernel client that ran the cell (its session id, as its messages carry it).
+        self.client: str | None = None
 
     def __repr__(self) -> str:
         page = f"page {self._page[:8]}" if self._page else "no page chosen"
@@ -94,12 +102,21 @@ class PageDocument:
         return self.path or "this notebook"
 
     def begin(
-        self, cell_id: str | None, *, reachable: bool, why: str = "", loop: Any = None
+        self,
+        cell_id: str | None,
+        *,
+        reachable: bool,
+        why: str = "",
+        loop: Any = None,
+        client: str | None = None,
     ) -> None:
         """A run is planned from cell ``cell_id``: the page is chosen again at its first
         request. ``reachable``: a page can answer here at all (False: ``why`` not, one clause);
-        ``loop``: the kernel's loop (a request from another loop cannot hear the page)."""
+        ``loop``: the kernel's loop (a request from another loop cannot hear the page);
+        ``client``: the session id of the kernel client that ran the cell (its page is the
+        one chosen when it answers: the person's own undo history then holds the edits)."""
         self.cell_id = cell_id
+        self.client = client
         self._page = None
         self._reachable = (reachable, why)
         self._loop = loop
@@ -239,17 +256,31 @@ class PageDocument:
         self.collaborative = answer.get("rtc") is True
 
     async def _hello_once(self, timeout: float) -> dict[str, Any] | None:
+        """Say hello; the page that ran the cell (the person's) if it answers, else the first
+        page that held the cell, once :data:`OTHERS_WAIT` passed after it."""
         channel = self._open()
         future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         with self._lock:
             self._hello_ask = next(self._asks)
             self._hello = future
+            self._heard_pages = []
             ask = self._hello_ask
-        channel.send({"op": "hello", "ask": ask, "cell": self.cell_id, "path": None})
+        channel.send({"op": "hello", "ask": ask, "cell": self.cell_id, "client": self.client})
+        deadline = time.monotonic() + timeout
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
-        except asyncio.TimeoutError:
-            return None
+            while True:
+                left = deadline - time.monotonic()
+                with self._lock:
+                    first = self._heard_pages[0] if self._heard_pages else None
+                    since = self._first_heard
+                if first is not None:
+                    left = min(left, since + OTHERS_WAIT - time.monotonic())
+                if left <= 0:
+                    return first
+                try:
+                    return await asyncio.wait_for(asyncio.wrap_future(future), left)
+                except asyncio.TimeoutError:
+                    continue
         finally:
             with self._lock:
                 if self._hello is future:
@@ -270,8 +301,14 @@ class PageDocument:
         if content.get("op") == "here":
             with self._lock:
                 future = self._hello if ask == self._hello_ask else None
-            if future is not None and not future.done():
-                future.set_result(content)  # the first page to answer is the one
+                if future is None or future.done():
+                    return
+                if not self._heard_pages:
+                    self._first_heard = time.monotonic()
+                if len(self._heard_pages) < MAX_WAITING:
+                    self._heard_pages.append(content)
+            if content.get("ran") is True or not self.client:
+                future.set_result(content)  # the person's own page (or any, when none ran it)
             return
         with self._lock:
             future = self._waiting.get(ask) if isinstance(ask, int) else None

@@ -304,7 +304,11 @@ function initialize({ model }) {
       const cellId = typeof request.cell === "string" ? request.cell : null;
       const holds = cellId ? indexOf(found.shared, cellId) >= 0 : !request.path || request.path === found.context.path;
       if (!holds) return; // not the kernel's notebook: never answer
-      model.send({ op: "here", ask: request.ask, page, path: found.context.path || "", cells: found.shared.cells.length, rtc: found.notebook.collaborative === true });
+      // the page whose kernel connection ran the cell is the person's: the kernel prefers it
+      const session = found.context.sessionContext && found.context.sessionContext.session;
+      const client = session && session.kernel ? session.kernel.clientId : null;
+      const ran = typeof request.client === "string" && request.client === client;
+      model.send({ op: "here", ask: request.ask, page, ran, path: found.context.path || "", cells: found.shared.cells.length, rtc: found.notebook.collaborative === true });
       return;
     }
     if (request.page !== page) return; // addressed to another page

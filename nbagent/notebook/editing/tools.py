@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from ..session import Session
     from .channel import PageDocument
 
-__all__ = ["NOTEBOOK_AUTO", "NOTEBOOK_TOOLS", "page_of", "running_cell", "toolkit", "use_notebook"]
+__all__ = [
+    "NOTEBOOK_AUTO",
+    "NOTEBOOK_TOOLS",
+    "page_of",
+    "running_cell",
+    "running_client",
+    "toolkit",
+    "use_notebook",
+]
 
 #: What ``--approve auto`` with the notebook tools does, said in the cell.
 NOTEBOOK_AUTO = (
@@ -71,20 +79,30 @@ def toolkit(session: Session) -> NotebookToolkit:
     return found
 
 
-def running_cell(shell: Any) -> str | None:
-    """The id of the cell running now, as the front end sent it (JupyterLab and Notebook 7 send
-    ``cellId`` with each execution); None when it is not known."""
+def _parent(shell: Any) -> dict[str, Any]:
+    """The request of the cell running now (ipykernel keeps it per cell)."""
     kernel = getattr(shell, "kernel", None)
     get_parent = getattr(kernel, "get_parent", None)
     try:
-        parent = (
-            get_parent("shell") if callable(get_parent) else getattr(shell, "parent_header", None)
-        )
+        parent = get_parent("shell") if callable(get_parent) else None
     except Exception:
-        return None
-    metadata = parent.get("metadata") if isinstance(parent, dict) else None
+        return {}
+    return parent if isinstance(parent, dict) else {}
+
+
+def running_cell(shell: Any) -> str | None:
+    """The id of the cell running now, as the front end sent it (JupyterLab and Notebook 7 send
+    ``cellId`` with each execution); None when it is not known."""
+    metadata = _parent(shell).get("metadata")
     found = metadata.get("cellId") if isinstance(metadata, dict) else None
     return found if isinstance(found, str) and 0 < len(found) <= 64 else None
+
+
+def running_client(shell: Any) -> str | None:
+    """The session id of the kernel client that sent the running cell (its page's)."""
+    header = _parent(shell).get("header")
+    found = header.get("session") if isinstance(header, dict) else None
+    return found if isinstance(found, str) and 0 < len(found) <= 100 else None
 
 
 def _document(
@@ -108,7 +126,13 @@ def _document(
 
     page = page_of(session)
     cell = running_cell(shell)
-    page.begin(cell, reachable=frontend.interactive, why=frontend.reason, loop=kernel_loop())
+    page.begin(
+        cell,
+        reachable=frontend.interactive,
+        why=frontend.reason,
+        loop=kernel_loop(),
+        client=running_client(shell),
+    )
     return page, cell
 
 
