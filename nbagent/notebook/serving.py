@@ -208,18 +208,22 @@ def client_config(client: str, url: str, token: str) -> str:
 # --- starting -----------------------------------------------------------------------------------
 
 
-def _served_tools(session: Session, kernel: bool) -> dict[str, Tool]:
-    """The tools served now: the notebook's, and the kernel tools (with MCP's hints) when
-    asked; read at every list and call."""
+def _served_tools(session: Session, kernel: bool, notebook: bool = False) -> dict[str, Tool]:
+    """The tools served now: the notebook's, and the kernel tools (with MCP's hints) and the
+    notebook tools (their own hints: .editing) when asked; read at every list and call."""
     from .kernelview import toolkit
 
     tools = dict(session.tools)
     kit_names = set(session.kernel.names) if session.kernel is not None else set()
+    if session.notebook is not None:
+        kit_names |= {t.name for t in session.notebook if tools.get(t.name) is t}
     for name in kit_names:
         tools.pop(name, None)
     if kernel:
         for found in toolkit(session):
             tools[found.name] = _hinted(found)
+    if notebook and session.notebook is not None:
+        tools.update((t.name, t) for t in session.notebook)
     return tools
 
 
@@ -247,8 +251,11 @@ def serve(
     port: int = 0,
     expose: str | None = None,
     settings: ServeSettings | None = None,
+    notebook: bool = False,
 ) -> ServedSession:
-    """Start serving (see the module); if already serving, the session serving now."""
+    """Start serving (see the module); if already serving, the session serving now.
+    ``notebook``: the notebook tools too, on the notebook open in the page whose cell serves
+    (each proposal a card in the serving cell, as in a run)."""
     found = session.served
     if found is not None and found.running:
         return found  # type: ignore[no-any-return]
@@ -291,8 +298,12 @@ def serve(
         forms, interactive, fallback if fallback is session.approver else None, stop_clicked
     )
     loop = kernel_loop()
+    if notebook:
+        from .editing.tools import serve_notebook
+
+        serve_notebook(session, shell, frontend)
     calls = ServedCalls(
-        lambda: _served_tools(session, kernel),
+        lambda: _served_tools(session, kernel, notebook),
         approver,
         lambda event: None,
         loop=loop,
@@ -315,6 +326,11 @@ def serve(
     if kernel:
         toolkit_names = ", ".join(_KERNEL_HINTS)
         outputs.note(f"with the kernel tools ({toolkit_names}): run_python asks you each time")
+    if notebook:
+        outputs.note(
+            "with the notebook tools: each change a client proposes is a card here, with its "
+            "diff, that you accept or reject"
+        )
     if interactive:
         outputs.show_live(view, f"nbagent-serve-{uuid.uuid4().hex}")
         _show_connection(served)
@@ -507,6 +523,7 @@ def _show_connection(served: ServedSession) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="%agent serve", add_help=False, exit_on_error=False)
     parser.add_argument("--kernel", action="store_true")
+    parser.add_argument("--notebook", action="store_true")
     parser.add_argument("--approve", choices=("ask", "auto"))
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--expose", metavar="ADDRESS")
@@ -543,7 +560,12 @@ def serve_command(session: Session, _shell: Any, words: list[str]) -> None:
         raise UsageError("--port must be between 0 (a free one) and 65535")
     try:
         served = serve(
-            session, kernel=args.kernel, approve=args.approve, port=args.port, expose=args.expose
+            session,
+            kernel=args.kernel,
+            approve=args.approve,
+            port=args.port,
+            expose=args.expose,
+            notebook=args.notebook,
         )
     except (ServeError, ValueError) as exc:
         raise UsageError(str(exc)) from None

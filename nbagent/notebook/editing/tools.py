@@ -24,6 +24,7 @@ __all__ = [
     "page_of",
     "running_cell",
     "running_client",
+    "serve_notebook",
     "toolkit",
     "use_notebook",
 ]
@@ -165,3 +166,12 @@ def use_notebook(
         return tools
     chosen = tools if tools is not None else list(session.tools)
     return [name for name in chosen if name not in names]
+
+
+def serve_notebook(session: Session, shell: Any, frontend: Any) -> NotebookToolkit:
+    """``%agent serve --notebook``: the notebook tools on the page whose cell serves (its
+    cards and approvals are the serving cell's)."""
+    kit = toolkit(session)
+    document, protected = _document(session, shell, None, frontend)
+    kit.use(document, protected=protected)
+    return kit
