@@ -40,6 +40,7 @@ from typing import Any, overload
 from ..content import Shown, ToolResult, error_result
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._capture import Capture, routed
+from ._cell_outputs import Outputs
 from ._cell_outputs import cell_outputs as as_cell
 from ._exact import Budget
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
@@ -187,7 +188,7 @@ class KernelToolkit(Sequence[Tool]):
                 title="Run Python in your kernel",
                 description=RUN_DESCRIPTION,
                 input_schema=RUN_SCHEMA,
-                execute=lambda c: self.run_code(c, c.input["code"], c.input.get("purpose") or ""),
+                execute=self._run_python,
                 needs_approval=approval,
                 execution_mode="sequential",
                 code_arguments={"code": "python"},
@@ -257,13 +258,11 @@ class KernelToolkit(Sequence[Tool]):
 
     # --- running a snippet -------------------------------------------------------------------
 
+    async def _run_python(self, context: ToolContext) -> ToolResult:
+        return await self.run_code(context, context.input["code"], context.input.get("purpose", ""))
+
     async def run_code(
-        self,
-        context: ToolContext,
-        code: str,
-        purpose: str = "",
-        *,
-        cell_outputs: list[dict[str, Any]] | None = None,
+        self, context: ToolContext, code: str, purpose: str = "", *, cell_outputs: Outputs = None
     ) -> ToolResult:
         """Run ``code`` as run_python does; ``cell_outputs`` gets its outputs as a cell's."""
         snippet = self.journal.new(code, context.run_id, context.step, context.call.id, purpose)

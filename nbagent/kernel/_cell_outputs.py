@@ -17,7 +17,10 @@ from ..redact import redact_secrets
 from ._capture import Capture
 from ._execute import Ending
 
-__all__ = ["MAX_VALUE_CHARS", "cell_outputs"]
+__all__ = ["MAX_VALUE_CHARS", "Outputs", "cell_outputs"]
+
+#: Where ``KernelToolkit.run_code`` puts a snippet's outputs as a cell's (None: nowhere).
+Outputs = list[dict[str, Any]] | None
 
 #: The longest value one output keeps per form (an image's base64 included).
 MAX_VALUE_CHARS = 2_000_000

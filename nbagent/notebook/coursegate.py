@@ -178,6 +178,7 @@ def check(
     approve_source: str,
     kernel: bool,
     run_budget: int | None,
+    notebook: bool = False,
 ) -> Granted:
     """Refuse (:class:`CourseRefusal`) or grant one run; ``model`` is the model string the run
     would use (``provider:name``, or None for a model object set from Python or the offline
@@ -209,6 +210,12 @@ def check(
             "The kernel tools (--kernel) are off in this notebook "
             f"({course.where('kernel_tools')}); nothing was sent.",
             rule="kernel_tools",
+        )
+    if notebook and not rules.notebook_tools:
+        raise CourseRefusal(
+            "The notebook tools (--notebook) are off in this notebook "
+            f"({course.where('notebook_tools')}); nothing was sent.",
+            rule="notebook_tools",
         )
     if not rules.mcp and session.mcp_servers:
         names = ", ".join(sorted(session.mcp_servers))
@@ -323,6 +330,7 @@ def admit(session: Session, shell: Any, plan: Any) -> bool:
             approve_source=source,
             kernel=plan.kernel,
             run_budget=plan.budget,
+            notebook=bool(plan.notebook),
         )
         if granted.replay_only:
             _replay_or_refuse(session, course, plan, model)

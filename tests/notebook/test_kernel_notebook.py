@@ -187,10 +187,11 @@ def test_run_cell_runs_through_the_kernel_toolkit_and_fills_the_cells_outputs(
             'ok',
         ]""",
     )
-    cells = [
-        code_cell("calc", "made_by_cell = 6 * 7\nprint('made', made_by_cell)"),
-        code_cell(ASK, ""),
-    ]
+    source = (
+        "from IPython.display import Markdown, display\n"
+        "made_by_cell = 6 * 7\nprint('made', made_by_cell)\ndisplay(Markdown('**bold**'))"
+    )
+    cells = [code_cell("calc", source), code_cell(ASK, "")]
     page = FakePage(kernel, cells)
     cell = submit_in_cell(kernel, "%agent --new --notebook --approve auto run it", ASK)
     _ended([page], cell)
@@ -198,6 +199,8 @@ def test_run_cell_runs_through_the_kernel_toolkit_and_fills_the_cells_outputs(
     outputs = page.cells[0]["outputs"]
     assert outputs[0]["output_type"] == "stream" and outputs[0]["text"] == "made 42\n"
     assert outputs[0]["metadata"]["nbagent"]["ran_by"]
+    assert outputs[1]["output_type"] == "display_data"
+    assert outputs[1]["data"]["text/markdown"] == "**bold**"
     assert page.cells[0]["execution_count"] is None
     undo = submit_in_cell(kernel, "%agent undo", "undo-cell")
     serve_pages(
