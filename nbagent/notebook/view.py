@@ -50,6 +50,7 @@ from ..redact import redact_secrets
 from .answerlive import LiveAnswer
 from .card import Shared, ToolCard
 from .editing.card import accept_all, show_accept_all
+from .editing.fold import ProposalFold
 from .nested import NestedRuns
 from .presence import Presence
 from .render import close_widgets
@@ -120,6 +121,8 @@ class RunView:
         self.answer: LiveAnswer | None = None
         self._typed = ("", False)
         self._answer_key: tuple[int, str] = (0, "")
+        #: Many proposals (the notebook tools): the oldest ended cards fold into a line.
+        self.proposals = ProposalFold(self)
         #: Helper agents' runs, each in the card of the call that runs it (see .nested).
         self.nested = NestedRuns(
             lambda prompt: RunView(prompt, approver=approver, clock=clock, interval=interval),
@@ -315,6 +318,7 @@ class RunView:
             abandoned = getattr(event, "abandoned", None)
             if abandoned is not None:
                 self._watch_abandoned(event.call.id, abandoned)
+            self.proposals.after()
         elif isinstance(event, StepPaused):
             self._paused(event)
         elif isinstance(event, StepResumed):

@@ -360,3 +360,36 @@ def test_reading_500_cells_stays_within_what_the_model_may_be_sent() -> None:
     [read] = _by_name(events, "read_notebook")
     assert len(read.text) <= limits.max_read_chars + 13_000  # the listing past the budget
     assert "[cell 500]" in read.text or "start=" in read.text
+
+
+def test_a_recorded_run_replays_offline_as_the_same_proposals(tmp_path: Any) -> None:
+    from nbagent.recording import Recording, record, replay
+
+    def proposals(generator: Any, doc: NotebookDocument) -> tuple[list[Any], list[str]]:
+        asked: list[Any] = []
+
+        def decide(request: ApprovalRequest) -> Decision:
+            asked.append((request.tool_name, request.input))
+            accept = request.tool_name == "edit_cell"
+            return Decision(accept, None if accept else "not this one", by="person")
+
+        kit = notebook_tools(doc)
+        agent = Agent(generator, list(kit), approver=CallbackApprover(decide))
+        kit.attach(agent)
+        agent.run_sync("fix the error")
+        return asked, [c["source"] for c in doc.cells]
+
+    turns = [
+        READ,
+        Turn(Call("edit_cell", {"cell_id": "broken", "source": "print(total)"})),
+        Turn(Call("insert_cell", {"source": "total * 2", "after_cell_id": "broken"})),
+        "Fixed.",
+    ]
+    recorder = record(ScriptedModel(turns))
+    first = proposals(recorder, _doc())
+    path = tmp_path / "run.json"
+    recorder.recording.save(path)
+    again = proposals(replay(Recording.load(path)), _doc())  # no model: the recording plays
+    assert again == first
+    assert [name for name, _ in first[0]] == ["edit_cell", "insert_cell"]
+    assert first[1] == ["total = 3", "print(total)", "# Notes"]
