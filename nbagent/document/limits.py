@@ -13,7 +13,8 @@ class NotebookLimits:
 
     ``max_cells`` (2,000): cells read from a notebook; a larger one is read that far, and the
     model is told so. ``max_read_chars`` (40,000): characters one ``read_notebook`` sends the
-    model, sources and outputs together (the cells past it are listed by id, one line each).
+    model, all of it (sources and outputs, then the cells past that share listed by id, one line
+    each, then where to read on).
     ``max_cell_chars`` (50,000): characters of one cell's source that ``read_cell`` sends; a
     longer cell is cut, and cannot be edited (the model never saw it whole).
     ``max_source_chars`` (100,000): the longest source a proposal may write.

@@ -17,8 +17,10 @@ from .limits import NotebookLimits
 
 __all__ = ["Seen", "cell_header", "describe_cell", "overview", "whole_cell"]
 
-#: Characters of the one-line entries listing cells past the overview's budget.
+#: Characters of ``max_read_chars`` kept (at most) for the one-line entries that list the
+#: cells past the sources' share, and for the notes that close the overview.
 LISTING_CHARS = 12_000
+_NOTES = 400
 
 
 @dataclass(frozen=True)
@@ -139,9 +141,10 @@ def _context(snapshot: Snapshot) -> list[str]:
 def overview(
     snapshot: Snapshot, limits: NotebookLimits, start: int = 1
 ) -> tuple[str, dict[str, Seen]]:
-    """What ``read_notebook`` sends: the context (the active cell, the newest error), then the
-    cells from number ``start`` on, each with its source and outputs while
-    ``limits.max_read_chars`` lasts, then one line per cell; and what was seen of each."""
+    """What ``read_notebook`` sends, at most ``limits.max_read_chars`` characters: the context
+    (the active cell, the newest error), then the cells from number ``start`` on, each with its
+    source and outputs while the sources' share lasts, then one line per cell in the rest; and
+    what was seen of each."""
     name = f' "{snapshot.name}"' if snapshot.name else ""
     total = snapshot.total
     head = [f"Notebook{name}: {total} cell{'s' if total != 1 else ''}."]
@@ -151,8 +154,10 @@ def overview(
     head.append("Name cells by their id (numbers only say where a cell is now).")
     seen: dict[str, Seen] = {}
     blocks: list[str] = []
-    used = sum(len(line) for line in head)
-    listed = 0
+    used = sum(len(line) + 1 for line in head) + 2
+    cap = limits.max_read_chars
+    # the cells past the sources' share are listed in what is left, one line each
+    sources_cap = cap - min(LISTING_CHARS, cap // 4) - _NOTES
     chosen = [c for c in snapshot.cells if (snapshot.position(c.id) or 0) >= start]
     rest: list[Cell] = []
     for cell in chosen:
@@ -168,7 +173,7 @@ def overview(
             "read_cell gives all of it",
             running=cell.id == snapshot.active,
         )
-        if used + len(text) > limits.max_read_chars and blocks:
+        if used + len(text) > sources_cap and blocks:
             rest.append(cell)
             continue
         blocks.append(text)
@@ -182,14 +187,14 @@ def overview(
             line = f"{cell_header(cell, number)} · {lines_in} lines"
             if cell.error is not None:
                 line += " · has an error"
-            if listed + len(line) > LISTING_CHARS:
+            if used + len(lines[0]) + len(line) + 1 > cap - _NOTES:
                 lines.append(
                     f"(cells {number} to {total} are not listed: read_notebook with "
                     f"start={number} lists them)"
                 )
                 break
             lines.append(line)
-            listed += len(line) + 1
+            used += len(line) + 1
         blocks.append("\n".join(lines))
     if start > 1:
         head.append(f"From cell {start} on:")

@@ -21,7 +21,6 @@ proposals per run); the notebook's ``%agent --notebook`` attaches it.
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, overload
@@ -31,9 +30,9 @@ from ..tools import NeedsApproval, Tool, ToolContext
 from . import _proposals
 from ._descriptions import DESCRIPTIONS, SCHEMAS, TITLES
 from ._proposals import Plan, Refusal
+from ._results import landed, not_applied
 from .cells import Snapshot
 from .changes import Applied, Change, EditCell, InsertCell, SetOutputs, StampCell, inverse
-from .diffs import cell_diff, diff_text
 from .journal import Edited, EditJournal, NotebookUndoReport, describe_change, undo_said
 from .limits import NotebookLimits
 from .protocol import Document, NotebookUnavailableError
@@ -53,8 +52,6 @@ _KINDS: dict[str, _proposals.Kind] = {
 }
 #: Calls remembered for who decided them and which run made them.
 _KEEP_CALLS = 2_000
-#: A diff this short (lines) is part of what the model reads of an applied proposal.
-_SHORT_DIFF = 40
 
 
 class Runner(Protocol):
@@ -419,81 +416,15 @@ class NotebookToolkit(Sequence[Tool]):
     def _landed(
         self, found: Plan, accepted: Accepted, where: str, context: ToolContext, applied: Applied
     ) -> ToolResult:
-        how = {
-            "as proposed": "the person accepted it as proposed",
-            "edited": "the person edited it, then accepted it",
-            "by a rule": "a rule accepted it (%agent allow)",
-            "by policy": "the run's approval policy accepted it",
-            "without asking": "it needed no approval",
-        }[accepted]
-        verb = {"insert": "Inserted a new", "edit": "Edited", "delete": "Deleted", "move": "Moved"}[
-            found.kind
-        ]
-        if found.kind == "insert":
-            assert isinstance(found.change, InsertCell)
-            text = f"{verb} {found.change.cell_type} cell: it is {where}; {how}."
-        elif found.kind == "move":
-            text = f"Moved the cell (id {found.cell_id}): it is now cell {applied.index}; {how}."
-        elif found.kind == "delete":
-            text = f"Deleted cell {found.number} (id {found.cell_id}); {how}."
-        else:
-            text = f"{verb} {where}; {how}."
-        if accepted == "edited" and found.kind in ("edit", "insert"):
-            source = str(context.input.get("source") or "")
-            text += f" The cell's source is now:\n{_fenced(source)}"
-        pieces: list[Shown] = [Shown("text", text, "Done")]
-        diff = found.diff
-        if found.kind in ("edit", "insert") and accepted == "edited":
-            before = found.seen.source if found.seen is not None and found.kind == "edit" else None
-            diff = cell_diff(before, str(context.input.get("source") or ""), where=where, kind="")
-        if diff is not None:
-            pieces.append(diff.shown("What landed"))
-            if accepted != "edited" and diff.text.count("\n") <= _SHORT_DIFF:
-                text += f"\n{_fenced(diff.text.rstrip())}"  # what landed, said to the model too
-        return ToolResult((TextPart(text),), value=tuple(pieces))
+        return landed(found, accepted, where, str(context.input.get("source") or ""), applied)
 
     def _not_applied(self, found: Plan, change: Change, applied: Applied) -> ToolResult:
-        """The proposal did not land: the person's change wins; both are told, with the diff
-        against the cell as it is now."""
-        cell_id = found.cell_id or ""
-        if applied.problem == "missing":
-            text = (
-                f"Not applied: cell {cell_id} is not in the notebook any more (deleted since you "
-                "read it); nothing was changed."
+        result, now = not_applied(found, change, applied)
+        if now is not None and found.cell_id:  # the model read it now, in the result
+            self._saw(
+                {found.cell_id: Seen(now, True, False, found.cell.type if found.cell else "code")}
             )
-            return error_result(text)
-        if applied.problem == "anchor":
-            return error_result(
-                "Not applied: the cell it was to go next to is not in the notebook any more; "
-                "nothing was changed. Read the notebook again."
-            )
-        if applied.problem != "changed" or applied.source is None:
-            return error_result(
-                f"Not applied ({applied.text or 'the notebook refused it'}); nothing was changed."
-            )
-        now = applied.source
-        self._saw({cell_id: Seen(now, True, False, found.cell.type if found.cell else "code")})
-        proposed = change.source if isinstance(change, EditCell) else None
-        where = f"cell {found.number}" if found.number else f"cell {cell_id}"
-        if proposed is None:
-            diff = cell_diff(now, None, where=where, kind=found.cell.type if found.cell else "")
-        else:
-            diff = diff_text(
-                now, proposed, old=f"{where} (as it is now)", new=f"{where} (proposed)"
-            )
-        said = (
-            f"{where} (id {cell_id}) changed after the agent read it (the person's edit wins; "
-            "nothing was written)."
-        )
-        model = (
-            f"Not applied: {said.replace('the agent', 'you', 1)} Its source now:\n"
-            f"{_fenced(now)}\nPropose again against this source if the change is still needed."
-        )
-        pieces = (
-            Shown("text", said[0].upper() + said[1:], "Not applied"),
-            diff.shown("What the proposal would do to the cell as it is now"),
-        )
-        return ToolResult((TextPart(model),), is_error=True, value=pieces)
+        return result
 
     # --- running a cell ---------------------------------------------------------------------
 
@@ -574,12 +505,6 @@ class NotebookToolkit(Sequence[Tool]):
                 report.kept.append(f"{edited.said}: not enough was kept to take it back")
                 edited.undone = True
         return report
-
-
-def _fenced(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}\n{text}\n{fence}"
 
 
 _WRITES = ("insert_cell", "edit_cell")
