@@ -172,7 +172,7 @@ def build(quick: bool) -> Section:
     )
     whole = Row(
         "characters the model is sent, 500 cells",
-        "a whole-notebook read (sources and text outputs)",
+        "a whole-notebook read (every cell's source)",
         unit="chars",
         scale=1,
         reference="nbagent read_notebook",
