@@ -88,9 +88,9 @@ A server at a URL that asks you to sign in shows a sign-in link in the cell (OAu
 token with --header 'Authorization: Bearer $VAR' (read from the kernel's environment).
 
 A course policy (nbagent-course.toml beside the notebook or in a folder above it, or the file
-NBAGENT_COURSE_POLICY names) may limit models, live calls, the kernel and notebook tools, MCP servers,
---approve auto and spending, or turn AI off: a run it refuses says which rule of which file,
-and nothing is sent. %agent policy shows what is in force.
+NBAGENT_COURSE_POLICY names) may limit models, live calls, the kernel and notebook tools, MCP
+servers, --approve auto and spending, or turn AI off: a run it refuses says which rule of which
+file, and nothing is sent. %agent policy shows what is in force.
 
 Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
 named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow

@@ -70,8 +70,11 @@ class ServedSession:
         *,
         kernel: bool,
         auto: bool,
+        notebook: bool = False,
     ) -> None:
         self.session = session
+        #: The notebook tools are served too, on the page of the serving cell.
+        self.notebook = notebook
         self.server = server
         self.calls = calls
         self.view = view
@@ -316,7 +319,9 @@ def serve(
         server.start()
     except ServeError:
         raise
-    served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
+    served = ServedSession(
+        session, server, calls, view, kernel=kernel, auto=auto, notebook=notebook
+    )
     forms.served = served
     if hasattr(view, "refresh_header"):
         view.refresh_header()  # it said "starting" until now

@@ -400,7 +400,7 @@ def test_a_10_mb_source_is_refused_in_one_sentence_and_nothing_changes() -> None
     doc = _doc()
     before = doc.to_notebook()
     huge = "x = 1\n" * (10 * 1024 * 1024 // 6)
-    _, events, result = _run(
+    _, events, _ = _run(
         doc, READ, Turn(Call("edit_cell", {"cell_id": "broken", "source": huge}))
     )
     [refused] = _by_name(events, "edit_cell")

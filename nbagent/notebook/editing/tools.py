@@ -149,6 +149,14 @@ def use_notebook(
     holding a document) the notebook tools as well, pointed at that notebook; without it every
     tool but them (they are opt in)."""
     if wanted:
+        served = session.served
+        if isinstance(wanted, str) and served is not None and served.running and served.notebook:
+            from IPython.core.error import UsageError
+
+            raise UsageError(
+                f"--notebook={wanted}: %agent serve --notebook serves this notebook's tools on "
+                "its page; stop serving first (%agent serve stop) to work on another document"
+            )
         kit = toolkit(session)
         document, protected = _document(
             session, shell, wanted if isinstance(wanted, str) else None, frontend
