@@ -120,9 +120,9 @@ def _nbagent() -> Any:
 
 def _nbagent_uncached() -> Any:
     """compile_schema without its cache (a tool's first registration)."""
-    from nbagent.schema import _compile
+    from nbagent.schema._compiled import compile_uncached
 
-    return lambda schema: _compile(schema, True)
+    return lambda schema: compile_uncached(schema, True)
 
 
 def _rs() -> Any:

@@ -16,9 +16,10 @@ import functools
 import logging
 from typing import Any
 
+from ._extras import missing
 from .generation import Usage
 
-__all__ = ["FREE", "cost_usd", "price_known", "priced_as", "usd_text"]
+__all__ = ["FREE", "cost_usd", "price_known", "priced_as", "table_missing", "usd_text"]
 
 log = logging.getLogger("nbagent")
 
@@ -73,6 +74,12 @@ def _calc(vendor: str, model: str, usage: Usage) -> float | None:
 @functools.lru_cache(maxsize=256)
 def _known(vendor: str, model: str) -> bool:
     return _calc(vendor, model, Usage()) is not None
+
+
+def table_missing() -> str | None:
+    """Why no model has a price here, as one sentence with the install line (the ``prices``
+    extra is not installed), or None when the table is there."""
+    return missing("prices", "Knowing what a model's tokens cost")
 
 
 def price_known(generator: Any) -> bool:

@@ -55,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._extras import explained, missing
 from .delegation import helper_call
 from .errors import ConfigurationError
 from .events import (
@@ -331,13 +332,13 @@ def instrument(
     Raises :class:`~nbagent.errors.ConfigurationError` saying what to install when
     OpenTelemetry is missing.
     """
+    lacking = missing("otel", "Tracing a run")
+    if lacking is not None:
+        raise ConfigurationError(f"{lacking}, plus an SDK and exporter of your choice")
     try:
         from opentelemetry import trace
-    except ImportError:
-        raise ConfigurationError(
-            'tracing needs OpenTelemetry: pip install "nbagent[otel]" (opentelemetry-api), '
-            "plus an SDK and exporter of your choice"
-        ) from None
+    except ImportError as exc:  # installed, but broken
+        raise ConfigurationError(explained(exc, "Tracing a run") or str(exc)) from None
     provider = tracer_provider or trace.get_tracer_provider()
     tracer = provider.get_tracer(
         "nbagent", schema_url=f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"

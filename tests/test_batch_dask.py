@@ -275,3 +275,17 @@ def test_a_worker_that_dies_has_its_run_retried_elsewhere_or_reported(tmp_path: 
     assert "worker running it died" in out["error"][3]
     others = [0, 2, 4, 5]
     assert list(out["status"][others]) == ["done"] * 4, out["error"].tolist()
+
+
+def test_a_missing_part_of_the_dask_extra_is_named_with_its_install_line(
+    cluster: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)  # hidden, as if not installed
+    with pytest.raises(BatchInputError) as raised:
+        Batch(grading_agent(), ["a"], "grade {}", engine=cluster)
+    assert str(raised.value) == (
+        "Agent.map(engine=...) needs the dask extra (cloudpickle is not installed here): "
+        'pip install "nbagent[dask]"'
+    )

@@ -127,6 +127,7 @@ def test_no_import_circle() -> None:
 ROOMS: dict[str, tuple[str, ...]] = {
     # what every room may use: no import of the rest of nbagent
     "ground": (
+        "nbagent._extras",
         "nbagent._files",
         "nbagent._textbuf",
         "nbagent._threads",
@@ -168,8 +169,10 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "course": ("nbagent.course",),
     "notebook": ("nbagent.notebook",),
     "terminal": ("nbagent.terminal",),
-    # the package's face (it loads what it hands on) and ``python -m nbagent``
-    "face": ("nbagent", "nbagent.__main__"),
+    # the package's face (it loads what it hands on, and its table of names and of moved paths)
+    # and ``python -m nbagent``; an old path kept for a release (nbagent._surface.moved) is no
+    # module, so it has no room: tests/test_moved.py holds the aliases
+    "face": ("nbagent", "nbagent.__main__", "nbagent._surface"),
 }
 
 _WORDS = {"ground", "schema", "vocabulary"}
@@ -344,6 +347,33 @@ def _lengths() -> dict[str, int]:
 def test_no_module_over_600_lines() -> None:
     long = {name: lines for name, lines in _lengths().items() if lines > MAX_LINES}
     assert not long, f"split these by responsibility (at most {MAX_LINES} lines): {long}"
+
+
+#: A package's ``__init__.py`` is its room's face: what the room holds, which rooms it may
+#: import, what it hands on; the code lives in the modules it belongs to.
+MAX_FACE_LINES = 150
+#: Faces still over it, each with why: the test fails once one is under (take it out then).
+FACES_WAITING = {
+    # the notebook room's own rooms come with issue 35's restructure, after issue 34's work
+    "nbagent/notebook/__init__.py": "the notebook room is split into rooms of its own next",
+}
+
+
+def test_no_package_face_over_150_lines() -> None:
+    faces = {name: lines for name, lines in _lengths().items() if name.endswith("__init__.py")}
+    assert "nbagent/__init__.py" in faces and "nbagent/kernel/__init__.py" in faces
+    long = {
+        name: lines
+        for name, lines in faces.items()
+        if lines > MAX_FACE_LINES and name not in FACES_WAITING
+    }
+    assert not long, (
+        f"move the code into the modules it belongs to (a face: {MAX_FACE_LINES} lines): {long}"
+    )
+    under = [name for name in FACES_WAITING if faces.get(name, 0) <= MAX_FACE_LINES]
+    assert not under, (
+        f"these faces are under {MAX_FACE_LINES} lines now: take them out of FACES_WAITING: {under}"
+    )
 
 
 # --- the checks check: each must see what it is for --------------------------------------------

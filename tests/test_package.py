@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
 import nbagent
+from nbagent._surface.names import _LAZY
 
 
 def test_public_names_are_pinned() -> None:
@@ -16,6 +19,26 @@ def test_public_names_are_pinned() -> None:
     assert {"Agent", "tool", "Tool", "Definition", "compile_schema", "ScriptedModel"} <= set(
         nbagent.__all__
     )
+    # what a person writes in code (docs/howto/step.md, rules.md, lesson 12) comes from nbagent
+    assert {"next_step", "run_to_end", "stop_run", "Resume", "compare", "parse_rule"} <= set(
+        nbagent.__all__
+    )
+
+
+def test_the_face_s_table_and_what_type_checkers_read_agree() -> None:
+    """nbagent/_surface/names.py says each lazy name twice: an import for type checkers (never
+    run) and the table ``__getattr__`` loads it by. A name in one and not the other is either
+    unloadable or untyped."""
+    source = Path(nbagent.__file__).parent / "_surface" / "names.py"
+    typed = {}
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            for alias in node.names:
+                assert alias.asname == alias.name, f"{alias.name}: import it as itself"
+                typed[alias.name] = (node.module or "").removeprefix(".")
+    assert typed == _LAZY
+    for name, module in _LAZY.items():
+        assert getattr(nbagent, name) is getattr(importlib.import_module(f"nbagent.{module}"), name)
 
 
 def test_import_does_not_pull_in_front_ends_or_http() -> None:

@@ -216,10 +216,10 @@ def _covers_target(pattern: str, real: str, *, below: bool = False) -> bool:
 # --- a value that is itself a glob -------------------------------------------------------------
 # A tool may expand its argument as a glob (glob.glob, a shell, fnmatch over a listing, git):
 # then ``secr*/key`` names ``secrets/key``. Such a value is decided by every path it could name,
-# in every common dialect at once (:func:`nbagent.approvals._globs.value_glob`): a deny pattern
-# matches it when the two sets meet, an allow pattern only when it holds the whole set. Where
-# that cannot be told (too long, too many states, too much on disk to look through) deny denies
-# and allow does not allow (the call is asked).
+# in every common dialect at once (:func:`nbagent.approvals._value_globs.value_glob`): a deny
+# pattern matches it when the two sets meet, an allow pattern only when it holds the whole set.
+# Where that cannot be told (too long, too many states, too much on disk to look through) deny
+# denies and allow does not allow (the call is asked).
 
 _GLOBBY = re.compile(r"[*?\[{\\]|[@!+](?=\()|^!.")
 #: The longest value read as a glob (a longer one that could name a path: a deny rule denies

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing
 from ..approvals.approval import Approver, InteractiveApprover, approval_policy
 from ..approvals.rules import RuleApprover
 from ..errors import BatchInputError
@@ -126,6 +127,9 @@ class Batch:
                 f"engine= takes a dask.distributed.Client (or None to run here), not "
                 f"{type(engine).__name__}"
             )
+        lacking = missing("dask", "Agent.map(engine=...)") if engine is not None else None
+        if lacking is not None:  # what the tasks travel with (cloudpickle) is part of it
+            raise BatchInputError(lacking)
         self.items, self.index = prepare(inputs, template, max_inputs=max_inputs)
         self.concurrency = concurrency
         self.engine = engine

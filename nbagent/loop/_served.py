@@ -1,10 +1,10 @@
 """Calls from an external MCP client, run through nbagent's own call path.
 
-A :class:`ServedCalls` is to a served session what a :class:`~nbagent.run.Run` is to a run:
+A :class:`ServedCalls` is to a served session what a :class:`~nbagent.loop.run.Run` is to a run:
 each call a client sends is checked against its tool's strict schema (a call that fails it is
 refused before anything is shown or asked), then goes through exactly what a model's call goes
-through (:func:`nbagent._calls.run_valid_call`: before-tool hooks, rules and approval with the
-tool's previews and the person's edits, execution with its timeout, after-tool hooks), and
+through (:func:`nbagent.loop._calls.run_valid_call`: before-tool hooks, rules and approval with
+the tool's previews and the person's edits, execution with its timeout, after-tool hooks), and
 emits the same :mod:`nbagent.events` a run's call does, so that any front end shows it as a
 card. Every call is kept as a :class:`ServedRecord`, and the events fold into a
 :class:`~nbagent.timeline.Timeline` as a run's do.

@@ -3,9 +3,10 @@
 An SDK client session belongs to the loop it was started on, while tool calls come from
 whichever loop runs the agent (the kernel's in a notebook, a worker loop under ``run_sync``).
 So each server gets a daemon thread running its own loop, which owns the session from start
-to close; a call hops onto it with :func:`asyncio.run_coroutine_threadsafe` and is bounded by
-``MCPLimits.call_timeout`` there. Every way a call can end (answer, error, timeout, crash,
-close, cancellation of the run) gives exactly one result, or passes the run's cancellation on.
+to close; a call hops onto it with :func:`asyncio.run_coroutine_threadsafe` and is bounded
+there (:mod:`._calltime`: silence that progress starts again, and the whole call). Every way a
+call can end (answer, error, timeout, crash, close, cancellation of the run) gives exactly one
+result, or passes the run's cancellation on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..content import ToolResult, error_result
 from ..errors import NbagentError
 from ..tools import Tool, ToolContext
+from ._calltime import CallTime
 from ._convert import make_tool, tool_result
 from ._limits import THREAD_JOIN, MCPLimits
 from ._listing import SCREENED, ListingScreen, describe_validation_error
@@ -299,7 +301,8 @@ class Connection(SignInControl):
         limits = self.limits
         http = httpx2.AsyncClient(
             headers=dict(target.headers),
-            timeout=httpx2.Timeout(30.0, read=limits.call_timeout + 5.0),
+            # a call's stream may be quiet while progress comes on another: _calltime bounds it
+            timeout=httpx2.Timeout(30.0, read=limits.max_call_timeout + 5.0),
             # the SDK reads JSON answers whole: bounded (and tool lists screened) below it
             transport=BoundedTransport(
                 limits.max_message_bytes,
@@ -546,7 +549,6 @@ class Connection(SignInControl):
         return waiting.result()
 
     async def _call(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        import anyio
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -554,21 +556,14 @@ class Connection(SignInControl):
         if client is None or self.state != "running":
             return error_result(self.unavailable())
 
-        async def progress(progress: float, total: float | None, message: str | None) -> None:
-            if message:
-                context.update(short(message, 500))
-            elif total:
-                context.update(max(0.0, min(1.0, progress / total)))
-
+        bounds = CallTime(self.limits)
+        progress = bounds.progress_to(context)
         label = f"{name!r} on MCP server {self.name!r}"
         try:
-            with anyio.fail_after(self.limits.call_timeout):
+            with bounds.scope:
                 result = await client.call_tool(name, arguments, progress_callback=progress)
-        except TimeoutError:
-            return error_result(
-                f"{label} did not answer within {self.limits.call_timeout:g} s; the call was "
-                "cancelled (MCPLimits.call_timeout)"
-            )
+            if bounds.ran_out:
+                return error_result(bounds.overran(label))
         except MCPError as exc:
             if self.state != "running" or (exc.code == CONNECTION_CLOSED and self._stdio):
                 return error_result(self.unavailable())

@@ -160,7 +160,7 @@ def _tool(
         needs_approval=needs_approval,
         # The call times out on the server's side first, with a clearer message; this is a
         # backstop for a connection whose own loop stopped answering.
-        timeout=limits.call_timeout + 5.0,
+        timeout=limits.max_call_timeout + 5.0,
     )
 
 

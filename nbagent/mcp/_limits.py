@@ -18,8 +18,13 @@ class MCPLimits:
 
     ``start_timeout``: seconds for the server to start, answer the handshake and list its
     tools; past it the start fails and the process is stopped.
-    ``call_timeout``: seconds one tool call may take; past it the call is cancelled on the
-    server and answered with an error result, so a server that hangs never hangs a run.
+    ``call_timeout``: seconds one tool call may go without a word from the server: its answer,
+    or a progress notification, each of which starts the count again (a call waiting for a
+    person who takes their time stays alive while the server says it waits); past it the
+    call is cancelled on the server and answered with an error result, so a server that
+    hangs never hangs a run.
+    ``max_call_timeout``: seconds one tool call may take in all, progress or not (a server
+    that reports progress forever still ends); at least ``call_timeout``.
     ``max_message_bytes``: the largest message read from the server: a line over stdio, a
     JSON body or one server-sent event over HTTP. A larger one is skipped (or refused) as it
     streams in, never held whole; when it was the answer to a call, that call gets an error
@@ -50,6 +55,7 @@ class MCPLimits:
 
     start_timeout: float = 30.0
     call_timeout: float = 60.0
+    max_call_timeout: float = 30 * 60.0
     max_message_bytes: int = 16 * 1024 * 1024
     max_tools: int = 256
     max_schema_bytes: int = 256 * 1024
@@ -69,6 +75,11 @@ class MCPLimits:
                 raise ValueError(f"MCPLimits.{item.name} must be a positive number, not {value!r}")
             if item.type == "int" and not isinstance(value, int):
                 raise ValueError(f"MCPLimits.{item.name} must be an integer, not {value!r}")
+        if self.max_call_timeout < self.call_timeout:
+            raise ValueError(
+                f"MCPLimits.max_call_timeout ({self.max_call_timeout:g} s) is shorter than "
+                f"call_timeout ({self.call_timeout:g} s): give a longer max_call_timeout too"
+            )
         if self.max_schema_depth > _DEEPEST:
             raise ValueError(
                 f"MCPLimits.max_schema_depth is at most {_DEEPEST} (the MCP SDK reads no "

@@ -12,8 +12,12 @@ have, checked in this order for every HTTP request:
    listens on as the only ones allowed (:func:`allowed_names`; 421 for another Host, 403 for
    another Origin).
 4. **The body**: at most ``max_body_bytes`` (413 past it, before it is parsed).
-5. **Connections**: at most ``max_connections`` at once (uvicorn answers 503 past it), and at
-   most ``max_calls`` tool calls in progress (a call past it gets a tool error at once).
+5. **Connections**: at most ``max_connections`` at once, each bounded in time (a complete
+   request head within ``head_timeout``, its body within ``body_timeout``, ``idle_timeout``
+   between requests, ``untrusted_lifetime`` until it shows the token); one past the limit
+   takes the place of the oldest that has not shown the token, so connections without it never
+   lock out a client that has it (:mod:`._serve_http`). At most ``max_calls`` tool calls are
+   in progress (a call past it gets a tool error at once).
 
 A call waits on its :class:`ServedTools` (the person, a rule, the tool); meanwhile the client gets
 a progress notification every ``progress_interval`` seconds when it asked for progress, and a
@@ -33,10 +37,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._extras import explained, missing
 from ..content import ToolResult
 from ..redact import forget_exactly, hide_exactly
 from ._serve_content import error_content, mcp_result, mcp_tool
 from ._serve_guard import PATH, Guard, gone_event
+from ._serve_http import ConnectionBounds
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -105,6 +111,9 @@ class ServeSettings:
     connections at once; ``max_calls`` (16) tool calls in progress at once, waiting ones
     included; ``progress_interval`` (5 s) between two progress notifications of a waiting
     call; ``session_idle_timeout`` (30 min) before a silent client's session is dropped.
+    Each connection (see :mod:`._serve_http`): ``head_timeout`` (10 s) to send a request head
+    whole, ``body_timeout`` (30 s) to send its body, ``idle_timeout`` (5 s) of quiet between
+    two requests, ``untrusted_lifetime`` (30 s) to live without showing the token.
     """
 
     host: str = "127.0.0.1"
@@ -115,6 +124,10 @@ class ServeSettings:
     max_calls: int = 16
     progress_interval: float = 5.0
     session_idle_timeout: float = 30 * 60.0
+    head_timeout: float = 10.0
+    body_timeout: float = 30.0
+    idle_timeout: float = 5.0
+    untrusted_lifetime: float = 30.0
     #: For the conformance suite only: serve without a token (loopback only).
     no_token: bool = False
 
@@ -130,8 +143,17 @@ class ServeSettings:
         for name in ("max_body_bytes", "max_connections", "max_calls"):
             if getattr(self, name) < 1:
                 raise ServeError(f"{name} must be at least 1")
-        if not self.progress_interval > 0:
-            raise ServeError("progress_interval must be a positive number of seconds")
+        for name in (
+            "progress_interval",
+            "session_idle_timeout",
+            "head_timeout",
+            "body_timeout",
+            "idle_timeout",
+            "untrusted_lifetime",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ServeError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
 class ServedTools(Protocol):
@@ -192,6 +214,12 @@ class ToolServer:
         self.started_at = 0.0
         self.calls_refused = 0
         self.connected = threading.Event()  # set by the first request with the token
+        self.bounds = ConnectionBounds(
+            max_connections=self.settings.max_connections,
+            head_timeout=self.settings.head_timeout,
+            body_timeout=self.settings.body_timeout,
+            untrusted_lifetime=self.settings.untrusted_lifetime,
+        )
         self.on_connect: Any = None
 
     def __repr__(self) -> str:
@@ -221,6 +249,9 @@ class ToolServer:
         """Bind, start the server thread, and return once it accepts connections."""
         if self._thread is not None:
             raise ServeError("this server was already started")
+        lacking = missing("mcp", "Serving tools over MCP")
+        if lacking is not None:
+            raise ServeError(lacking)
         _quiet_logs()
         settings = self.settings
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
@@ -240,8 +271,13 @@ class ToolServer:
         self._thread.start()
         if not self._ready.wait(timeout) or self._failed is not None:
             self.stop()
-            why = self._failed or "it did not start in time"
-            raise ServeError(f"the MCP server could not start: {why}")
+            failed = self._failed
+            explained_ = explained(failed, "Serving tools over MCP") if failed else None
+            if explained_ is not None:
+                raise ServeError(explained_)
+            raise ServeError(
+                f"the MCP server could not start: {failed or 'it did not start in time'}"
+            )
         self.started_at = time.time()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -269,13 +305,20 @@ class ToolServer:
     async def _serve(self) -> None:
         import uvicorn
 
+        from ._serve_http import bounded_protocol
+
+        settings = self.settings
         config = uvicorn.Config(
             self._asgi(),
+            http=bounded_protocol(self.bounds),
             log_config=None,
             log_level="warning",
             access_log=False,
             lifespan="on",
-            limit_concurrency=self.settings.max_connections,
+            # the connections are capped by bounded_protocol; this bounds the requests still
+            # being answered (one a connection, and those of connections just closed)
+            limit_concurrency=2 * settings.max_connections,
+            timeout_keep_alive=settings.idle_timeout,  # type: ignore[arg-type]
             ws="none",
             timeout_graceful_shutdown=2,
         )

@@ -1,6 +1,7 @@
 """What every HTTP request to a served notebook passes before the SDK sees it: the path and
-the bearer token (constant time), and a watch on the connection, so that a client that leaves
-while its call waits is seen (the SDK then does Host, Origin, the body's size, the protocol)."""
+the bearer token (constant time; a connection that shows it keeps its place among the
+server's connections), and a watch on the connection, so that a client that leaves while its
+call waits is seen (the SDK then does Host, Origin, the body's size, the protocol)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import hmac
 import json
 import logging
 from typing import Any
+
+from ._serve_http import trust
 
 __all__ = ["GONE_KEY", "PATH", "Guard", "gone_event"]
 
@@ -52,6 +55,7 @@ class Guard:
                 [(b"www-authenticate", b'Bearer realm="nbagent"')],
             )
             return
+        trust(scope)  # its connection keeps its place (see ._serve_http)
         if not self.owner.connected.is_set():
             self.owner.connected.set()
             callback = self.owner.on_connect

@@ -16,7 +16,7 @@ from ipywidgets.widgets.widget_string import HTMLStyle
 
 from ..approvals._edits import canonical
 from ..approvals.approval import ApprovalRequest, Decision
-from ..content import ToolResult
+from ..content import ToolResult, shown_pieces
 from ..redact import redact_secrets
 from .approval_bar import ApprovalBar
 from .codefeed import CodeFeed
@@ -312,7 +312,11 @@ class ToolCard:
             self._add(self.result)
         assert self.result_label is not None
         label = ("Error" if result.is_error else "Result") if final else "Progress"
-        self.result_label.value = f'<span style="font-size:0.85em;opacity:0.7">{label}</span>'
+        if final and shown_pieces(result.value) is not None:
+            label = ""  # its pieces carry their own labels (Out, Namespace …)
+        self.result_label.value = (
+            f'<span style="font-size:0.85em;opacity:0.7">{label}</span>' if label else ""
+        )
         self.result.outputs = no_math_outputs(result_outputs(result))
 
     def finished(self, result: ToolResult, traceback: str | None) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._prices import price_known, usd_text
+from .._prices import price_known, table_missing, usd_text
 from ..course.policy import (
     CoursePolicy,
     CoursePolicyError,
@@ -286,9 +286,11 @@ def check_price(course: Course, granted: Granted, generator: Any, model: str) ->
         (s for s in ("run", "session", "notebook") if course.rules.budget(s).usd is not None),
         "run",
     )
+    lacking = table_missing()  # no price at all here: say what installs them
     raise CourseRefusal(
         f"The course sets a money budget, and the price of {model} is unknown, so it cannot be "
-        f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent.",
+        f"kept ({course.where(f'budget.{scope}.usd')}); nothing was sent."
+        + (f" {lacking}" if lacking else ""),
         rule=f"budget.{scope}.usd",
     )
 

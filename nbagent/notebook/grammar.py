@@ -234,7 +234,12 @@ GRAMMARS: dict[str, Grammar] = {
             "add",
             NAME,
             Rest(
-                ("[--env VAR[=VALUE]]...", "[--timeout SECONDS]", "-- COMMAND ARGS..."),
+                (
+                    "[--env VAR[=VALUE]]...",
+                    "[--timeout SECONDS]",
+                    "[--max-timeout SECONDS]",
+                    "-- COMMAND ARGS...",
+                ),
                 required=True,
                 what="-- COMMAND ARGS... (a server to start) or --url URL (one to connect to)",
             ),
@@ -246,6 +251,7 @@ GRAMMARS: dict[str, Grammar] = {
             Rest(
                 (
                     "[--timeout SECONDS]",
+                    "[--max-timeout SECONDS]",
                     "[--header 'NAME: VALUE']...",
                     "[--client-id ID]",
                     "[--client-secret '$VAR']",

@@ -102,6 +102,9 @@ def run_ended(view: View, *, static_segments: bool) -> None:
             _display(data, metadata, display_id)
             new_ids.append(display_id)
         view.display_ids = new_ids  # type: ignore[attr-defined]
+    ended_as = getattr(view, "ended_as", None)
+    if callable(ended_as):  # a live view a reloaded page may still show (see .savedform)
+        ended_as(*bundles[0])
     dispose = getattr(view, "dispose", None)
     if callable(dispose):
         dispose()

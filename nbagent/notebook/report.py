@@ -249,6 +249,11 @@ def _model_rows(session: Session) -> list[tuple[str, str]]:
         rows.append(("key", f"from {described['key_source']} (never shown)"))
     if described["problem"]:
         rows.append(("problem", described["problem"]))
+    from .._prices import table_missing
+
+    lacking = table_missing()
+    if lacking is not None:  # every model's cost shows as "price unknown" until it is there
+        rows.append(("prices", lacking))
     return rows
 
 

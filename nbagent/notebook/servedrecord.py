@@ -73,7 +73,7 @@ def served_record(served: Any, *, until: float | None = None) -> Provenance:
     started = getattr(served, "started", None)
     seconds = max(0.0, (until or time.monotonic()) - started) if started else 0.0
     tools = ", ".join(served.tool_names()[:20])
-    approval = "approved without asking (--approve auto)" if served.auto else "asked as in a run"
+    approval = "approved without asking (--approve auto)" if served.auto else "approval as in a run"
     return Provenance(
         run_id=calls.id,
         prompt=redact_secrets(

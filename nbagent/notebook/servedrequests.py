@@ -12,11 +12,12 @@ escaped and credential-shaped text hidden; long texts are cut, and only the late
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import time
 from collections import ChainMap, Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,12 @@ def number(record: Any, fallback: int) -> int:
 
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def _until(day: float, at: float) -> str:
+    """The time ``at``: alone on the same day as ``day``, else with its date."""
+    same_day = time.localtime(day)[:3] == time.localtime(at)[:3]
+    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
 def request_html(number: int, record: Any, card: Any) -> str:
@@ -248,6 +255,8 @@ class ServingForms:
         self.folded: Counter[str] = Counter()
         self.folded_total = 0
         self.folded_cards: dict[str, FoldedCall] = {}
+        #: Set while the form a notebook is saved as is made (see :meth:`saving`).
+        self.saved_at: float | None = None
 
     # --- folding: a long session keeps the cards of its latest calls --------------------------
 
@@ -320,27 +329,57 @@ class ServingForms:
         shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
         return shown
 
-    def _clients(self) -> str:
+    def _clients(self, past: bool) -> str:
         served = self.served
         names = list(served.calls.clients) if served is not None else []
         if not names:
-            return "no client has connected yet"
+            return "no client connected" if past else "no client has connected yet"
         last = names[-4:]
         more = f" and {len(names) - 4} more" if len(names) > 4 else ""
         return "used by " + ", ".join(last) + more
 
+    def _approval(self, past: bool) -> str:
+        served = self.served
+        if served is not None and served.auto:
+            return f"every call {'ran' if past else 'runs'} without asking (--approve auto)"
+        if served is not None and not getattr(served, "asks", True):  # no widgets: nobody clicks
+            denied = "were" if past else "are"
+            return f"approval by your rules; calls that ask {denied} denied (nobody can click)"
+        return f"approval {'was ' if past else ''}as in a run: your rules, then you"
+
+    @contextlib.contextmanager
+    def saving(self, at: float) -> Iterator[None]:
+        """Within it, the header and footer say what a notebook saved at ``at`` (wall clock)
+        should say of a serving that goes on: as it stood then."""
+        self.saved_at = at
+        try:
+            yield
+        finally:
+            self.saved_at = None
+
     def header(self) -> str:
-        """One line: what is served, where, by whom, and how calls are approved."""
+        """One line: what is (or was) served, where, since when, to whom, how calls were
+        approved; once ended, from when to when and why it ended."""
         served = self.served
         if served is None:
             return "Starting to serve over MCP…"
-        approval = "run without asking (--approve auto)" if served.auto else "asked as in a run"
+        started = served.server.started_at or time.time()
+        began = _when(started)
+        tools = f"tools: {self._tools()}"
+        if self.saved_at is not None:
+            lead = (
+                f"Was serving over MCP at {served.url} when this notebook was saved (since "
+                f"{began}; as it stood at {_until(started, self.saved_at)})"
+            )
+            return f"{lead} · {tools} · {self._clients(False)} · {self._approval(False)}"
         if served.running:
-            lead = f"Serving over MCP at {served.url}"
-        else:
-            why = served.reason or "stopped"
-            lead = f"Served over MCP at {served.url}, now ended ({why})"
-        return f"{lead} · tools: {self._tools()} · {self._clients()} · calls {approval}"
+            lead = f"Serving over MCP at {served.url} since {_until(time.time(), started)}"
+            return f"{lead} · {tools} · {self._clients(False)} · {self._approval(False)}"
+        ended = getattr(served, "ended_at", None)
+        until = f" to {_until(started, ended)}" if ended else ""
+        why = served.reason or "stopped"
+        lead = f"Served over MCP at {served.url} from {began}{until} ({why})"
+        return f"{lead} · {tools} · {self._clients(True)} · {self._approval(True)}"
 
     def head_forms(self) -> tuple[str, str, str]:
         """The header as HTML, Markdown and plain text (the client names are untrusted)."""
@@ -352,11 +391,15 @@ class ServingForms:
         )
 
     def footer(self, transcript: Any) -> str:
-        """The calls and how they went, and how long it served; no tokens (no model)."""
+        """The calls by outcome and how long it served (no tokens: there is no model)."""
         served = self.served
-        running = served is not None and served.running
-        state = "serving" if running else "stopped"
-        return f"{state} · {self.counts(transcript)} · {seconds(transcript.elapsed)}"
+        counts = self.counts(transcript)
+        took = seconds(transcript.elapsed)
+        if self.saved_at is not None:
+            return f"{counts} · {took} of serving by then; it went on after this notebook was saved"
+        if served is not None and served.running:
+            return f"serving · {counts} · {took}"
+        return f"{counts} · served for {took}"
 
     def counts(self, transcript: Any) -> str:
         """Every call of the session by outcome, the folded ones included."""

@@ -3,8 +3,9 @@ agent can call.
 
 ::
 
-    %agent mcp add NAME [--env VAR[=VALUE]]… [--timeout SECONDS] -- COMMAND ARGS…   (stdio)
-    %agent mcp add NAME [--timeout SECONDS] [--header 'NAME: VALUE']…
+    %agent mcp add NAME [--env VAR[=VALUE]]… [--timeout SECONDS] [--max-timeout SECONDS]
+                   -- COMMAND ARGS…   (stdio)
+    %agent mcp add NAME [--timeout SECONDS] [--max-timeout SECONDS] [--header 'NAME: VALUE']…
                         [--client-id ID] [--client-secret '$VAR'] [--scope SCOPES] --url URL
     %agent mcp list
     %agent mcp remove NAME
@@ -49,7 +50,10 @@ _SHADOWED = "tool {0!r}: a tool of the notebook has that name and is kept (renam
 #: The forms of ``%agent mcp`` (its grammar's, so the usage and the parser agree).
 USAGE = GRAMMARS["mcp"].usage()
 
-_OPTIONS = {"--env", "--timeout", "--url", "--header", "--client-id", "--client-secret", "--scope"}
+_OPTIONS = {
+    *("--env", "--timeout", "--max-timeout", "--url", "--header"),
+    *("--client-id", "--client-secret", "--scope"),
+}
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _CREDENTIAL_HEADER = re.compile(r"authorization|cookie|key|token|secret", re.IGNORECASE)
@@ -122,6 +126,7 @@ def _add(session: Session, name: str, words: list[str]) -> None:
     oauth: dict[str, str] = {}
     url: str | None = None
     timeout: float | None = None
+    longest: float | None = None
     command: list[str] | None = None
     index = 0
     while index < len(words):
@@ -143,7 +148,9 @@ def _add(session: Session, name: str, words: list[str]) -> None:
         elif word == "--client-secret":
             oauth["client_secret"] = _secret(value, "--client-secret")
         elif word == "--timeout":
-            timeout = _seconds(value)
+            timeout = _seconds(value, word)
+        elif word == "--max-timeout":
+            longest = _seconds(value, word)
         else:
             key, sep, given = value.partition("=")
             if not sep:
@@ -155,7 +162,15 @@ def _add(session: Session, name: str, words: list[str]) -> None:
         raise UsageError(f"%agent mcp add {name}: give `-- COMMAND ARGS…` or `--url URL`\n{USAGE}")
     if command is not None and (headers or oauth):
         raise UsageError("--header, --client-id, --client-secret and --scope go with --url")
-    limits = MCPLimits(call_timeout=timeout) if timeout is not None else None
+    limits = None
+    if timeout is not None or longest is not None:
+        silence = timeout if timeout is not None else MCPLimits.call_timeout
+        # a long silence allowed alone: the whole call may take at least as long
+        whole = longest if longest is not None else max(silence, MCPLimits.max_call_timeout)
+        try:
+            limits = MCPLimits(call_timeout=silence, max_call_timeout=whole)
+        except ValueError as exc:
+            raise UsageError(f"%agent mcp add {name}: {exc} (--timeout, --max-timeout)") from None
     try:
         auth = OAuth(**oauth) if oauth else None  # type: ignore[arg-type]
         server = mcp_server(
@@ -242,13 +257,13 @@ def _sign(session: Session, verb: str, name: str) -> None:
     show(session, only=name)
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str, option: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = 0.0
     if not value > 0:
-        raise UsageError(f"--timeout needs a positive number of seconds, not {text!r}")
+        raise UsageError(f"{option} needs a positive number of seconds, not {text!r}")
     return value
 
 

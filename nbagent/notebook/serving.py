@@ -5,12 +5,11 @@ serves; each call a client makes runs on the kernel's loop through nbagent's own
 (:mod:`nbagent.loop._served`) and shows as a card in the serving cell, from the same events and
 with the same widgets as a run's calls: arguments, previews, Approve / Deny / Edit, the rules
 of ``%agent allow``, a snippet's namespace diff, and an Undo button under a snippet that
-changed it. The cell's output becomes plain text when serving ends (``%agent serve stop``, a
-kernel shutdown), so a saved notebook shows what was asked and answered.
+changed it. The cell's output becomes plain output and the serving's record when serving ends
+(``%agent serve stop``, the Stop button, a kernel restart or shutdown), and a notebook saved
+before that holds the card as it stood (:mod:`.savedform`), never a widget.
 
-The line to paste into a client (with the bearer token) is shown once, sent to the page as a
-message that no widget state keeps (:mod:`.secretline`), and it leaves the cell when a client
-connects, on "Hide the line", when another cell runs or when serving ends.
+The line to paste into a client (with the bearer token) is shown once (:mod:`.connectionline`).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .._extras import missing
 from ..approvals.approval import Approver, AutoApprove, DenyAll
 from ..approvals.rules import RuleApprover
 from ..events import AgentEvent, ToolFinished
@@ -33,8 +33,8 @@ from ..loop._served import ServedCalls
 from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
 from ..redact import redact_secrets
 from . import outputs
+from .connectionline import show_connection
 from .frontend import detect, widgets_available
-from .render import close_widgets
 from .runner import kernel_loop
 from .servedrequests import ServingForms
 
@@ -85,6 +85,10 @@ class ServedSession:
         self._lock = threading.Lock()
         self.started = time.monotonic()
         self.reason: str | None = None
+        #: When serving ended (wall clock), for the finished output's "from … to …".
+        self.ended_at: float | None = None
+        #: Whether a call that needs approval can be approved (widgets to click, or auto).
+        self.asks = True
         #: Takes the line with the token out of the cell (set while it is shown).
         self.hide_line: Callable[[], None] | None = None
 
@@ -112,13 +116,23 @@ class ServedSession:
         """What is served, where and to whom (no token); ``counted``: with the calls so far
         (a status asked now, not a line that stays in the cell and goes stale)."""
         tools = ", ".join(self.tool_names()) or "no tools yet (define some with @nbagent.tool)"
-        approval = "approved without asking (--approve auto)" if self.auto else "as in a run"
+        approval = "as in a run"
+        if self.auto:
+            approval = "without asking (--approve auto)"
+        elif not self.asks:
+            approval = "by your rules; calls that ask are denied (nobody can click here)"
         clients = self.calls.clients
         used = f"; used by {', '.join(clients[-4:])}" if clients else ""
         calls = ""
         transcript = getattr(self.view, "transcript", None)
         if counted and transcript is not None and transcript.serving is not None:
             calls = f"; {transcript.serving.counts(transcript)} so far"
+        closed = sum(self.server.bounds.closed.values())
+        if counted and closed:
+            calls += (
+                f"; {closed:,} connection{'s' if closed != 1 else ''} closed for their bounds "
+                "(too slow, or without the token)"
+            )
         return redact_secrets(  # a client's name is its own text
             f"serving over MCP at {self.url} (run {self.calls.id}): {tools}; approvals "
             f"{approval}{used}{calls}. `%agent serve stop` ends it."
@@ -132,6 +146,7 @@ class ServedSession:
                 return
             self._stopped = True
         self.reason = reason  # before the cell becomes text: its header says why it stopped
+        self.ended_at = time.time()
         # the calls and the cell first, the server last: its shutdown can take a while, and a
         # kernel shutting down may exit before it returns (the cell must be text by then)
         self.calls.close(f"Serving stopped ({reason})")
@@ -264,6 +279,9 @@ def serve(
         return found  # type: ignore[no-any-return]
     if approve not in (None, "ask", "auto"):
         raise ValueError("approve: 'ask' or 'auto'")
+    lacking = missing("mcp", "%agent serve")
+    if lacking is not None:  # before anything shows in the cell
+        raise ServeError(lacking)
     shell = session.shell
     frontend = detect(shell)
     interactive = frontend.interactive and widgets_available()
@@ -322,6 +340,7 @@ def serve(
     served = ServedSession(
         session, server, calls, view, kernel=kernel, auto=auto, notebook=notebook
     )
+    served.asks = interactive or auto  # whether a call that asks reaches a person (or auto)
     forms.served = served
     if hasattr(view, "refresh_header"):
         view.refresh_header()  # it said "starting" until now
@@ -338,7 +357,8 @@ def serve(
         )
     if interactive:
         outputs.show_live(view, f"nbagent-serve-{uuid.uuid4().hex}")
-        _show_connection(served)
+        view.keep_saved(now=True)  # a notebook saved from now on holds no widget here
+        show_connection(served)
 
         async def tick() -> None:
             while True:
@@ -416,110 +436,6 @@ def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
 
     button.on_click(clicked)
     view.add_under(event.call.id, box, [box, button, note])
-
-
-def _show_connection(served: ServedSession) -> None:
-    """The line to paste, once: a widget whose saved form has no token. It leaves the cell
-    (plain text without the token in its place, the widget closed, so that no widget state
-    holds it any more) when the person clicks "Hide", when a client first connects with the
-    token (it was seen and used), when the next cell runs, or when serving ends."""
-    import ipywidgets as widgets
-    from IPython.display import display
-
-    from .secretline import SecretLine
-
-    # the lines travel as messages to the page, never as widget state (a notebook saved with
-    # its widget state holds no token): see .secretline
-    lines = [
-        SecretLine(served.connection_line("claude")),
-        SecretLine(served.connection_line("json")),
-    ]
-    small = widgets.Layout(margin="0")
-    shown = widgets.VBox(
-        [
-            widgets.HTML(
-                '<div style="font-size:0.9em">Connect a client (shown once; it holds the '
-                "token, and disappears when a client connects, another cell runs or you hide "
-                "it). Claude Code:</div>",
-                layout=small,
-            ),
-            lines[0],
-            widgets.HTML(
-                '<div style="font-size:0.9em">Any client that takes JSON (Cursor, VS Code …):'
-                "</div>",
-                layout=small,
-            ),
-            lines[1],
-        ]
-    )
-    button = widgets.Button(
-        description="Hide the line", icon="eye-slash", tooltip="I have copied it: hide it now"
-    )
-    box = widgets.VBox([shown, button])
-    data = {
-        "text/plain": f"nbagent serves at {served.url} (the line with the token was shown once)",
-        "application/vnd.jupyter.widget-view+json": {
-            "version_major": 2,
-            "version_minor": 0,
-            "model_id": box.model_id,
-        },
-    }
-    display_id = f"nbagent-serve-line-{uuid.uuid4().hex}"
-    display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
-    shell = served.session.shell
-    made = int(getattr(shell, "execution_count", 0) or 0)
-    done = threading.Lock()
-    hidden: list[bool] = []
-
-    def hide() -> None:
-        from IPython.display import update_display
-
-        with done:
-            if hidden:
-                return
-            hidden.append(True)
-        served.hide_line = None
-        # plain text in place of the widget: a saved notebook then holds no widget here
-        text = (
-            f"nbagent serves at {served.url}; the line with its token was shown once "
-            "(nbagent.serve().connection_line() gives it again; %agent serve stop, then "
-            "%agent serve, makes a new token)"
-        )
-        update_display(  # type: ignore[no-untyped-call]
-            {"text/plain": text, "text/markdown": f"*{html.escape(text)}*"},
-            raw=True,
-            display_id=display_id,
-        )
-        for secret in lines:  # no view gets the token any more
-            secret.forget()
-        close_widgets([box, shown, *shown.children, button])
-        if shell is not None and hasattr(shell, "events"):
-            try:
-                shell.events.unregister("post_run_cell", after_cell)
-            except ValueError:
-                pass
-
-    def after_cell(result: Any = None) -> None:
-        count = getattr(result, "execution_count", None)
-        if count is not None and count < made:
-            return  # the serving cell's own end
-        hide()
-
-    loop = served.calls.loop
-
-    def connected() -> None:  # on the server's thread: the cell's outputs are the kernel's
-        try:
-            loop.call_soon_threadsafe(hide)
-        except RuntimeError:  # the kernel's loop is closed: serving ends with it
-            pass
-
-    button.on_click(lambda _button: hide())
-    served.hide_line = hide
-    served.server.on_connect = connected
-    if served.server.connected.is_set():
-        connected()
-    if shell is not None and hasattr(shell, "events"):
-        shell.events.register("post_run_cell", after_cell)
 
 
 # --- the magic ----------------------------------------------------------------------------------

@@ -7,18 +7,37 @@ names they gave in ``initialize``); the footer counts the served calls and how t
 the cards, the request view lists each call as the client asked it and what went back
 (:mod:`.servedrequests`, whose :class:`~.servedrequests.ServingForms` gives the same header,
 footer and request view to the cell's finished output), so a saved notebook reads the same.
+
+A serving outlives saves and page reloads: its :class:`~.savedform.SavedForm` holds the form
+the notebook is saved as meanwhile (the same static output, saying it was saved while it
+served, with the record so far), and at the end the final output, which a page reloaded since
+then shows too. The saved form follows the events, sent at most at :data:`RATE` characters a
+second (a small one at once, a long session's 300 KB about every two seconds), so that a save
+holds what the page shows, or in a busy session what it showed a moment before.
 """
 
 from __future__ import annotations
 
+import html
+import logging
+import time
 from typing import Any
 
 from ..events import AgentEvent, ApprovalResolved, ToolCallReady, ToolFinished
 from .render import close_widgets
+from .savedform import SavedForm
 from .servedrequests import KEEP_FOLDED, LIVE, TITLE, ServingForms, number, request_html
+from .static import run_outputs
 from .view import RunView
 
-__all__ = ["ServingView"]
+__all__ = ["RATE", "ServingView"]
+
+#: Characters a second of saved form at most (see the module).
+RATE = 128 * 1024
+#: Seconds after which the saved form is made again even if no call came (its times).
+_SAVED_AT_LEAST = 60.0
+
+log = logging.getLogger("nbagent")
 
 
 class ServingView(RunView):
@@ -47,6 +66,12 @@ class ServingView(RunView):
         #: The line that stands for the folded calls, first in the body once there are some.
         self._folded = widgets.HTML("", layout=self.shared.layout)
         self._under: dict[str, list[Any]] = {}  # widgets shown under a call's card (Undo)
+        #: What a notebook saved while it serves holds in place of this view (see the module).
+        self.saved_form = SavedForm()
+        self.saved_form.view_id = self.widget.model_id
+        self.widget.children = (*self.widget.children, self.saved_form)
+        self._saved_changed = True
+        self._saved_at = float("-inf")
 
     def _header_html(self) -> str:
         self._header_text = self.forms.header()
@@ -58,12 +83,14 @@ class ServingView(RunView):
 
     def handle(self, event: AgentEvent) -> None:
         super().handle(event)
+        self._saved_changed = True
         if isinstance(event, ToolCallReady):
             self._add(event.call.id)
         elif isinstance(event, ApprovalResolved):
             self._redraw(event.call_id)
         elif isinstance(event, ToolFinished):
             self._redraw(event.call.id)
+        self.keep_saved()
 
     def _add(self, call_id: str) -> None:
         import ipywidgets as widgets
@@ -133,11 +160,53 @@ class ServingView(RunView):
         """Redraw the header if what it says changed (a client named itself, a tool came)."""
         if self.forms.header() != self._header_text:
             self.header.value = self._header_html()
+            self._saved_changed = True
 
     def tick(self) -> None:
-        super().tick()
-        if not self.finished:
+        if not self.finished:  # before the clocks: a save holds what the page shows
             self.refresh_header()
+            self.keep_saved()
+        super().tick()
+
+    def keep_saved(self, *, now: bool = False) -> None:
+        """Bring the form a notebook saved now would hold up to date (``now``: whatever the
+        time since the last; else when something changed, at most at :data:`RATE`)."""
+        since = self.clock() - self._saved_at
+        wait = self.saved_form.size / RATE
+        due = (self._saved_changed and since >= wait) or since >= _SAVED_AT_LEAST
+        if self.finished or self.forms.served is None or not (now or due):
+            return
+        self._saved_at = self.clock()
+        self._saved_changed = False
+        try:
+            self.saved_form.keep(*self._saved_now())
+        except Exception:  # the saved form must never cost a call its card
+            log.exception("nbagent serve: the form a save would hold could not be made")
+
+    def _saved_now(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The card as a notebook saved now holds it: data, metadata (the record so far,
+        marked as saved while it served) and a short form for when the data is too large."""
+        from .servedrecord import served_record
+
+        record = {**self.transcript.to_metadata()}
+        record["provenance"] = served_record(self.forms.served).to_metadata()
+        metadata = self.saved_form.marked({"nbagent": record})
+        with self.forms.saving(time.time()):
+            data, _ = run_outputs(self.transcript, inline_images=True)[0]
+            head, markdown, plain = self.forms.head_forms()
+            footer = self.forms.footer(self.transcript)
+        said = html.escape(f"{footer} (each call is in the record)")
+        short = {
+            "text/html": f"<div>{head}<div>{said}</div></div>",
+            "text/markdown": f"{markdown}\n\n*{footer}*",
+            "text/plain": f"{plain}\n{footer}",
+        }
+        return data, metadata, short
+
+    def ended_as(self, data: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """The cell's output became ``data`` / ``metadata``: a page that still shows the live
+        view (one reloaded since serving began) shows that too."""
+        self.saved_form.end(data, metadata)
 
     def close(self, stop_reason: str | None = None) -> None:
         super().close(stop_reason)
@@ -146,6 +215,6 @@ class ServingView(RunView):
     def dispose(self) -> None:
         under = [w for made in self._under.values() for w in made]
         items = list(self._items.values())
-        own = [self.requests, self.requests_box, self._earlier, self._folded]
+        own = [self.requests, self.requests_box, self._earlier, self._folded, self.saved_form]
         close_widgets([*own, *under, *items])
         super().dispose()

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..content import ImagePart, ToolResult
+from ..content import ImagePart, ToolResult, shown_pieces
 from ..redact import redact_secrets
 from .answerview import answer_forms
 from .exchanges import exchanges_html
@@ -224,8 +224,9 @@ def _card(record: CallRecord, transcript: Transcript, inline_images: bool) -> _P
     images: list[ImagePart] = []
     result = record.result
     if result is not None:
-        label = "Error" if record.is_error else "Result"
-        html_parts.append(f'<div style="{_LABEL_STYLE}">{label}</div>')
+        if shown_pieces(result.value) is None:  # labelled pieces (Out, Namespace …) need none
+            label = "Error" if record.is_error else "Result"
+            html_parts.append(f'<div style="{_LABEL_STYLE}">{label}</div>')
         html_parts.append(_result_html(result))
         images = list(result.images)
         if inline_images:

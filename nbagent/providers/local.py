@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .._extras import install_line, missing
 from ..errors import BadRequestError, ConfigurationError
 from ..generation import Request, StreamEvent
 from ._grammar import check_satisfiable, grammar_schema, unenforced
@@ -78,7 +79,7 @@ __all__ = [
     "local_settings",
 ]
 
-INSTALL_EXTRA = "pip install 'nbagent[local]'"
+INSTALL_EXTRA = install_line("local")
 DEFAULT_CONTEXT = 4096
 DEFAULT_MAX_TOKENS = 512
 #: Memory left for everything else when deciding whether a model file fits.
@@ -189,8 +190,9 @@ def local_problem(model: str, environ: Mapping[str, str] | None = None) -> str |
     """What stops ``local:MODEL`` from loading (for ``%agent config``), or None; loads nothing."""
     try:
         settings = local_settings(model, environ=environ)
-        if importlib.util.find_spec("xllamacpp") is None:
-            return f"llama.cpp's Python wheel is not installed: {INSTALL_EXTRA}"
+        lacking = missing("local", f"local:{model}")
+        if lacking is not None:
+            return lacking
         check_model_file(settings.path)
     except ConfigurationError as exc:
         return str(exc)
@@ -249,8 +251,9 @@ class LocalServer:
     """llama.cpp's server for one model in this process, on 127.0.0.1 behind a random key."""
 
     def __init__(self, settings: LocalSettings, size: int) -> None:
-        if importlib.util.find_spec("xllamacpp") is None:
-            raise ConfigurationError(f"local models need llama.cpp's Python wheel: {INSTALL_EXTRA}")
+        lacking = missing("local", "Local models")
+        if lacking is not None:
+            raise ConfigurationError(lacking)
         import xllamacpp
 
         params = xllamacpp.CommonParams()
@@ -364,10 +367,10 @@ class LocalChat(OpenAIChat):
         self.settings = local_settings(
             model, model_file=model_file, threads=threads, context=context, environ=environ
         )
-        if importlib.util.find_spec("xllamacpp") is None:
+        lacking = missing("local", f"local:{model}")
+        if lacking is not None:
             raise ConfigurationError(
-                f"local:{model} needs llama.cpp's Python wheel: {INSTALL_EXTRA}"
-                + (f", and the model: {MODELS[model].install}" if model in MODELS else "")
+                lacking + (f", and the model: {MODELS[model].install}" if model in MODELS else "")
             )
         super().__init__(
             model,

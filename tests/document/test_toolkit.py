@@ -400,9 +400,7 @@ def test_a_10_mb_source_is_refused_in_one_sentence_and_nothing_changes() -> None
     doc = _doc()
     before = doc.to_notebook()
     huge = "x = 1\n" * (10 * 1024 * 1024 // 6)
-    _, events, _ = _run(
-        doc, READ, Turn(Call("edit_cell", {"cell_id": "broken", "source": huge}))
-    )
+    _, events, _ = _run(doc, READ, Turn(Call("edit_cell", {"cell_id": "broken", "source": huge})))
     [refused] = _by_name(events, "edit_cell")
     assert refused.is_error and "nothing was run" in refused.text.lower()
     assert len(refused.text) < 2_000  # said, not echoed back

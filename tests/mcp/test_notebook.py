@@ -122,6 +122,27 @@ def test_a_server_that_cannot_start_is_a_clear_message_and_the_session_goes_on(
     assert kernel.eval("1 + 1") == 2
 
 
+def test_the_timeouts_of_add_bound_the_silence_and_the_whole_call(kernel: Kernel) -> None:
+    progress = Path(__file__).with_name("progress_server.py")
+    command = f"-- {sys.executable} {progress} stdio"
+    cell(kernel, f"%agent mcp add p --timeout 0.5 --max-timeout 2.5 {command}")
+    limits = "nbagent.notebook.current_session().mcp_servers['p']._connection.limits"
+    assert kernel.eval(f"({limits}.call_timeout, {limits}.max_call_timeout)") == (0.5, 2.5)
+    # a long silence allowed alone: the whole call may take at least as long
+    cell(kernel, f"%agent mcp add p --timeout 3600 {command}")
+    assert kernel.eval(f"({limits}.call_timeout, {limits}.max_call_timeout)") == (3600, 3600)
+    for words, said in (
+        ("--timeout 60 --max-timeout 30", "max_call_timeout (30 s) is shorter than call_timeout"),
+        ("--max-timeout soon", "--max-timeout needs a positive number of seconds"),
+    ):
+        messages = cell(kernel, f"%agent mcp add q {words} {command}", allow_errors=True)
+        errors = shown(messages) + "".join(
+            m["content"].get("evalue", "") for m in messages if m["msg_type"] == "error"
+        )
+        assert said in errors, errors
+    cell(kernel, "%agent mcp remove p")
+
+
 def test_rerunning_add_restarts_the_server_and_unload_ext_stops_it(kernel: Kernel) -> None:
     cell(kernel, ADD)
     first = server_pid(kernel)

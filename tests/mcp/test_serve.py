@@ -2,7 +2,7 @@
 every kind of bad input the issue lists, each answered with its protocol's error while the
 loop the calls run on stays responsive and nothing runs unapproved.
 
-The person is an :class:`~nbagent.approval.InteractiveApprover` resolved by the test, the
+The person is an :class:`~nbagent.approvals.approval.InteractiveApprover` resolved by the test, the
 "kernel" a loop on a thread of its own (tests/notebook covers the same path in real kernels,
 clicked as a browser clicks); the clients are nbagent's own MCP client and raw HTTP.
 """

@@ -153,3 +153,36 @@ def test_code_colors_read_on_every_background_a_code_block_can_get() -> None:
     palette = palette[: palette.index("};")]
     assert set(re.findall(r"#[0-9a-f]{6}", palette)) <= set(CODE_COLORS.values())
     assert len(re.findall(r"#[0-9a-f]{6}", palette)) == 6
+
+
+def test_a_snippets_labelled_pieces_get_no_bare_result_label(wire: Wire) -> None:
+    """A snippet that printed nothing showed "Result" with nothing under it, then its
+    "Namespace" table: its pieces say what they are (Out, Namespace …), live and saved."""
+    from nbagent.content import Shown, Table
+
+    view = RunView("analyse", clock=wire.clock)
+    arguments = {"code": "x = 2"}
+    raw = json.dumps(arguments)
+    events = _code_run(view, wire, raw, arguments)
+    table = Table(("name", "change", "before", "now"), (("x", "rebound", "1", "2"),))
+    snippet = ToolResult(
+        (TextPart("(no output)\nNamespace: x: 1 → 2."),),
+        value=(Shown("table", table, "Namespace"),),
+    )
+    events += [ToolFinished(ToolCall("c1", "run_python", raw), snippet, "done")]
+    events += [RunFinished(result())]
+    play(view, wire, events, 0.002)
+    assert view.cards["c1"].result_label is not None
+    assert view.cards["c1"].result_label.value == ""  # live: no label above the pieces
+    html = "".join(str(d.get("text/html", "")) for d, _ in run_outputs(view.transcript))
+    assert "Namespace" in html and ">Result</div>" not in html  # saved: the same
+    # a result without pieces of its own keeps its label
+    plain = RunView("analyse", clock=wire.clock)
+    events = _code_run(plain, wire, raw, arguments)
+    done = ToolResult((TextPart("ok"),))
+    events += [ToolFinished(ToolCall("c1", "run_python", raw), done, "done")]
+    events += [RunFinished(result())]
+    play(plain, wire, events, 0.002)
+    assert "Result" in str(plain.cards["c1"].result_label.value)
+    saved = "".join(str(d.get("text/html", "")) for d, _ in run_outputs(plain.transcript))
+    assert ">Result</div>" in saved

@@ -168,7 +168,9 @@ def test_run_python_over_mcp_shows_the_diff_and_undo_puts_it_back(kernel: Kernel
         stop_serving(kernel)
     # the finished output says both were undone (the button's own words, then the magic's)
     finished = kernel.wait_for(
-        lambda: "".join(t for t in [kernel.cell_text(_serving, "text/html")] if "now ended" in t),
+        lambda: "".join(
+            t for t in [kernel.cell_text(_serving, "text/html")] if "Served over MCP" in t
+        ),
         what="the finished output",
     )
     assert "After it ran" in finished and "Undid" in finished, finished
@@ -280,11 +282,35 @@ def test_a_kernel_shutdown_ends_serving_and_leaves_text(kernel_python: str, tmp_
         text = k.cell_text(serving)
         assert "delete_file" in text
         # the finished header and footer say why it stopped and count the call
-        assert "now ended (the kernel shut down)" in text, text
-        assert "stopped · 1 call: 1 cancelled" in text, text
+        assert "(the kernel shut down) · tools: delete_file" in text, text
+        assert "1 call: 1 cancelled · served for" in text, text
         with pytest.raises(httpx2.TransportError):
             httpx2.post(url, headers=headers, json={}, timeout=5)
     finally:
         k.kc.stop_channels()
         if k.km.is_alive():
             k.km.shutdown_kernel(now=True)
+
+
+def test_serve_without_the_mcp_extra_says_what_to_install_and_shows_nothing(
+    kernel: Kernel,
+) -> None:
+    """The README's set-up once lacked the extra: the cell said "No module named 'uvicorn'"."""
+    kernel.execute("import sys as _sys\n_sys.modules['uvicorn'] = None  # as if not installed")
+    try:
+        messages = kernel.execute("%agent serve", allow_errors=True)
+    finally:
+        kernel.execute("del _sys.modules['uvicorn']")
+    said = "".join(
+        m["content"].get("text", "") + m["content"].get("evalue", "")
+        for m in messages
+        if m["msg_type"] in ("stream", "error")
+    )
+    sentence = (
+        "%agent serve needs the mcp extra (uvicorn is not installed here): "
+        'pip install "nbagent[mcp]"'
+    )
+    assert sentence in said, said
+    assert "No module named" not in said
+    assert not [m for m in messages if m["msg_type"] == "display_data"]  # no card, no line
+    assert kernel.eval("nbagent.current_session().served is None")

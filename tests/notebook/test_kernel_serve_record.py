@@ -154,6 +154,9 @@ def test_with_no_widgets_a_call_that_needs_approval_is_denied_and_nothing_runs(
             assert fine.error is None, fine.error
             assert fine.result.text == "saw the sky"
             assert kernel.eval("looked") == ["the sky"]
+            # the serving cell says how calls are decided here
+            assert "calls that ask are denied (nobody can click here)" in said, said
+            assert "as in a run" not in said
         finally:
             stop_serving(kernel)
     finally:

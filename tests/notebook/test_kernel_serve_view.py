@@ -119,13 +119,19 @@ def test_header_footer_and_request_view_live_and_after_stop(kernel: Kernel) -> N
     assert token not in saved and SECRET not in saved
     shown = "".join(o["data"].get("text/html", "") for o in outputs if "data" in o)
     plain = kernel.cell_text(serving)
-    assert f"Served over MCP at {url}, now ended (stopped with %agent serve stop)" in plain
-    assert "stopped with %agent serve stop" in plain
+    # a record of what happened: where, from when to when, why it ended, to whom, the calls
     assert re.search(
-        r"stopped · 4 calls: 1 approved, 1 denied, 1 by a rule, 1 without asking; "
-        r"1 failed · ",
+        rf"Served over MCP at {re.escape(url)} from \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d to "
+        r"\d\d:\d\d:\d\d \(stopped with %agent serve stop\) · tools: ",
         plain,
     ), plain
+    assert "used by nbagent" in plain and "approval was as in a run" in plain
+    assert re.search(
+        r"4 calls: 1 approved, 1 denied, 1 by a rule, 1 without asking; 1 failed · served for ",
+        plain,
+    ), plain
+    for present in ("Serving over MCP", "serves at", "asked as in a run", "now ended"):
+        assert present not in plain, present
     assert "tokens" not in plain and "0 steps" not in plain
     assert "What the client asked and got (4 calls)" in shown
     assert shown.count("what the client asked</b>") == 4
@@ -171,6 +177,10 @@ def _saved(kernel: Kernel, msg_id: str) -> str:
 
 @pytest.mark.parametrize("how", ["a client connects", "Hide the line", "the Stop button"])
 def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> None:
+    kernel.execute(  # the tool a client calls (whichever test of the module ran before)
+        "@tool(needs_approval=True)\ndef delete_file(path: str) -> str:\n"
+        "    '''Delete a file (it only says so).'''\n    return f'deleted {path}'"
+    )
     since = kernel.mark()
     serving = kernel.submit("%agent serve")
     kernel.finish(serving)  # no other cell runs after it: that would clear the line too
@@ -185,7 +195,7 @@ def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> No
         if how == "a client connects":
             client = Background(url, {"Authorization": f"Bearer {token}"}, "delete_file", {})
             kernel.wait_for(client.done, what="the refused call")  # path is missing
-            assert client.result.is_error
+            assert client.error is None and client.result.is_error, client.error
         elif how == "Hide the line":
             kernel.click(kernel.buttons("Hide the line", since=since)[0])
         else:
@@ -198,12 +208,11 @@ def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> No
         assert token not in json.dumps(kernel.widgets)
         text = kernel.wait_for(
             lambda: (
-                "shown once" in kernel.cell_text(serving)
-                and not [
-                    o
-                    for o in kernel.cell_outputs(serving)
-                    if "the line with the token" in o.get("data", {}).get("text/plain", "")
-                ]
+                "with its token, was shown here once" in kernel.cell_text(serving)
+                and len(  # the serving card's at most: the line's output is text now
+                    [o for o in kernel.cell_outputs(serving) if WIDGET_MIME in o.get("data", {})]
+                )
+                <= 1
             ),
             what="the line's output to become text",
         )
@@ -213,7 +222,7 @@ def test_the_line_with_the_token_leaves_the_cell(kernel: Kernel, how: str) -> No
         if how != "the Stop button":
             stop_serving(kernel)
     if how == "the Stop button":
-        kernel.wait_for(lambda: "now ended" in kernel.cell_text(serving), what="the end")
+        kernel.wait_for(lambda: "Served over MCP" in kernel.cell_text(serving), what="the end")
         assert "stopped with the Stop button" in kernel.cell_text(serving)
     saved = _saved(kernel, serving)
     assert token not in saved and WIDGET_MIME not in saved

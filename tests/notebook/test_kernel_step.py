@@ -194,3 +194,19 @@ def test_what_the_person_types_at_a_pause_is_bounded_as_a_tool_result(kernel: Ke
     assert text.startswith("storm xxx") and len(text) < 2_200, len(text)
     assert "a tool result may send at most 2,000 characters to the model" in text
     assert kernel.eval(f"{read}.edited") is True
+
+
+def test_a_cell_written_against_the_older_docs_runs_and_says_where_the_names_went(
+    kernel: Kernel,
+) -> None:
+    """``from nbagent.stepping import next_step`` (the how-to's example before the rooms): the
+    cell runs, and the person reads the new path under it, pointing at their line."""
+    code = "from nbagent.stepping import next_step, run_to_end\nprint(next_step().action)"
+    msg_id = kernel.submit(code)
+    kernel.finish(msg_id)
+    outputs = kernel.cell_outputs(msg_id)
+    stderr = "".join(o["text"] for o in outputs if o.get("name") == "stderr")
+    assert "DeprecationWarning: nbagent.stepping moved to nbagent.inspection.stepping" in stderr
+    assert "from nbagent.stepping import next_step" in stderr  # the line it points at
+    assert "".join(o["text"] for o in outputs if o.get("name") == "stdout") == "next\n"
+    assert kernel.eval("next_step is nbagent.next_step") is True

@@ -169,7 +169,7 @@ def test_without_llama_cpp_the_message_says_what_to_install(
         return None if name == "xllamacpp" else real(name, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(local_module.importlib.util, "find_spec", without)
-    with pytest.raises(ConfigurationError, match=r"pip install 'nbagent\[local\]'"):
+    with pytest.raises(ConfigurationError, match=r'pip install "nbagent\[local\]"'):
         resolve_generator(f"local:{gguf(tmp_path / 'm.gguf')}", environ={})
     with pytest.raises(ConfigurationError, match=r"nbagent\[local\]"):
         LocalServer(LocalSettings(tmp_path / "m.gguf", 1, 512), 64)

