@@ -99,6 +99,9 @@ class NotebookToolkit(Sequence[Tool]):
         self.warned_auto = False
         self._seen: OrderedDict[tuple[int, str], Seen] = OrderedDict()
         self._refused: dict[str, str] = {}
+        # what the model had been shown of a proposal's cell when it was made (gated), by its
+        # arguments, oldest first: another run's read meanwhile must not move what it expects
+        self._against: OrderedDict[str, list[Seen]] = OrderedDict()
         self._decided: OrderedDict[str, str] = OrderedDict()  # call id -> Decision.by
         self._run_of: OrderedDict[str, str] = OrderedDict()  # call id -> run id
         self._asked = 0  # proposals asked since the newest run started
@@ -258,19 +261,53 @@ class NotebookToolkit(Sequence[Tool]):
 
     # --- proposals --------------------------------------------------------------------------
 
-    async def _plan(self, name: str, arguments: Mapping[str, Any], call_id: str) -> Plan:
+    async def _plan(
+        self, name: str, arguments: Mapping[str, Any], call_id: str, against: Seen | None = None
+    ) -> Plan:
+        """Check a proposal against the notebook now and what the model was shown of its cell
+        (``against``: what it had been shown when the proposal was made)."""
         ids = [
             arguments[k] for k in ("cell_id", "after_cell_id", "before_cell_id") if arguments.get(k)
         ]
         snapshot = await self._read([str(i) for i in ids] if ids else [])
+        seen = self._seen_here()
+        if against is not None and isinstance(arguments.get("cell_id"), str):
+            seen[arguments["cell_id"]] = against
         return _proposals.plan(
             _KINDS[name],
             arguments,
             snapshot,
-            self._seen_here(),
+            seen,
             call_id=call_id,
             protected=self.protected,
         )
+
+    def _made_against(self, key: str, arguments: Mapping[str, Any]) -> None:
+        """Keep what the model had been shown of the proposal's cell, now that it is made."""
+        cell_id = arguments.get("cell_id")
+        saw = self.seen(cell_id) if isinstance(cell_id, str) else None
+        if saw is None:
+            return
+        self._against.setdefault(key, []).append(saw)
+        self._against.move_to_end(key)
+        while len(self._against) > _KEEP_CALLS:
+            self._against.popitem(last=False)
+
+    def _proposed_against(self, name: str, context: ToolContext) -> Seen | None:
+        """What the model had been shown of the cell when it made this proposal (the person
+        may have edited its arguments since: the model's own are the key)."""
+        try:
+            proposed = context.call.input
+        except Exception:  # the model's raw arguments do not parse: none was kept for them
+            return None
+        key = _key([name, proposed])
+        kept = self._against.get(key)
+        if not kept:
+            return None
+        saw = kept.pop(0)
+        if not kept:
+            del self._against[key]
+        return saw
 
     def _gate(self, name: str) -> Callable[[Mapping[str, Any]], Awaitable[bool]]:
         """``needs_approval`` of a proposal: a proposal that cannot be made (or one past the
@@ -289,6 +326,7 @@ class NotebookToolkit(Sequence[Tool]):
                     self._refused.pop(next(iter(self._refused)))
                 return False
             self._refused.pop(key, None)  # one left by a call that never ran
+            self._made_against(key, arguments)
             self._asked += 1
             rule = self.approval
             if isinstance(rule, bool):
@@ -330,8 +368,9 @@ class NotebookToolkit(Sequence[Tool]):
         self._made[run_id] = made + 1
         while len(self._made) > self.limits.max_runs:
             self._made.pop(next(iter(self._made)))
+        against = self._proposed_against(name, context)
         try:
-            found = await self._plan(name, context.input, context.call.id)
+            found = await self._plan(name, context.input, context.call.id, against)
         except Refusal as exc:
             return error_result(str(exc))
         if found.kind == "run":

@@ -405,3 +405,71 @@ def test_a_10_mb_source_is_refused_in_one_sentence_and_nothing_changes() -> None
     assert refused.is_error and "nothing was run" in refused.text.lower()
     assert len(refused.text) < 2_000  # said, not echoed back
     assert doc.to_notebook() == before
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-toolkit", "two-toolkits"])
+def test_two_runs_proposing_edits_to_one_cell_never_overwrite_each_other(shared: bool) -> None:
+    """A run's card waits while another run (a second %agent run, a served client) edits the
+    same cell and lands first: accepting the first then says so and lands nothing."""
+    doc = _doc()
+    first_kit = notebook_tools(doc)
+    second_kit = first_kit if shared else notebook_tools(doc)
+    second = Agent(
+        ScriptedModel(
+            [READ, Turn(Call("edit_cell", {"cell_id": "broken", "source": "print(3)"})), "ok"]
+        ),
+        list(second_kit),
+        approver=AutoApprove(),
+    )
+    second_kit.attach(second)
+
+    async def decide(request: ApprovalRequest) -> Decision:
+        await second.run("fix it too")  # lands while this card waits
+        return Decision(True, by="person")
+
+    first = Agent(
+        ScriptedModel(
+            [READ, Turn(Call("edit_cell", {"cell_id": "broken", "source": "print(total)"})), "ok"]
+        ),
+        list(first_kit),
+        approver=CallbackApprover(decide),
+    )
+    first_kit.attach(first)
+    events: list[Any] = []
+    first.observe(lambda _run, event: events.append(event))
+    first.run_sync("fix it")
+    assert_history_valid(first.messages)
+    assert_history_valid(second.messages)
+    assert doc.cells[1]["source"] == "print(3)"  # the second run's edit, kept
+    [result] = _by_name(events, "edit_cell")
+    assert result.is_error and "changed after you read it" in result.text
+    assert "print(3)" in result.text  # the model reads the cell as it is now
+    entries = read_edit_record(doc.cells[1]["metadata"]["nbagent_edit"])
+    assert len(entries) == 1  # only what landed is recorded
+
+
+def test_rules_accept_and_reject_proposals_like_any_call_and_the_record_says_by_a_rule() -> None:
+    from nbagent import RuleApprover, parse_rule
+
+    doc = _doc()
+    asked: list[Any] = []
+    approver = RuleApprover(
+        [parse_rule("allow edit_cell cell_id=broken"), parse_rule("deny delete_cell")],
+        fallback=CallbackApprover(lambda r: asked.append(r.tool_name) or False),
+    )
+    _, events, _ = _run(
+        doc,
+        READ,
+        Turn(
+            Call("edit_cell", {"cell_id": "broken", "source": "print(total)"}),
+            Call("delete_cell", {"cell_id": "notes"}),
+            Call("edit_cell", {"cell_id": "first", "source": "total = 4"}),
+        ),
+        approver=approver,
+    )
+    assert [c["source"] for c in doc.cells] == ["total = 3", "print(total)", "# Notes"]
+    assert asked == ["edit_cell"]  # only the edit no rule is about reached a person
+    [entry] = read_edit_record(doc.cells[1]["metadata"]["nbagent_edit"])
+    assert entry.accepted == "by a rule"
+    denied = _by_name(events, "delete_cell")[0]
+    assert denied.is_error and "rule" in denied.text
