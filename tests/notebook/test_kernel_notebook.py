@@ -157,6 +157,33 @@ def test_a_notebook_no_page_shows_is_refused_in_one_sentence(kernel: Kernel) -> 
     assert "nothing was read or changed" in said
 
 
+def test_a_proposal_accepted_after_its_tab_was_closed_lands_nowhere_and_says_so(
+    kernel: Kernel,
+) -> None:
+    since = _setup(
+        kernel,
+        """[
+            Turn(Call('read_notebook', {})),
+            Turn(Call('edit_cell', {'cell_id': 'broken', 'source': 'print(total)'})),
+            'ok',
+        ]""",
+        timeout=0.5,
+    )
+    page = FakePage(kernel, _cells())
+    cell = submit_in_cell(kernel, "%agent --new --notebook fix it", ASK)
+    accept = _button([page], "Accept", since)
+    page.silent = True  # the person closed the notebook's tab while the card waited
+    kernel.click(accept)
+    record = _ended([page], cell)
+    assert record["stop_reason"] == "finished"
+    assert page.cells[1]["source"] == "print(totl)"
+    said = kernel.eval(
+        "[m.results[0].text for m in _session.agent.messages if getattr(m, 'results', None)][-1]"
+    )
+    assert said.startswith("The notebook's page did not answer within 0.5 s")
+    assert "nothing was read or changed" in said
+
+
 def test_the_page_that_ran_the_cell_is_chosen_and_an_edit_lands_once(kernel: Kernel) -> None:
     _setup(
         kernel,
