@@ -326,6 +326,10 @@ class ToolCard:
         self.close_approval(hide=True)
         if self.progress_text is not None:
             self.progress_text.layout.display = "none"
+        if self.preview_label is not None and self.record.preview is not None:
+            # no longer "nothing has run yet": it says it was shown before the call ran
+            said = html.escape(preview_label(self.record))
+            self.preview_label.value = f'<span style="font-size:0.85em;opacity:0.7">{said}</span>'
         self.show_result(result, final=True)
         model_result = self.record.model_result
         if model_result is not None:
