@@ -173,17 +173,20 @@ def test_read_propose_accept_reject_conflict_undo_save_reopen(served: Lab, tmp_p
             _run(page, "%agent --notebook fix")
             # read → propose → the diff
             accept = wait_for("the edit's card", lambda: _visible(page, ACCEPT), 90)
-            assert "Proposal: Edit cell 3 (id broken, code): 1 line added, 1 removed" in _card_text(
-                page
-            )
+            said = "Proposal: Edit cell 3 (id broken, code): 1 line added, 1 removed"
+            wait_for("the edit's diff", lambda: said in _card_text(page), 30)  # the preview
             assert "-print(totl)" in _card_text(page) and "+print(total)" in _card_text(page)
             shots.take(page, "1-edit-proposed", accept)
             accept.click()
             wait_for("the edit in the page", lambda: "print(total)" in _sources(page), 30)
+            done = page.locator(".nbagent-card", has_text="Done: Edited cell 3")
+            wait_for(
+                "the accepted card", lambda: "shown before it was approved" in done.inner_text(), 30
+            )
             # a new Markdown cell: shown as text in the card, accepted, once in every view
             accept = wait_for("the new cell's card", lambda: _visible(page, ACCEPT), 60)
             card = page.locator(".nbagent-card").last
-            assert "+**Fixed** <b>it</b>" in card.inner_text()
+            wait_for("the new cell's diff", lambda: "+**Fixed** <b>it</b>" in card.inner_text(), 30)
             assert card.locator("b", has_text="it").count() == 0  # never rendered
             shots.take(page, "2-markdown-proposed", accept)
             accept.click()
@@ -225,9 +228,7 @@ def test_read_propose_accept_reject_conflict_undo_save_reopen(served: Lab, tmp_p
             assert "total = 3  # mine" in _sources(page) and "total = 4" not in _sources(page)
             diff = wait_for(
                 "the conflict's diff",
-                lambda: page.locator(
-                    ".jp-OutputArea-output", has_text="would do to the cell as it is now"
-                ).last,
+                lambda: page.locator(".nbagent-card", has_text="as it is now").last,  # its card
                 30,
             )
             assert "+total = 4" in diff.inner_text() and "-total = 3  # mine" in diff.inner_text()
