@@ -20,8 +20,10 @@ from .test_kernel_serve import inspector, stop_serving
 SERVING = "serving"
 
 
-def _serve(kernel: Kernel, page: FakePage) -> tuple[str, dict[str, str]]:
-    cell = submit_in_cell(kernel, "%agent serve --notebook", SERVING)
+def _serve(
+    kernel: Kernel, page: FakePage, source: str = "%agent serve --notebook"
+) -> tuple[str, dict[str, str]]:
+    cell = submit_in_cell(kernel, source, SERVING)
     serve_pages([page], lambda: not kernel.running(cell), what="serving to start")
     out = kernel.execute(
         "import json as _json\n_s = nbagent.serve()\n"
@@ -71,8 +73,9 @@ def test_a_proposal_about_a_missing_cell_is_refused_to_the_client_without_a_card
 ) -> None:
     since = kernel.mark()
     page = FakePage(kernel, [code_cell("calc", "x = 1"), code_cell(SERVING, "")])
-    url, headers = _serve(kernel, page)
+    url, headers = _serve(kernel, page, "_served = nbagent.serve(notebook=True)")  # from Python
     try:
+        assert "read_notebook" in kernel.eval("_served.tool_names()")
         result = _answered(page, inspector(url, headers, "delete_cell", cell_id="nope"))
         assert result["isError"] is True
         assert "There is no cell nope in this notebook" in result["content"][0]["text"]
