@@ -228,7 +228,10 @@ def test_read_propose_accept_reject_conflict_undo_save_reopen(served: Lab, tmp_p
             assert "total = 3  # mine" in _sources(page) and "total = 4" not in _sources(page)
             diff = wait_for(
                 "the conflict's diff",
-                lambda: page.locator(".nbagent-card", has_text="as it is now").last,  # its card
+                # the innermost block with the label and the diff: the card, live or static
+                lambda: (
+                    page.locator("div", has_text="as it is now").filter(has_text="+total = 4").last
+                ),
                 30,
             )
             assert "+total = 4" in diff.inner_text() and "-total = 3  # mine" in diff.inner_text()
