@@ -54,6 +54,7 @@ def _copy_notebooks() -> None:
     _mirror(ROOT / "notebooks", COURSE, "*.ipynb")
     _mirror(ROOT / "notebooks" / "nbagent-recordings", COURSE / "nbagent-recordings", "*.json")
     _mirror(ROOT / "notebooks" / "data", COURSE / "data", "*.csv")
+    _mirror(ROOT / "notebooks" / "data", COURSE / "data", "*.ipynb")  # notebook 15's student's
     # notebook 13's sample course (a policy and generated submissions): read, never a page
     sample = COURSE / "sample-course"
     if sample.exists():
@@ -98,6 +99,7 @@ exclude_patterns = [
     "_build",
     "course/.ipynb_checkpoints",
     "course/sample-course",
+    "course/data",
     "Thumbs.db",
     ".DS_Store",
 ]

@@ -109,13 +109,22 @@ def forbid(tool: Any, *, when: Any = None, **where: Any) -> int:
 
 
 def serve(
-    *, kernel: bool = False, approve: str | None = None, port: int = 0, expose: str | None = None
+    *,
+    kernel: bool = False,
+    notebook: bool = False,
+    approve: str | None = None,
+    port: int = 0,
+    expose: str | None = None,
 ) -> Any:
     """Serve this notebook's tools over MCP, as ``%agent serve`` does (``kernel``: the kernel
-    tools too; ``approve="auto"``: without asking, said once; ``expose``: an address beyond
-    loopback). Returns what is served (``.url``, ``.token``, ``.stop()``); if something is
-    served already, that. See docs/howto/serve.md: there is no sandbox."""
+    tools too; ``notebook``: the notebook tools, on the page of the cell that serves, each
+    change a card to accept or reject; ``approve="auto"``: without asking, said once;
+    ``expose``: an address beyond loopback). Returns what is served (``.url``, ``.token``,
+    ``.stop()``); if something is served already, that. See docs/howto/serve.md: there is no
+    sandbox."""
     from .notebook import current_session as session
     from .notebook.serving import serve as start
 
-    return start(session(), kernel=kernel, approve=approve, port=port, expose=expose)
+    return start(
+        session(), kernel=kernel, notebook=notebook, approve=approve, port=port, expose=expose
+    )

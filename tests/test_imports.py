@@ -167,6 +167,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "batch": ("nbagent.batch",),
     "agent": ("nbagent.agent",),
     "kernel": ("nbagent.kernel",),
+    # the notebook as the agent's workspace: its cells read, edits proposed, undone
+    "document": ("nbagent.document",),
     "telemetry": ("nbagent.telemetry",),
     # a course: the teacher's policy, the provenance each cell carries, the class report
     "course": ("nbagent.course",),
@@ -211,10 +213,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "batch": _CORE | {"providers", "output", "loop"},
     "agent": _CORE | {"providers", "output", "delegation", "loop", "batch"},
     "kernel": _CORE | {"agent"},
+    "document": _WORDS,
     "telemetry": _CORE | {"delegation", "agent"},
-    "course": _CORE | {"recording"},
-    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course"},
-    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course"},
+    "course": _CORE | {"recording", "document"},
+    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document"},
+    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document"},
     "face": set(ROOMS) - {"face"},
 }
 

@@ -87,7 +87,7 @@ def execute(path: Path, out_dir: Path) -> nbformat.NotebookNode:
 
 def test_the_course_is_complete() -> None:
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 15)], [p.name for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(1, 16)], [p.name for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -187,6 +187,17 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, headless_env: dict[s
         # the saved output keeps each helper's own run inside its call
         assert "research: its own run" in html and "write: its own run" in html
         assert "[tool] weather" in shown  # the researcher's own call, in the plain text too
+
+    elif path.stem == "15_the_agent_fixes_a_notebook":  # a fix, a rule's rejection, undo, save
+        printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+        shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+        assert printed.count("""[3] code report: 'print(f"Total: {total:.2f}")'""") == 2
+        assert "'accepted': 'by policy'" in printed  # nobody could click: the lesson's policy
+        assert "the rule `deny insert_cell` denies it" in shown
+        assert """[3] code report: 'print(f"Total: {totl:.2f}")'""" in printed  # undone
+        assert "edit of cell 3 (id report): taken back" in shown
+        assert '"tool": "edit_cell"' in printed  # the record, in the saved file
+        assert "No page can show this notebook here" in shown  # the open notebook: none here
 
     # the class report over the executed lesson: every run it shows is the run it recorded
     from nbagent.course import read_class

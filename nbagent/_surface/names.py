@@ -46,6 +46,10 @@ if TYPE_CHECKING:
     from ..content import text_and_image_result as text_and_image_result
     from ..content import text_result as text_result
     from ..content import validate_result as validate_result
+    from ..document import NotebookDocument as NotebookDocument
+    from ..document import NotebookLimits as NotebookLimits
+    from ..document import NotebookToolkit as NotebookToolkit
+    from ..document import notebook_tools as notebook_tools
     from ..errors import AgentError as AgentError
     from ..errors import AnswerIncompleteError as AnswerIncompleteError
     from ..errors import ArgumentsError as ArgumentsError
@@ -125,6 +129,7 @@ _BY_MODULE: dict[str, str] = {
         "ImagePart TextPart ToolResult error_result image_part image_result text_and_image_result"
         " text_result validate_result"
     ),
+    "document": "NotebookDocument NotebookLimits NotebookToolkit notebook_tools",
     "errors": (
         "AgentError AnswerIncompleteError ArgumentsError BatchInputError ConfigurationError"
         " GenerationError ImageError MCPServerError MCPSignInError NbagentError OutputInvalidError"

@@ -32,6 +32,11 @@ class NotebookRow:
     #: cells ``%agent cells`` made (their metadata says so), and of those, edited since
     agent_cells: int = 0
     agent_cells_edited: int = 0
+    #: cells the agent's accepted proposals made or edited (``%agent --notebook``), and of
+    #: those, changed since
+    notebook_inserted: int = 0
+    notebook_edited: int = 0
+    notebook_changed: int = 0
     models: str = ""
     input_tokens: int = 0
     output_tokens: int = 0

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..document.record import KEY as EDIT_KEY
+from ..document.record import EditRecordError, read_edit_record, source_digest
 from ..errors import RecordingError
 from ._submissions import MAX_RECORDING_BYTES, file_digest, read_bounded
 from .provenance import (
@@ -77,6 +79,12 @@ class NotebookScan:
     agent_cells_edited: int = 0
     #: Each run read, with its cell's number: checked against what the notebook shows.
     checks: list[tuple[Provenance, int]] = field(default_factory=list, repr=False)
+    #: Cells whose own record (``nbagent_edit``) says the agent proposed them and the person
+    #: (or a rule) accepted it: new cells, cells edited, and of those, changed since (their
+    #: source no longer has the digest the agent left).
+    notebook_inserted: int = 0
+    notebook_edited: int = 0
+    notebook_changed: int = 0
     #: Each recording read once per notebook: its digest (or why not), its final answer.
     recordings: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
     answers: dict[Path, str | Exception] = field(default_factory=dict, repr=False)
@@ -193,6 +201,7 @@ def scan_notebook(notebook: Mapping[str, Any], root: Path, folder: Path) -> Note
             written.add(output)
         runs_here = _read_cell(scan, cell, number)
         _count_agent_cell(scan, cell)
+        _count_edited_cell(scan, cell, number)
         if not runs_here and cell.get("cell_type") == "code" and _is_run_cell(_source(cell)):
             _, shown = _records(cell)
             if shown:
@@ -287,6 +296,29 @@ def _count_agent_cell(scan: NotebookScan, cell: Mapping[str, Any]) -> None:
     scan.agent_cells += 1
     if sha256_digest(_source(cell).rstrip() + "\n") != follow.code_digest:
         scan.agent_cells_edited += 1
+
+
+def _count_edited_cell(scan: NotebookScan, cell: Mapping[str, Any], number: int) -> None:
+    """A cell the notebook tools inserted or edited says so in its own record (see
+    :mod:`nbagent.document.record`); a record that does not read is flagged as tampered."""
+    metadata = cell.get("metadata")
+    value = metadata.get(EDIT_KEY) if isinstance(metadata, Mapping) else None
+    if value is None:
+        return
+    try:
+        entries = read_edit_record(value)
+    except EditRecordError as exc:
+        scan.add("metadata_tampered", f"cell {number}: {exc}")
+        return
+    changes = [e for e in entries if e.action in ("inserted", "edited")]
+    if not changes:
+        return
+    if any(e.action == "inserted" for e in changes):
+        scan.notebook_inserted += 1
+    else:
+        scan.notebook_edited += 1
+    if source_digest(_source(cell)) != changes[-1].source_digest:
+        scan.notebook_changed += 1
 
 
 def _recorded_answer(path: Path) -> str:

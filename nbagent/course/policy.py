@@ -17,6 +17,7 @@ folder or in any folder below it (``*`` stays within a folder, ``**`` crosses fo
     default_model = "openai:gpt-4.1-mini"
     live = true                    # false: only replays of the recordings the course ships
     kernel_tools = true            # %agent --kernel
+    notebook_tools = true          # %agent --notebook (the agent proposes edits of cells)
     mcp = true                     # tools of MCP servers
     auto_approve = true            # --approve auto (and NBAGENT_APPROVAL=auto)
     [budget.run]                   # also [budget.session] and [budget.notebook]
@@ -74,7 +75,7 @@ _MAX_MODELS = 100
 _MAX_SECTIONS = 200
 _MAX_TEXT = 1000
 _SCOPES = ("run", "session", "notebook")
-_BOOLS = ("ai", "live", "kernel_tools", "mcp", "auto_approve")
+_BOOLS = ("ai", "live", "kernel_tools", "notebook_tools", "mcp", "auto_approve")
 _RULE_KEYS = frozenset({*_BOOLS, "message", "models", "default_model", "budget"})
 
 
@@ -115,6 +116,7 @@ class Rules:
     default_model: str | None = None
     live: bool = True
     kernel_tools: bool = True
+    notebook_tools: bool = True
     mcp: bool = True
     auto_approve: bool = True
     budgets: Mapping[str, Limit] = field(default_factory=dict)

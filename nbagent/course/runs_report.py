@@ -308,6 +308,10 @@ class NotebookReport:
     #: cells ``%agent cells`` made that the notebook holds, and how many were edited since
     agent_cells: int = 0
     agent_cells_edited: int = 0
+    #: cells the agent's accepted proposals made and edited, and of those, changed since
+    notebook_inserted: int = 0
+    notebook_edited: int = 0
+    notebook_changed: int = 0
 
     def _notes(self) -> list[str]:
         if self.error is not None:
@@ -316,6 +320,12 @@ class NotebookReport:
         if self.agent_cells:
             edited = f", {self.agent_cells_edited} edited since" if self.agent_cells_edited else ""
             notes.append(f"the notebook holds {self.agent_cells} cell(s) the agent made{edited}")
+        if self.notebook_inserted or self.notebook_edited:
+            since = f", {self.notebook_changed} changed since" if self.notebook_changed else ""
+            notes.append(
+                f"the agent's accepted proposals made {self.notebook_inserted} cell(s) and "
+                f"edited {self.notebook_edited}{since}"
+            )
         return notes + [f"to look at: {p}" for p in self.problems]
 
     def __str__(self) -> str:
@@ -357,4 +367,7 @@ def notebook_report(path: str | os.PathLike[str]) -> NotebookReport:
         tuple(p.text for p in scan.problems),
         agent_cells=scan.agent_cells,
         agent_cells_edited=scan.agent_cells_edited,
+        notebook_inserted=scan.notebook_inserted,
+        notebook_edited=scan.notebook_edited,
+        notebook_changed=scan.notebook_changed,
     )

@@ -17,6 +17,8 @@ from .._guard import Reader
 from ..content import Shown, ToolResult, error_result
 from ..tools import ToolContext
 from ._capture import Capture, routed
+from ._cell_outputs import Outputs
+from ._cell_outputs import cell_outputs as as_cell
 from ._exact import Budget
 from ._execute import Ending, SnippetThread, compile_snippet, syntax_error_text
 from ._journal import Journal, Snippet
@@ -45,11 +47,17 @@ class Workspace(Protocol):
         """What a snippet may not take away of the namespace."""
 
 
-async def run_snippet(kit: Workspace, context: ToolContext) -> ToolResult:
-    """Run ``context.input["code"]`` in ``kit.namespace`` and make its result; a cancel (Stop,
-    a kernel interrupt, the run's cancel) interrupts it and waits for it to end."""
-    code = str(context.input["code"])
-    purpose = str(context.input.get("purpose") or "")
+async def run_snippet(
+    kit: Workspace,
+    context: ToolContext,
+    code: str,
+    purpose: str = "",
+    *,
+    cell_outputs: Outputs = None,
+) -> ToolResult:
+    """Run ``code`` in ``kit.namespace`` and make its result; a cancel (Stop, a kernel
+    interrupt, the run's cancel) interrupts it and waits for it to end. ``cell_outputs`` gets
+    its outputs as a notebook cell's (the notebook tools' run of a cell)."""
     snippet = kit.journal.new(code, context.run_id, context.step, context.call.id, purpose)
     filename = f"<nbagent {snippet.label}>"
     try:
@@ -59,7 +67,7 @@ async def run_snippet(kit: Workspace, context: ToolContext) -> ToolResult:
         return error_result(f"{syntax_error_text(exc)}\nNothing ran: the code is not valid Python.")
     limits = kit.limits
     capture = Capture(max_chars=limits.max_output_chars, max_displays=limits.max_displays)
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"cells": cell_outputs}
     reader = Reader(limits.read_timeout, name=snippet.label)
 
     def before() -> None:
@@ -181,6 +189,8 @@ def _finish(
         shell=kit.shell,
         reader=reader,
     )
+    if state.get("cells") is not None:  # run_snippet's cell_outputs
+        state["cells"].extend(as_cell(capture, ending, figures, outcome.pieces))
     made = result(
         outcome,
         ending,

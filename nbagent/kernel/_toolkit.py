@@ -10,6 +10,7 @@ from typing import Any, overload
 from .._guard import Reader
 from ..content import ToolResult
 from ..tools import NeedsApproval, Tool, ToolContext
+from ._cell_outputs import Outputs
 from ._inspect import describe_variable, list_variables
 from ._journal import Journal, Snippet, UndoReport
 from ._limits import KernelLimits
@@ -132,7 +133,14 @@ class KernelToolkit(Sequence[Tool]):
             return look(self.namespace, self._hidden(), reader)
 
     async def _run_python(self, context: ToolContext) -> ToolResult:
-        return await run_snippet(self, context)
+        code = str(context.input["code"])
+        return await run_snippet(self, context, code, str(context.input.get("purpose") or ""))
+
+    async def run_code(
+        self, context: ToolContext, code: str, purpose: str = "", *, cell_outputs: Outputs = None
+    ) -> ToolResult:
+        """Run ``code`` as run_python does; ``cell_outputs`` gets its outputs as a cell's."""
+        return await run_snippet(self, context, code, purpose, cell_outputs=cell_outputs)
 
     # --- undo and cells -------------------------------------------------------------------------
 

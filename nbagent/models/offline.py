@@ -4,7 +4,9 @@ It calls the tools the prompt names (by name, by the short name after an MCP ser
 ``server__`` prefix, or by title; a short name or title only when one tool has it), with
 arguments built from each tool's schema and the values quoted in the prompt, then answers from
 their results. Enough to show the
-whole loop — streaming, cards, approvals, results — with no key and no network.
+whole loop — streaming, cards, approvals, results — with no key and no network. Given the
+notebook tools, it reads the notebook, fixes a name Python suggests a correction for, explains
+a cell from its syntax, adds a quoted cell (see :mod:`._notebook`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..generation import Request, StreamEvent
 from ..messages import AssistantMessage, ToolMessage, UserMessage
 from ..schema import normalize_schema
 from ._examples import PromptValues, example_for
+from ._notebook import NOTEBOOK_TOOLS, notebook_turn
 from .scripted import Call, Text, Turn, play_turn
 
 __all__ = ["OFFLINE_LABEL", "OfflineModel"]
@@ -50,6 +53,12 @@ class OfflineModel:
         )
         since_user = messages[last_user + 1 :]
         prompt = messages[last_user].text if last_user >= 0 else ""  # type: ignore[union-attr]
+        if request.options.tool_choice != "none":
+            named = {t.name for t in _named_in(prompt, list(request.tools))}
+            if not named - set(NOTEBOOK_TOOLS):  # the notebook tools: see ._notebook
+                planned = notebook_turn(prompt, since_user, request.tools)
+                if planned is not None:
+                    return planned
         if any(isinstance(m, ToolMessage) for m in since_user):
             return self._summarize(since_user)
         choice = request.options.tool_choice

@@ -40,7 +40,11 @@ class ApprovalBar:
         decide: Callable[[Decision], bool],
         on_edit: Callable[[], None] | None = None,
         on_preview_edit: Callable[[int, Any], None] | None = None,
+        words: Any = None,
+        accept_all: Callable[[], int] | None = None,
     ) -> None:
+        #: The labels (``.editing.card.Words``; None: Approve / Deny / Always allow).
+        self.words = words
         self.request = request
         self._decide = decide
         self._on_edit_shown = on_edit  # told when the edit form opens or closes
@@ -77,6 +81,21 @@ class ApprovalBar:
             tooltip=f"Approve, and run {name} without asking for the rest of this session "
             "(a rule you can remove: %agent rules)",
         )
+        if words is not None:  # a notebook proposal reads as a review (see .editing.card)
+            self.approve.description, self.approve.tooltip = words.approve, words.approve_tip
+            self.deny.description, self.deny.tooltip = words.deny, words.deny_tip
+            self.always.description, self.always.tooltip = words.always, words.always_tip
+            self.reason.placeholder = words.reason
+        #: Accept all (a notebook proposal's bar, shown while others wait too).
+        self.accept_all = widgets.Button(
+            description="Accept all",
+            layout=widgets.Layout(width="auto", min_width="fit-content", display="none"),
+            icon="check-double",
+            button_style="success",
+            tooltip="Accept every proposal of this run that waits now, as proposed",
+        )
+        if accept_all is not None:
+            self.accept_all.on_click(lambda _button: accept_all())
         self.edit = widgets.Button(
             description="Edit",
             layout=_auto(),
@@ -96,7 +115,15 @@ class ApprovalBar:
         self.always.on_click(self._on_always)
         self.edit.on_click(self._on_edit)
         self.buttons = widgets.HBox(
-            [self.approve, self.deny, self.reason, self.always, self.edit, self.preview_edit],
+            [
+                self.approve,
+                self.deny,
+                self.reason,
+                self.always,
+                self.accept_all,
+                self.edit,
+                self.preview_edit,
+            ],
             layout=widgets.Layout(flex_flow="row wrap"),  # buttons keep their margins
         )
         self.widget = widgets.VBox([self.buttons, self.notice])
@@ -219,6 +246,7 @@ class ApprovalBar:
             self.always,
             self.edit,
             self.preview_edit,
+            self.accept_all,
         ]
         if self.form is not None:
             made += self.form.all_widgets()
@@ -229,7 +257,15 @@ class ApprovalBar:
         bar away once the card's header says what was decided."""
         with self._lock:
             self.closed = True
-        controls = (self.approve, self.deny, self.reason, self.always, self.edit, self.preview_edit)
+        controls = (
+            self.approve,
+            self.deny,
+            self.reason,
+            self.always,
+            self.accept_all,
+            self.edit,
+            self.preview_edit,
+        )
         for control in controls:
             control.disabled = True
         if self.form is not None:

@@ -157,15 +157,26 @@ class ToolCard:
         children.insert(children.index(self.arguments), self.details)
         self.widget.children = tuple(children)
 
-    def ask(self, request: ApprovalRequest, decide: Callable[[Decision], bool]) -> ApprovalBar:
-        """Show Approve / Deny / Always allow / Edit for this call (and where its preview goes)."""
+    def ask(
+        self,
+        request: ApprovalRequest,
+        decide: Callable[[Decision], bool],
+        accept_all: Callable[[], int] | None = None,
+    ) -> ApprovalBar:
+        """Show Approve / Deny / Always allow / Edit for this call (and where its preview goes);
+        a notebook proposal's bar reads Accept / Reject, with ``accept_all`` (.editing.card)."""
+        from .editing.card import words_for
+
         if request.preview:
             self.show_preview()
+        words = words_for(self.record.name, self.record.title or "")
         self.approval = ApprovalBar(
             request,
             decide,
             on_edit=self.show_preview if request.preview else None,
             on_preview_edit=self._preview_edit_asked if request.preview else None,
+            words=words,
+            accept_all=accept_all if words is not None else None,
         )
         self._add(self.approval.widget)
         return self.approval
@@ -316,6 +327,10 @@ class ToolCard:
         self.close_approval(hide=True)
         if self.progress_text is not None:
             self.progress_text.layout.display = "none"
+        if self.preview_label is not None and self.record.preview is not None:
+            # no longer "nothing has run yet": it says it was shown before the call ran
+            said = html.escape(preview_label(self.record))
+            self.preview_label.value = f'<span style="font-size:0.85em;opacity:0.7">{said}</span>'
         self.show_result(result, final=True)
         model_result = self.record.model_result
         if model_result is not None:

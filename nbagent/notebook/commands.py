@@ -86,9 +86,25 @@ def _add_rule(effect: str) -> Callable[[Session, Any, list[str]], None]:
 
 
 def _undo(session: Session, shell: Any, words: list[str]) -> None:
+    if session.notebook is not None:  # the notebook's edits too (.editing.undo)
+        from .editing.undo import undo_command as undo_both
+
+        undo_both(session, shell, words)
+        return
     from .kernelview import undo_command
 
     undo_command(session, shell, words)
+
+
+async def _undo_awaited(session: Session, shell: Any, words: list[str]) -> None:
+    from .frontend import awaiting_cells_take_clicks
+
+    if session.notebook is None or not awaiting_cells_take_clicks()[0]:
+        _undo(session, shell, words)  # the page's answer cannot reach an awaiting cell here
+        return
+    from .editing.undo import undo_awaited
+
+    await undo_awaited(session, shell, words)
 
 
 def _cells(session: Session, shell: Any, words: list[str]) -> None:
@@ -171,7 +187,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command(_report, scan=False),
     "policy": Command(_policy, scan=False),
     "mcp": Command(servers.run, scan=False, awaited=servers.run_awaited),
-    "undo": Command(_undo, scan=False),
+    "undo": Command(_undo, scan=False, awaited=_undo_awaited),
     "cells": Command(_cells, scan=False),
     "fork": Command(None, body=True),
     "compare": Command(_compare, scan=False),

@@ -99,7 +99,11 @@ def admit(session: Session, shell: Any, plan: Any) -> bool:
     reach = planned_reach(spec)
     auto, source = _approval(plan.approve, shell)
     try:
-        granted = check(session, course, Asked(reach, auto, source, plan.kernel, plan.budget))
+        granted = check(
+            session,
+            course,
+            Asked(reach, auto, source, plan.kernel, plan.budget, notebook=bool(plan.notebook)),
+        )
         if granted.replay_only and reach.may_reach_a_server:
             _replay_or_refuse(session, course, plan, reach)
         elif reach.may_reach_a_server:
@@ -149,17 +153,19 @@ def admit_map(
 
 
 def admit_serving(
-    session: Session, shell: Any, *, prompt: str, kernel: bool, auto: bool
+    session: Session, shell: Any, *, prompt: str, kernel: bool, auto: bool, notebook: bool = False
 ) -> CourseRefusal | None:
     """Check one ``%agent serve`` before it starts: an external agent that calls the
     notebook's tools is AI use (AI off refuses it), ``--kernel`` needs the kernel tools and
-    ``--approve auto`` the policy's ``auto_approve``. The refusal (shown, with its record), or
-    None. The served calls reach no model of this kernel; a served tool that runs an agent (a
-    helper) is judged at each of its requests like any other."""
+    ``--approve auto`` the policy's ``auto_approve``, ``--notebook`` its ``notebook_tools``.
+    The refusal (shown, with its record), or None. The served calls reach no model of this
+    kernel; a served tool that runs an agent (a helper) is judged at each of its requests like
+    any other."""
     course = current(shell)
     source = "--approve" if auto else ""
     try:
-        check(session, course, Asked(Reach("offline", None, "an MCP client"), auto, source, kernel))
+        reach = Reach("offline", None, "an MCP client")
+        check(session, course, Asked(reach, auto, source, kernel, notebook=notebook))
     except CourseRefusal as refusal:
         _refused(session, shell, course, refusal, prompt, None)
         return refusal

@@ -198,13 +198,15 @@ class CourseRefusal(RequestRefusedError):
 class Asked:
     """What a run would do, as the policy judges it: the model it reaches, whether every call
     is approved without asking (and what said so: ``--approve``, ``NBAGENT_APPROVAL``, or
-    ``""`` for an approver object), whether it offers the kernel tools, its own token budget."""
+    ``""`` for an approver object), whether it offers the kernel tools, its own token budget,
+    whether it offers the notebook tools."""
 
     reach: Reach
     auto: bool = False
     auto_source: str = ""
     kernel: bool = False
     run_budget: int | None = None
+    notebook: bool = False
 
 
 def approves_everything(approver: Any) -> bool:
@@ -268,6 +270,12 @@ def check(session: Session, course: Course, asked: Asked) -> Granted:
             "The kernel tools (--kernel) are off in this notebook "
             f"({course.where('kernel_tools')}); nothing was sent.",
             rule="kernel_tools",
+        )
+    if asked.notebook and not rules.notebook_tools:
+        raise CourseRefusal(
+            "The notebook tools (--notebook) are off in this notebook "
+            f"({course.where('notebook_tools')}); nothing was sent.",
+            rule="notebook_tools",
         )
     if not rules.mcp and session.mcp_servers:
         names = ", ".join(sorted(session.mcp_servers))

@@ -275,7 +275,7 @@ GRAMMARS: dict[str, Grammar] = {
     ),
     "undo": _g(
         "undo",
-        _f(Many(RUN, 0), does="put back what --kernel runs changed"),
+        _f(Many(RUN, 0), does="put back what --kernel and --notebook runs changed"),
         _f(Opt((RUN,)), "step", STEP, does="only that step's changes"),
     ),
     "cells": _g("cells", _f(Many(RUN, 0), does="the code --kernel runs ran, as cells")),
@@ -289,7 +289,15 @@ GRAMMARS: dict[str, Grammar] = {
         _f("stop", does="stop serving"),
         _f("status", does="what is served, and where"),
         _f(
-            Rest(("[--kernel]", "[--approve ask|auto]", "[--port PORT]", "[--expose ADDRESS]")),
+            Rest(
+                (
+                    "[--kernel]",
+                    "[--notebook]",
+                    "[--approve ask|auto]",
+                    "[--port PORT]",
+                    "[--expose ADDRESS]",
+                )
+            ),
             does="serve the notebook's tools over MCP (see docs/howto/serve.md)",
         ),
         quoting=True,

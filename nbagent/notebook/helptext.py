@@ -56,6 +56,11 @@ Options
                        describe_variable): it asks before each snippet; %agent undo puts
                        back what the snippets changed, %agent cells turns them into cells.
                        There is no sandbox: the code has your rights.
+  --notebook           let the agent read this notebook and propose edits of its cells
+                       (read_notebook, read_cell, insert_cell, edit_cell, delete_cell,
+                       move_cell, run_cell): each change is a card with its diff, Accept or
+                       Reject; %agent undo takes a run's edits back. --notebook=NAME: the
+                       document the variable NAME holds (nbagent.document.NotebookDocument)
   --record             run live and record the run (beside the notebook, in nbagent-recordings/)
   --replay             replay this run's recording (with a model set: go on live where the run
                        departs from it, and record again)
@@ -83,9 +88,9 @@ A server at a URL that asks you to sign in shows a sign-in link in the cell (OAu
 token with --header 'Authorization: Bearer $VAR' (read from the kernel's environment).
 
 A course policy (nbagent-course.toml beside the notebook or in a folder above it, or the file
-NBAGENT_COURSE_POLICY names) may limit models, live calls, the kernel tools, MCP servers,
---approve auto and spending, or turn AI off: a run it refuses says which rule of which file,
-and nothing is sent. %agent policy shows what is in force.
+NBAGENT_COURSE_POLICY names) may limit models, live calls, the kernel and notebook tools, MCP
+servers, --approve auto and spending, or turn AI off: a run it refuses says which rule of which
+file, and nothing is sent. %agent policy shows what is in force.
 
 Approval rules decide before anyone is asked: %agent allow write_file path=data/* (a glob on a
 named argument; * stays in one folder), %agent deny delete_file; deny rules win, then allow

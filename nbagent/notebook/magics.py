@@ -27,6 +27,8 @@ from ..approvals.rules import RuleApprover
 from ..errors import NbagentError
 from ..limits import Budget
 from . import commands, courseadmit, courserecord, kernelview, outputs
+from .editing.tools import NOTEBOOK_AUTO, NOTEBOOK_TOOLS, use_notebook
+from .editing.undo import offer_undo as offer_notebook_undo
 from .frontend import (
     approver_for,
     awaiting_cells_take_clicks,
@@ -94,6 +96,7 @@ class _Plan:
     fork: tuple[str, int] | None = None  # run id, step
     output_type: Any = None  # --output: the type the run answers with
     course: Any = None  # what the course policy granted (coursegate.Granted)
+    notebook: bool | str = False  # --notebook (True), or --notebook=NAME (a variable's name)
 
 
 @magics_class
@@ -243,6 +246,9 @@ class AgentMagics(Magics):
             from .outputtype import output_type
 
             wanted = output_type(args.output_type, {**self._namespace(), **(local_ns or {})})
+        notebook = args.notebook
+        if isinstance(notebook, str) and not notebook.isidentifier():
+            raise UsageError(f"--notebook={notebook!r}: give the name of a variable")
         modes = [m for m in ("record", "replay", "live") if getattr(args, m)]
         if len(modes) > 1:
             raise UsageError(f"choose one of --record, --replay and --live, not {modes}")
@@ -261,6 +267,7 @@ class AgentMagics(Magics):
             args.step,
             fork,
             wanted,
+            notebook=notebook,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -315,16 +322,21 @@ class AgentMagics(Magics):
             unknown = [t for t in plan.tools if t not in session.tools]
             if plan.kernel:
                 unknown = [t for t in unknown if t not in KERNEL_TOOLS]
+            if plan.notebook:
+                unknown = [t for t in unknown if t not in NOTEBOOK_TOOLS]
             if unknown:
                 known = ", ".join(sorted(session.tools)) or "none"
                 raise UsageError(f"unknown tools {', '.join(unknown)}; registered: {known}")
+        frontend = detect(self.shell)
         run_tools = kernelview.use_kernel(session, plan.tools, wanted=plan.kernel)
+        run_tools = use_notebook(
+            session, self.shell, run_tools, wanted=plan.notebook, frontend=frontend
+        )
         if plan.fork is not None:
             try:
                 session.fork(*plan.fork, tools=run_tools)
             except (ValueError, NbagentError) as exc:
                 raise UsageError(str(exc)) from None
-        frontend = detect(self.shell)
         try:
             policy, source = choose_policy(plan.approve, frontend)
         except ValueError as exc:
@@ -332,7 +344,10 @@ class AgentMagics(Magics):
         asked = approver_for(policy, source, frontend, session.approver)
         needs_clicks = isinstance(asked, InteractiveApprover)
         approver = RuleApprover(session.rules, fallback=asked)  # the session's rules come first
-        mode, why = self._mode(awaited, needs_clicks)
+        # the open page answers the notebook tools as a click does: where a cell cannot hear
+        # clicks while it awaits, neither can it hear the page
+        needs_page = plan.notebook is True and frontend.interactive
+        mode, why = self._mode(awaited, needs_clicks or needs_page)
         use_widgets = frontend.interactive and widgets_available()
         step = plan.step
         if step and not needs_clicks:
@@ -346,6 +361,10 @@ class AgentMagics(Magics):
             warning = kernelview.warn_auto_once(session)
             if warning:
                 outputs.note(warning)
+        kit = session.notebook
+        if plan.notebook and policy == "auto" and kit is not None and not kit.warned_auto:
+            kit.warned_auto = True  # once per session, as for --kernel
+            outputs.note(NOTEBOOK_AUTO)
 
         view: View
         holder: list[Job] = []
@@ -371,8 +390,11 @@ class AgentMagics(Magics):
                     if mode != "background" or namespace.get(output) is pending:
                         namespace[output] = job.result
                 outputs.run_ended(job.view, static_segments=mode != "background")
-                if plan.kernel and use_widgets:
-                    kernelview.offer_undo(session, job.run.id if job.run else None)
+                run_id = job.run.id if job.run else None
+                if plan.notebook and use_widgets:
+                    offer_notebook_undo(session, run_id)  # its namespace changes too
+                elif plan.kernel and use_widgets:
+                    kernelview.offer_undo(session, run_id)
             finally:
                 session.job_ended(job)
 

@@ -22,7 +22,16 @@ _VALUE_OPTIONS = {
     "--pace",
     "--budget",
 }
-_FLAG_OPTIONS = {"--new", "--reset", "--record", "--replay", "--live", "--kernel", "--step"}
+_FLAG_OPTIONS = {
+    "--new",
+    "--reset",
+    "--record",
+    "--replay",
+    "--live",
+    "--kernel",
+    "--step",
+    "--notebook",  # also --notebook=NAME: a variable holding the document to work on
+}
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
 
 
@@ -135,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=int)
     parser.add_argument("--kernel", action="store_true")
     parser.add_argument("--step", action="store_true")
+    parser.add_argument("--notebook", nargs="?", const=True, default=False)
     return parser
 
 
@@ -153,5 +163,6 @@ def run_options(args: argparse.Namespace) -> list[str]:
         "budget",
         "kernel",
         "step",
+        "notebook",
     )
     return [n for n in names if getattr(args, n) not in (None, False)]

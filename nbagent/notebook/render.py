@@ -278,6 +278,16 @@ CODE_COLORS = {
     "Literal.Number": "#cb5a00",
     "Comment": "#7c7c7c",
     "Operator.Word": "#d031cd",
+    # a diff (a notebook proposal's): added and removed lines, and where a hunk starts
+    "Generic.Inserted": "#378d37",
+    "Generic.Deleted": "#e0402f",
+    "Generic.Subheading": "#8f6ae0",
+}
+#: A diff's added and removed lines also get a faint band behind them (alpha: the text keeps
+#: its contrast with whatever is behind the block).
+CODE_BANDS = {
+    "Generic.Inserted": "rgba(55,141,55,0.12)",
+    "Generic.Deleted": "rgba(224,64,47,0.12)",
 }
 
 
@@ -307,7 +317,7 @@ def _highlighted(text: str, language: str) -> str:
         else:
             runs.append((color, [value]))
     return "".join(
-        f'<span style="color:{color}">{html.escape("".join(values))}</span>'
+        f'<span style="{color}">{html.escape("".join(values))}</span>'
         if color
         else html.escape("".join(values))
         for color, values in runs
@@ -315,10 +325,12 @@ def _highlighted(text: str, language: str) -> str:
 
 
 def _color(token: Any) -> str | None:
+    """The inline style of a token: its color (and, in a diff, its line's band)."""
     while token is not None and len(token):
         name = ".".join(token)
         if name in CODE_COLORS:
-            return CODE_COLORS[name]
+            band = CODE_BANDS.get(name)
+            return f"color:{CODE_COLORS[name]}" + (f";background:{band}" if band else "")
         token = token.parent
     return None
 

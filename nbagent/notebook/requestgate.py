@@ -115,6 +115,10 @@ class CourseGate:
         kit = self.session.kernel
         return kit is not None and any(asked.tools.get(t.name) is t for t in kit)
 
+    def _offers_notebook_tools(self, asked: _gates.RequestAsked) -> bool:
+        kit = self.session.notebook
+        return kit is not None and any(asked.tools.get(t.name) is t for t in kit)
+
     def admit(self, asked: _gates.RequestAsked) -> None:
         session = self.session
         course = current(session.shell)
@@ -126,7 +130,10 @@ class CourseGate:
                 if course.policy is not None or course.error is not None:
                     auto = approves_everything(asked.approver)
                     kernel = self._offers_kernel_tools(asked)
-                    granted = check(session, course, Asked(reach, auto, "", kernel))
+                    notebook = self._offers_notebook_tools(asked)
+                    granted = check(
+                        session, course, Asked(reach, auto, "", kernel, notebook=notebook)
+                    )
                     if granted.replay_only and reach.may_reach_a_server:
                         raise refuse_live(course, reach)
                     if reach.may_reach_a_server:

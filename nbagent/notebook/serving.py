@@ -9,9 +9,7 @@ changed it. The cell's output becomes plain output and the serving's record when
 (``%agent serve stop``, the Stop button, a kernel restart or shutdown), and a notebook saved
 before that holds the card as it stood (:mod:`.savedform`), never a widget.
 
-The line to paste into a client (with the bearer token) is shown once, sent to the page as a
-message that no widget state keeps (:mod:`.secretline`), and it leaves the cell when a client
-connects, on "Hide the line", when another cell runs or when serving ends.
+The line to paste into a client (with the bearer token) is shown once (:mod:`.connectionline`).
 """
 
 from __future__ import annotations
@@ -35,8 +33,8 @@ from ..loop._served import ServedCalls
 from ..mcp._serve import ServeError, ServeSettings, ToolServer, is_loopback
 from ..redact import redact_secrets
 from . import outputs
+from .connectionline import show_connection
 from .frontend import detect, widgets_available
-from .render import close_widgets, md_text
 from .runner import kernel_loop
 from .servedrequests import ServingForms
 
@@ -72,8 +70,11 @@ class ServedSession:
         *,
         kernel: bool,
         auto: bool,
+        notebook: bool = False,
     ) -> None:
         self.session = session
+        #: The notebook tools are served too, on the page of the serving cell.
+        self.notebook = notebook
         self.server = server
         self.calls = calls
         self.view = view
@@ -225,18 +226,22 @@ def client_config(client: str, url: str, token: str) -> str:
 # --- starting -----------------------------------------------------------------------------------
 
 
-def _served_tools(session: Session, kernel: bool) -> dict[str, Tool]:
-    """The tools served now: the notebook's, and the kernel tools (with MCP's hints) when
-    asked; read at every list and call."""
+def _served_tools(session: Session, kernel: bool, notebook: bool = False) -> dict[str, Tool]:
+    """The tools served now: the notebook's, and the kernel tools (with MCP's hints) and the
+    notebook tools (their own hints: .editing) when asked; read at every list and call."""
     from .kernelview import toolkit
 
     tools = dict(session.tools)
     kit_names = set(session.kernel.names) if session.kernel is not None else set()
+    if session.notebook is not None:
+        kit_names |= {t.name for t in session.notebook if tools.get(t.name) is t}
     for name in kit_names:
         tools.pop(name, None)
     if kernel:
         for found in toolkit(session):
             tools[found.name] = _hinted(found)
+    if notebook and session.notebook is not None:
+        tools.update((t.name, t) for t in session.notebook)
     return tools
 
 
@@ -264,8 +269,11 @@ def serve(
     port: int = 0,
     expose: str | None = None,
     settings: ServeSettings | None = None,
+    notebook: bool = False,
 ) -> ServedSession:
-    """Start serving (see the module); if already serving, the session serving now."""
+    """Start serving (see the module); if already serving, the session serving now.
+    ``notebook``: the notebook tools too, on the notebook open in the page whose cell serves
+    (each proposal a card in the serving cell, as in a run)."""
     found = session.served
     if found is not None and found.running:
         return found  # type: ignore[no-any-return]
@@ -277,8 +285,10 @@ def serve(
     shell = session.shell
     from .courseadmit import admit_serving
 
-    refusal = admit_serving(session, shell, prompt="%agent serve", kernel=kernel,
-                            auto=approve == "auto")  # fmt: skip
+    refusal = admit_serving(
+        session, shell, prompt="%agent serve", kernel=kernel, auto=approve == "auto",
+        notebook=notebook,
+    )  # fmt: skip
     if refusal is not None:  # the cell says why, with the refusal's record
         raise refusal
     frontend = detect(shell)
@@ -317,8 +327,12 @@ def serve(
         forms, interactive, fallback if fallback is session.approver else None, stop_clicked
     )
     loop = kernel_loop()
+    if notebook:
+        from .editing.tools import serve_notebook
+
+        serve_notebook(session, shell, frontend)
     calls = ServedCalls(
-        lambda: _served_tools(session, kernel),
+        lambda: _served_tools(session, kernel, notebook),
         approver,
         lambda event: None,
         loop=loop,
@@ -335,7 +349,9 @@ def serve(
         server.start()
     except ServeError:
         raise
-    served = ServedSession(session, server, calls, view, kernel=kernel, auto=auto)
+    served = ServedSession(
+        session, server, calls, view, kernel=kernel, auto=auto, notebook=notebook
+    )
     served.asks = interactive or auto  # whether a call that asks reaches a person (or auto)
     forms.served = served
     if hasattr(view, "refresh_header"):
@@ -346,10 +362,15 @@ def serve(
     if kernel:
         toolkit_names = ", ".join(_KERNEL_HINTS)
         outputs.note(f"with the kernel tools ({toolkit_names}): run_python asks you each time")
+    if notebook:
+        outputs.note(
+            "with the notebook tools: each change a client proposes is a card here, with its "
+            "diff, that you accept or reject"
+        )
     if interactive:
         outputs.show_live(view, f"nbagent-serve-{uuid.uuid4().hex}")
         view.keep_saved(now=True)  # a notebook saved from now on holds no widget here
-        _show_connection(served)
+        show_connection(served)
 
         async def tick() -> None:
             while True:
@@ -429,120 +450,13 @@ def _offer_undo(served: ServedSession, view: Any, event: ToolFinished) -> None:
     view.add_under(event.call.id, box, [box, button, note])
 
 
-def _show_connection(served: ServedSession) -> None:
-    """The line to paste, once: a widget whose saved form has no token. It leaves the cell
-    (plain text without the token in its place, the widget closed, so that no widget state
-    holds it any more) when the person clicks "Hide", when a client first connects with the
-    token (it was seen and used), when the next cell runs, or when serving ends."""
-    import ipywidgets as widgets
-    from IPython.display import display
-
-    from .savedform import SavedForm
-    from .secretline import SecretLine
-
-    # the lines travel as messages to the page, never as widget state (a notebook saved with
-    # its widget state holds no token): see .secretline
-    lines = [
-        SecretLine(served.connection_line("claude")),
-        SecretLine(served.connection_line("json")),
-    ]
-    small = widgets.Layout(margin="0")
-    shown = widgets.VBox(
-        [
-            widgets.HTML(
-                '<div style="font-size:0.9em">Connect a client (shown once; it holds the '
-                "token, and disappears when a client connects, another cell runs or you hide "
-                "it). Claude Code:</div>",
-                layout=small,
-            ),
-            lines[0],
-            widgets.HTML(
-                '<div style="font-size:0.9em">Any client that takes JSON (Cursor, VS Code …):'
-                "</div>",
-                layout=small,
-            ),
-            lines[1],
-        ]
-    )
-    button = widgets.Button(
-        description="Hide the line", icon="eye-slash", tooltip="I have copied it: hide it now"
-    )
-    # what a notebook saved while the line shows holds instead (never the line: no page puts
-    # it back after a reload either)
-    saved_form = SavedForm(restore=False)
-    box = widgets.VBox([shown, button, saved_form])
-    saved_form.view_id = box.model_id
-    text = (
-        f"The line that connects a client to {served.url}, with its token, was shown here "
-        "once (while it serves, nbagent.serve().connection_line() gives it again; "
-        "%agent serve stop, then %agent serve, makes a new token)."
-    )
-    said = {"text/plain": text, "text/markdown": f"*{md_text(text)}*"}
-    saved_form.keep(said, {})
-    data = {
-        "text/plain": text,
-        "application/vnd.jupyter.widget-view+json": {
-            "version_major": 2,
-            "version_minor": 0,
-            "model_id": box.model_id,
-        },
-    }
-    display_id = f"nbagent-serve-line-{uuid.uuid4().hex}"
-    display(data, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
-    shell = served.session.shell
-    made = int(getattr(shell, "execution_count", 0) or 0)
-    done = threading.Lock()
-    hidden: list[bool] = []
-
-    def hide() -> None:
-        from IPython.display import update_display
-
-        with done:
-            if hidden:
-                return
-            hidden.append(True)
-        served.hide_line = None
-        # plain text in place of the widget: a saved notebook then holds no widget here
-        update_display(said, raw=True, display_id=display_id)  # type: ignore[no-untyped-call]
-        saved_form.end(said, {})  # and in a page reloaded since, which missed that update
-        for secret in lines:  # no view gets the token any more
-            secret.forget()
-        close_widgets([box, shown, *shown.children, button, saved_form])
-        if shell is not None and hasattr(shell, "events"):
-            try:
-                shell.events.unregister("post_run_cell", after_cell)
-            except ValueError:
-                pass
-
-    def after_cell(result: Any = None) -> None:
-        count = getattr(result, "execution_count", None)
-        if count is not None and count < made:
-            return  # the serving cell's own end
-        hide()
-
-    loop = served.calls.loop
-
-    def connected() -> None:  # on the server's thread: the cell's outputs are the kernel's
-        try:
-            loop.call_soon_threadsafe(hide)
-        except RuntimeError:  # the kernel's loop is closed: serving ends with it
-            pass
-
-    button.on_click(lambda _button: hide())
-    served.hide_line = hide
-    served.server.on_connect = connected
-    if served.server.connected.is_set():
-        connected()
-    if shell is not None and hasattr(shell, "events"):
-        shell.events.register("post_run_cell", after_cell)
-
-
 # --- the magic ----------------------------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="%agent serve", add_help=False, exit_on_error=False)
     parser.add_argument("--kernel", action="store_true")
+    parser.add_argument("--notebook", action="store_true")
     parser.add_argument("--approve", choices=("ask", "auto"))
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--expose", metavar="ADDRESS")
@@ -581,7 +495,12 @@ def serve_command(session: Session, _shell: Any, words: list[str]) -> None:
 
     try:
         served = serve(
-            session, kernel=args.kernel, approve=args.approve, port=args.port, expose=args.expose
+            session,
+            kernel=args.kernel,
+            approve=args.approve,
+            port=args.port,
+            expose=args.expose,
+            notebook=args.notebook,
         )
     except CourseRefusal:
         return  # the course policy refused it: the cell shows its sentence and record

@@ -28,6 +28,7 @@ from .runner import kernel_loop
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..document import NotebookToolkit
     from ..events import RunResult
     from ..generation import Generator
     from ..kernel import KernelToolkit
@@ -137,6 +138,8 @@ class Session:
         self.mcp_servers: dict[str, MCPServer] = {}
         #: The kernel tools (``%agent --kernel``), made on first use by :mod:`.kernelview`.
         self.kernel: KernelToolkit | None = None
+        #: The notebook tools (``%agent --notebook``), made on first use by :mod:`.editing`.
+        self.notebook: NotebookToolkit | None = None
         self._mcp_tools: dict[str, str] = {}  # tool name -> the MCP server it comes from
         #: per server, its tools left out because a tool of the notebook has their name
         self.mcp_shadowed: dict[str, tuple[str, ...]] = {}
@@ -240,6 +243,8 @@ class Session:
             return "no tool of that name is registered now; define it again, or nbagent.register it"
         if name in KERNEL_TOOLS:
             return "a kernel tool: add --kernel"
+        if self.notebook is not None and name in self.notebook.names:
+            return "a notebook tool: add --notebook"
         return "--tools leaves it out"
 
     @property

@@ -49,6 +49,8 @@ from ..output import ANSWER_TOOL
 from ..redact import redact_secrets
 from .answerlive import LiveAnswer
 from .card import Shared, ToolCard
+from .editing.card import accept_all, show_accept_all
+from .editing.fold import ProposalFold
 from .nested import NestedRuns
 from .presence import Presence
 from .render import close_widgets
@@ -119,6 +121,8 @@ class RunView:
         self.answer: LiveAnswer | None = None
         self._typed = ("", False)
         self._answer_key: tuple[int, str] = (0, "")
+        #: Many proposals (the notebook tools): the oldest ended cards fold into a line.
+        self.proposals = ProposalFold(self)
         #: Helper agents' runs, each in the card of the call that runs it (see .nested).
         self.nested = NestedRuns(
             lambda prompt: RunView(prompt, approver=approver, clock=clock, interval=interval),
@@ -284,7 +288,8 @@ class RunView:
                         request.call.id, decision, fingerprint=request.fingerprint
                     )
 
-                card.ask(request, decide)
+                card.ask(request, decide, accept_all(lambda: self.cards.values()))
+                show_accept_all(self.cards.values())
             card.refresh()
         elif isinstance(event, ApprovalResolved):
             self._asking.discard(event.call_id)
@@ -292,6 +297,7 @@ class RunView:
             card = self._card(event.call_id)
             card.close_approval(hide=True)
             card.refresh()
+            show_accept_all(self.cards.values())
         elif isinstance(event, (ToolArgumentsChanged, ToolHookApplied)):
             card = self._card(event.call_id)
             card.show_notes()
@@ -312,6 +318,7 @@ class RunView:
             abandoned = getattr(event, "abandoned", None)
             if abandoned is not None:
                 self._watch_abandoned(event.call.id, abandoned)
+            self.proposals.after()
         elif isinstance(event, StepPaused):
             self._paused(event)
         elif isinstance(event, StepResumed):

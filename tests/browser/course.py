@@ -10,6 +10,7 @@ reopened and exported, and the dark theme (test_course_saved_and_themed.py).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 import urllib.error
@@ -113,6 +114,14 @@ EXPECTED = {
         "research answered: Oslo: rain, 9 °C today.",
         "the planner said: Pack a raincoat: Oslo has rain and 9 °C today.",
     ],
+    "15_the_agent_fixes_a_notebook": [
+        """[3] code report: 'print(f"Total: {total:.2f}")'""",
+        "'accepted': 'as proposed'",  # clicked Accept: by the person
+        "the rule `deny insert_cell` denies it",
+        "edit of cell 3 (id report): taken back",
+        '"tool": "edit_cell"',
+        "is a markdown cell",  # the open notebook read through the page: the cell above
+    ],
 }
 #: How many step-mode pauses a person meets in each lesson under Run All (each gets Next).
 PAUSES = {"12_step_and_fork": 3}
@@ -148,7 +157,7 @@ def run_all(page: Any, pauses: list[int] | None = None) -> int:
     approved = 0
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        buttons = page.locator(BUTTONS, has_text="Approve")
+        buttons = page.locator(BUTTONS, has_text=re.compile("^(Approve|Accept)$"))
         for index in range(buttons.count()):
             button = buttons.nth(index)
             if button.is_visible() and button.is_enabled():
@@ -229,6 +238,8 @@ def run_all_cells(lab: Lab, browser: Any, path: Path) -> None:
             assert approved == 2  # the two %agent calls that ask
         if path.stem == "11_the_agent_in_your_kernel":
             assert approved == 2  # the two run_python snippets
+        if path.stem == "15_the_agent_fixes_a_notebook":
+            assert approved == 2  # the two fixes, each accepted
         if path.stem in ("04_rich_results", "11_the_agent_in_your_kernel"):
             assert page.locator(".jp-OutputArea-output img").count() >= 2
         assert faint_text(page) == []

@@ -132,6 +132,9 @@ def running_lab(
             *args,
         ],
         env=lab_env(home, env, quiet_news=quiet_news),
+        # in the test's home: what a server writes where it runs (jupyter-collaboration's
+        # .jupyter_ystore.db) never lands in the checkout
+        cwd=home,
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -190,6 +190,10 @@ async def test_edit_then_approve_in_the_card(wire: Wire) -> None:
     assert written == ["data/a.txt"]
     card = view.cards["c1"]
     assert "approved by you with your edit" in card.header.value
+    # once it ran, the live card's preview no longer says that nothing has run
+    assert card.preview_label is not None
+    assert "nothing has run yet" not in card.preview_label.value
+    assert "shown before it was approved" in card.preview_label.value
     assert (
         card.notes is not None and "/path" in card.notes.value and "data/a.txt" in card.notes.value
     )

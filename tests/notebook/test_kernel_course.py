@@ -159,9 +159,11 @@ def test_a_model_the_course_does_not_allow_is_refused(
 def test_options_the_course_turns_off_are_refused(
     kernel: Kernel, gateway: Gateway, tmp_path: Path
 ) -> None:
-    course(kernel, tmp_path, "kernel_tools = false\nauto_approve = false\n")
+    course(kernel, tmp_path, "kernel_tools = false\nnotebook_tools = false\nauto_approve = false\n")
     text, _, _ = run(kernel, f"%agent -m {MODEL} --kernel sum the list")
     assert "kernel tools (--kernel) are off" in text and "kernel_tools = false" in text
+    text, _, _ = run(kernel, f"%agent -m {MODEL} --notebook fix the error above")
+    assert "notebook tools (--notebook) are off" in text and "notebook_tools = false" in text
     text, _, _ = run(kernel, f"%agent -m {MODEL} --approve auto tidy up")
     assert "--approve=auto" in text and "auto_approve = false" in text
     assert gateway.requests == []

@@ -57,6 +57,7 @@ def _saved(cells: list[Any], path: Path) -> Any:
         ("ai = false\n", f"%agent -m {MODEL} hi", "ai"),
         ('models = ["anthropic:*"]\n', f"%agent -m {MODEL} hi", "models"),
         ("kernel_tools = false\n", f"%agent -m {MODEL} --kernel hi", "kernel_tools"),
+        ("notebook_tools = false\n", f"%agent -m {MODEL} --notebook hi", "notebook_tools"),
         ("auto_approve = false\n", f"%agent -m {MODEL} --approve auto hi", "auto_approve"),
         ("live = false\n", f"%agent -m {MODEL} nothing recorded", "live"),
         ("[budget.run]\nusd = 0.5\n", "%agent -m openai:no-such-model-7 hi", "budget.run.usd"),
