@@ -53,7 +53,7 @@ def _bench_cell_started(info):
     _bench["cell"] = time.perf_counter()
 
 def _bench_patch():  # at the first run's first text, when the view's modules are loaded
-    stream = sys.modules.get("nbagent.notebook.stream")
+    stream = sys.modules.get("nbagent.notebook.live.stream")
     if stream is None or getattr(stream.TextStream.flush, "bench", False):
         return
     original = stream.TextStream.flush
@@ -260,7 +260,7 @@ def _kernel_notes(section: Section, log: Path) -> None:
 def _coalescing() -> str:
     """How the run view batches text, in its own constants."""
     try:
-        from nbagent.notebook import view
+        from nbagent.notebook.live import view
     except ImportError as exc:
         return f"the run view's coalescing (unreadable here: {exc})"
     return (

@@ -48,7 +48,7 @@ class _LongModel:
 def _timed(n: int) -> Callable[[], float]:
     def measure() -> float:
         from nbagent import Agent
-        from nbagent.notebook.transcript import Transcript
+        from nbagent.notebook.shown.transcript import Transcript
         from nbagent.recording import record
 
         gc.collect()
@@ -80,7 +80,7 @@ def _live(n: int) -> Callable[[], float]:
     """The live view's text widget: ``n`` pieces appended, a send every 25 (no frontend)."""
 
     def measure() -> float:
-        from nbagent.notebook.stream import TextStream
+        from nbagent.notebook.live.stream import TextStream
 
         gc.collect()
         stream = TextStream()

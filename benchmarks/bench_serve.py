@@ -35,7 +35,7 @@ class _Served:
     def __init__(self) -> None:
         from nbagent import AutoApprove, tool
         from nbagent.loop._served import ServedCalls
-        from nbagent.mcp._serve import ServeSettings, ToolServer
+        from nbagent.mcp._serving.server import ServeSettings, ToolServer
 
         @tool
         def add(a: int, b: int) -> int:

@@ -123,7 +123,7 @@ def serve(
     ``.stop()``); if something is served already, that. See docs/howto/serve.md: there is no
     sandbox."""
     from .notebook import current_session as session
-    from .notebook.serving import serve as start
+    from .notebook.serving.serve import serve as start
 
     return start(
         session(), kernel=kernel, notebook=notebook, approve=approve, port=port, expose=expose

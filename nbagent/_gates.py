@@ -8,7 +8,7 @@ once its answer ended (:func:`settle`). A gate refuses by raising
 that error. Retries inside one request are the same request: the gate is asked once.
 
 The front end that owns the person installs a gate (the notebook installs its course policy's
-when its session is made: :mod:`nbagent.notebook.coursegate`); the loop never imports it, the
+when its session is made: :mod:`nbagent.notebook.policy.coursegate`); the loop never imports it, the
 dependency runs the other way, as it does for observers and the MCP sign-in presenter. No gate
 installed costs one tuple check per request.
 """

@@ -16,7 +16,7 @@ import functools
 import logging
 from typing import Any
 
-from ._extras import missing
+from ._ground.extras import missing
 from .generation import Usage
 
 __all__ = ["FREE", "cost_usd", "price_known", "priced_as", "table_missing", "usd_text"]

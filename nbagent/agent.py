@@ -15,8 +15,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
+from ._ground.threads import run_on_worker_loop
 from ._history import checked_history, prompt_for_history
-from ._threads import run_on_worker_loop
 from .approvals.approval import Approver, DenyAll
 from .approvals.hooks import AfterToolHook, BeforeToolHook
 from .content import Part

@@ -8,7 +8,7 @@ never find it busy), and everything the caller's run is bound by reaches it:
 
 * **stop**: cancelling the caller cancels the helper's run; both histories end with every
   call answered;
-* **budget**: the helper spends from the caller's account (:mod:`nbagent._spending`): each
+* **budget**: the helper spends from the caller's account (:mod:`nbagent._ground.spending`): each
   of its requests reserves from the caller's :class:`~nbagent.Budget` (tokens, requests and
   dollars) before it is sent, so helpers running in parallel share what is left rather than
   each getting all of it; a helper's own budget bounds it too;
@@ -36,7 +36,7 @@ import contextvars
 import json
 from typing import Any, Protocol
 
-from ._spending import spending_account
+from ._ground.spending import spending_account
 from .content import TextPart, ToolResult, error_result
 from .errors import ToolDefinitionError
 from .events import HelperEvent

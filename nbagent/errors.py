@@ -281,7 +281,7 @@ class RunFailedError(AgentError, Generic[_Result]):
         self.error: BaseException | None = result.error
         cause = result.error
         if cause is not None:
-            from ._formatting import error_text
+            from ._ground.formatting import error_text
 
             reason = error_text(cause)  # bounded: the cause may be the person's exception
         else:

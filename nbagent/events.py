@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ._textbuf import StreamedArguments, TextBuffer
+from ._ground.textbuf import StreamedArguments, TextBuffer
 from .approvals.approval import ApprovalRequest, Decision
 from .content import ToolResult
 from .generation import FinishReason, Usage

@@ -71,7 +71,7 @@ class Budget:
     request too, since a provider may bill it. A budget bounds what is paid for.
 
     A budget is a value; the run spends it as one account for its whole tree
-    (:mod:`nbagent._spending`): before each model request, retries included, the request
+    (:mod:`nbagent._ground.spending`): before each model request, retries included, the request
     reserves what it is expected to cost (one request; its input so far plus
     ``Options.max_tokens`` in tokens and dollars), and it is sent only if that fits in what is
     left; once answered, what it reported is settled. A run that cannot pay for its next

@@ -55,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._extras import explained, missing
+from ._ground.extras import explained, missing
 from .delegation import helper_call
 from .errors import ConfigurationError
 from .events import (

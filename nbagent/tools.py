@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
-from ._textbuf import _UNSET, StreamedArguments, TextBuffer
+from ._ground.textbuf import _UNSET, StreamedArguments, TextBuffer
 from .content import ToolResult
 from .errors import ArgumentsError, SchemaError, ToolDefinitionError
 from .limits import Limits

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nbagent import Agent, Budget
-from nbagent._spending import Account, BudgetRefusal, Reservation, Waiting
+from nbagent._ground.spending import Account, BudgetRefusal, Reservation, Waiting
 from nbagent.events import HelperEvent, RunFinished
 from nbagent.generation import Options
 from nbagent.providers import OpenAIChat
@@ -407,7 +407,7 @@ def test_the_calls_of_a_served_session_share_its_budget() -> None:
 async def test_the_terminal_and_the_saved_cell_say_which_budget_stopped_the_run() -> None:
     import io
 
-    from nbagent.notebook.transcript import Transcript
+    from nbagent.notebook.shown.transcript import Transcript
     from nbagent.terminal._console import Console
     from nbagent.terminal._view import TerminalView
 
@@ -470,7 +470,7 @@ def test_an_account_handed_to_runs_bounds_them_together() -> None:
     """An account that outlives one run (a session's): every run started inside
     ``spending(account)`` reserves from it (``run_sync`` runs on a worker thread of its own,
     with the caller's context), and each run's own budget bounds it under that account."""
-    from nbagent._spending import spending
+    from nbagent._ground.spending import spending
 
     with ModelServer(lambda body: calls(("x", "lookup", {"word": "w"}))) as server:
         model = OpenAIChat("row-model", api_key=KEY, base_url=server.url)

@@ -93,9 +93,9 @@ def test_every_limit_quoted_is_the_default() -> None:
         assert _number(rows[f"`content.{name}`"]) == getattr(content, name), name
     assert _number(rows["`generation.MAX_CALL_ID`"]) == generation.MAX_CALL_ID
     assert _number(rows["grace period after a stop request"]) == CANCEL_GRACE
-    from nbagent import _formatting
+    from nbagent._ground import formatting as _formatting
 
-    bounds = rows["`nbagent._formatting.FORMAT_TIMEOUT`, `FORMAT_CHARS`"]
+    bounds = rows["`nbagent._ground.formatting.FORMAT_TIMEOUT`, `FORMAT_CHARS`"]
     assert _number(bounds) == _formatting.FORMAT_TIMEOUT
     assert f"{_formatting.FORMAT_CHARS:,} characters" in bounds
     assert _number(rows["HTTP adapters' `max_event_bytes`"]) * 2**20 == DEFAULT_MAX_EVENT_BYTES
@@ -250,7 +250,8 @@ def test_the_conformance_tables_name_every_scenario_and_where_it_is_played() -> 
 
 
 def test_the_kernel_limits_quoted_are_the_defaults() -> None:
-    from nbagent import KernelLimits, _guard
+    from nbagent import KernelLimits
+    from nbagent._ground import guard as _guard
 
     rows = _table("howto/kernel.md", r"`KernelLimits\.[a-z_]+`|reads left running.*", "Limits")
     fields = dataclasses.fields(KernelLimits)
@@ -261,7 +262,9 @@ def test_the_kernel_limits_quoted_are_the_defaults() -> None:
         unit = re.match(r"[\d,.]+ (MiB|GiB)", quoted)
         scale = units[unit.group(1)] if unit else 1
         assert _number(quoted) * scale == field.default, field.name
-    assert _number(rows["reads left running (`nbagent._guard.MAX_STUCK`)"]) == _guard.MAX_STUCK
+    assert (
+        _number(rows["reads left running (`nbagent._ground.guard.MAX_STUCK`)"]) == _guard.MAX_STUCK
+    )
     summary = _table("concepts/limits.md", r"`KernelLimits\.read_timeout`, `copy_timeout`")
     quoted = re.findall(r"\d+(?:\.\d+)?", next(iter(summary.values())))[:2]
     assert [float(q) for q in quoted] == [KernelLimits.read_timeout, KernelLimits.copy_timeout]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nbagent import _extras
-from nbagent._extras import EXTRAS, explained, install_line, missing
+from nbagent._ground import extras as _extras
+from nbagent._ground.extras import EXTRAS, explained, install_line, missing
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def test_serving_without_uvicorn_says_so_before_it_binds(monkeypatch: pytest.Mon
 
     from nbagent.approvals.approval import AutoApprove
     from nbagent.loop._served import ServedCalls
-    from nbagent.mcp._serve import ServeError, ToolServer
+    from nbagent.mcp._serving.server import ServeError, ToolServer
 
     hide(monkeypatch, "uvicorn")
     loop = asyncio.new_event_loop()
@@ -136,8 +136,8 @@ def test_a_local_model_without_llama_cpp_says_what_to_install(
 
 def test_prices_without_their_table_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     from nbagent import _prices
-    from nbagent.notebook.report import _model_rows
-    from nbagent.notebook.session import Session
+    from nbagent.notebook.core.session import Session
+    from nbagent.notebook.reports.classreport import _model_rows
 
     hide(monkeypatch, "genai_prices")
     said = (

@@ -1,4 +1,4 @@
-"""The person's objects formatted for a front end (nbagent._formatting): whatever their code
+"""The person's objects formatted for a front end (nbagent._ground.formatting): whatever their code
 does (raise, spin, recurse, answer with megabytes, lie about what it returns), the text comes
 back bounded, or as a stand-in naming the type and saying why in one sentence."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nbagent._formatting import Formatter, error_text, formatted, stand_in, traceback_text
+from nbagent._ground.formatting import Formatter, error_text, formatted, stand_in, traceback_text
 
 #: Short, so a test about code that never returns stays quick.
 QUICK = 0.3
@@ -121,12 +121,12 @@ def test_a_tool_raising_an_exception_that_never_says_what_it_is_ends_its_call(
 ) -> None:
     """The loop builds the call's error result (and its traceback) on the event loop: the
     exception's own ``__str__`` is read bounded there, so the run goes on."""
-    import nbagent._formatting
+    import nbagent._ground.formatting
     from nbagent import Agent, AutoApprove, tool
     from nbagent.events import ToolFinished
     from nbagent.models import Call, ScriptedModel, Turn
 
-    monkeypatch.setattr(nbagent._formatting, "FORMAT_TIMEOUT", QUICK)
+    monkeypatch.setattr(nbagent._ground.formatting, "FORMAT_TIMEOUT", QUICK)
 
     @tool
     def fails() -> str:
@@ -151,12 +151,12 @@ def test_a_tool_raising_an_exception_that_never_says_what_it_is_ends_its_call(
 def test_run_sync_says_why_a_run_failed_whatever_the_cause_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import nbagent._formatting
+    import nbagent._ground.formatting
     from nbagent import Agent
     from nbagent.errors import RunFailedError
     from nbagent.models import FunctionModel
 
-    monkeypatch.setattr(nbagent._formatting, "FORMAT_TIMEOUT", QUICK)
+    monkeypatch.setattr(nbagent._ground.formatting, "FORMAT_TIMEOUT", QUICK)
 
     def decide(_request: Any) -> Any:
         raise SpinningError()

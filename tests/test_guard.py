@@ -1,5 +1,5 @@
 """The one primitive the kernel toolkit and the front ends call the person's code through:
-nbagent._guard.
+nbagent._ground.guard.
 
 A call is bounded in time, stopped (KeyboardInterrupt in its thread) at the bound, at
 interrupt(), when the caller is cancelled or itself interrupted, and whatever it raised comes
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from nbagent import _guard
-from nbagent._guard import Reader, Unreadable
+from nbagent._ground import guard as _guard
+from nbagent._ground.guard import Reader, Unreadable
 
 
 class Spin:

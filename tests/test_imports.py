@@ -127,14 +127,7 @@ def test_no_import_circle() -> None:
 ROOMS: dict[str, tuple[str, ...]] = {
     # what every room may use: no import of the rest of nbagent
     "ground": (
-        "nbagent._extras",
-        "nbagent._files",
-        "nbagent._formatting",
-        "nbagent._guard",
-        "nbagent._markdown",
-        "nbagent._spending",
-        "nbagent._textbuf",
-        "nbagent._threads",
+        "nbagent._ground",
         "nbagent._version",
         "nbagent.errors",
         "nbagent.limits",
@@ -342,6 +335,115 @@ def test_the_core_reaches_the_providers_through_their_face_only() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+#: The notebook front end's own rooms, bottom to top (docs/architecture.md draws them): the
+#: command language and what every view is made of first, then the saved and the live view,
+#: the session, the course policy on it, the tools' front ends, the features, and at the top
+#: the magics that dispatch to all of them (``nbagent.notebook`` itself: its modules outside
+#: the rooms below).
+NOTEBOOK_ROOMS: dict[str, tuple[str, ...]] = {
+    "command": ("nbagent.notebook.command",),
+    "shown": ("nbagent.notebook.shown",),
+    "saved": ("nbagent.notebook.saved",),
+    "live": ("nbagent.notebook.live",),
+    "core": ("nbagent.notebook.core",),
+    "policy": ("nbagent.notebook.policy",),
+    "toolkit": ("nbagent.notebook.toolkit",),
+    "editing": ("nbagent.notebook.editing",),
+    "serving": ("nbagent.notebook.serving",),
+    "map": ("nbagent.notebook.map",),
+    "reports": ("nbagent.notebook.reports",),
+    "magics": ("nbagent.notebook",),
+}
+#: What every feature of the notebook may build on: they reach each other only through it.
+_SHARED = {"command", "shown", "saved", "live", "core", "policy"}
+#: The features' front ends: none imports another (the tools' rooms below them are shared by
+#: the features that serve or run those tools).
+NOTEBOOK_FEATURES = ("serving", "map", "reports")
+NOTEBOOK_MAY_IMPORT: dict[str, set[str]] = {
+    "command": set(),
+    "shown": set(),
+    "saved": {"shown"},
+    "live": {"shown", "saved"},
+    "core": {"shown", "saved", "live"},
+    "policy": {"shown", "saved", "live", "core"},
+    "toolkit": _SHARED,
+    "editing": _SHARED | {"toolkit"},  # a cell runs through the kernel toolkit's journal
+    "serving": _SHARED | {"toolkit", "editing"},  # it serves the kernel and the notebook tools
+    "map": _SHARED,
+    "reports": _SHARED,
+    "magics": set(NOTEBOOK_ROOMS) - {"magics"},
+}
+
+
+def _notebook_graph() -> dict[str, set[str]]:
+    inside = "nbagent.notebook"
+    return {
+        module: {t for t in imported if t == inside or t.startswith(inside + ".")}
+        for module, imported in import_graph(ROOT).items()
+        if module == inside or module.startswith(inside + ".")
+    }
+
+
+def test_the_notebook_s_rooms_run_one_way() -> None:
+    """Every module of the notebook is in one of its rooms, the table holds no circle, and
+    imports follow it, lazily or for types only: features never import one another."""
+    graph = _notebook_graph()
+    assert {"nbagent.notebook.live.view", "nbagent.notebook.core.session"} <= set(graph)
+    homeless = [m for m in graph if room_of(m, NOTEBOOK_ROOMS) is None]
+    assert not homeless and set(NOTEBOOK_MAY_IMPORT) == set(NOTEBOOK_ROOMS)
+    assert not circles(NOTEBOOK_MAY_IMPORT), circles(NOTEBOOK_MAY_IMPORT)
+    for feature in NOTEBOOK_FEATURES:
+        assert not NOTEBOOK_MAY_IMPORT[feature] & set(NOTEBOOK_FEATURES), feature
+    wrong = wrong_way(graph, NOTEBOOK_ROOMS, NOTEBOOK_MAY_IMPORT)
+    assert not wrong, "imports against the notebook rooms' direction:\n" + "\n".join(wrong)
+
+
+def test_the_architecture_page_draws_the_notebook_s_rooms() -> None:
+    """docs/architecture.md's table of the notebook's rooms names each room, in this order,
+    with what it may import."""
+    text = ARCHITECTURE.read_text(encoding="utf-8").split("## The notebook's rooms", 1)[1]
+    rows = {}
+    for line in text.split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            may = cells[2]
+            rows[cells[0].strip("`")] = (
+                set() if may == "nothing" else {r.strip() for r in may.split(",")}
+            )
+    assert list(rows) == list(NOTEBOOK_ROOMS)
+    for room, allowed in rows.items():
+        expected = NOTEBOOK_MAY_IMPORT[room]
+        assert allowed == expected or (room == "magics" and allowed == {"every room"}), room
+
+
+#: Modules of its own (outside its subfolders) a folder of the package holds at most.
+MAX_FOLDER_MODULES = 20
+
+
+def test_no_folder_over_20_modules() -> None:
+    folders: dict[str, int] = {}
+    for path, _ in _modules(ROOT).values():
+        if path.name != "__init__.py":
+            key = str(path.parent.relative_to(ROOT.parent))
+            folders[key] = folders.get(key, 0) + 1
+    assert folders["nbagent/notebook/live"] > 5
+    full = {folder: n for folder, n in folders.items() if n > MAX_FOLDER_MODULES}
+    assert not full, f"give these folders rooms of their own (at most {MAX_FOLDER_MODULES}): {full}"
+
+
+def test_each_script_sits_beside_the_module_that_sends_it() -> None:
+    """A widget's script or style (``_esm``, ``_css``) is a file in the same folder as the
+    module that names it: a person who opens a room finds both."""
+    scripts = [p for p in ROOT.rglob("*") if p.suffix in (".js", ".css")]
+    assert len(scripts) >= 8
+    alone = []
+    for script in scripts:
+        beside = [p for p in script.parent.glob("*.py") if f'"{script.name}"' in p.read_text()]
+        if not beside:
+            alone.append(str(script.relative_to(ROOT.parent)))
+    assert not alone, f"no module beside these names them: {alone}"
+
+
 def _lengths() -> dict[str, int]:
     return {
         str(path.relative_to(ROOT.parent)): len(path.read_text(encoding="utf-8").splitlines())
@@ -358,10 +460,7 @@ def test_no_module_over_600_lines() -> None:
 #: import, what it hands on; the code lives in the modules it belongs to.
 MAX_FACE_LINES = 150
 #: Faces still over it, each with why: the test fails once one is under (take it out then).
-FACES_WAITING = {
-    # the notebook room's own rooms come with issue 35's restructure, after issue 34's work
-    "nbagent/notebook/__init__.py": "the notebook room is split into rooms of its own next",
-}
+FACES_WAITING: dict[str, str] = {}
 
 
 def test_no_package_face_over_150_lines() -> None:

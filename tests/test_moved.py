@@ -27,6 +27,9 @@ OLD_CODE = {
     "nbagent.rules": "from nbagent.rules import RuleApprover, RuleSet",
     "nbagent.run": "from nbagent.run import Run",
     "nbagent.stepping": "from nbagent.stepping import next_step, run_to_end",
+    "nbagent.notebook.cellnote": "from nbagent.notebook.cellnote import CellNote",
+    "nbagent.notebook.frontend": "from nbagent.notebook.frontend import detect",
+    "nbagent.notebook.grammar": "from nbagent.notebook.grammar import GRAMMARS",
 }
 
 

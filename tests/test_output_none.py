@@ -12,8 +12,8 @@ from nbagent.events import RunFinished
 from nbagent.generation import Request
 from nbagent.messages import ToolMessage, UserMessage
 from nbagent.models import Call, FunctionModel, Turn
-from nbagent.notebook.static import run_markdown, run_plain
-from nbagent.notebook.transcript import Transcript
+from nbagent.notebook.saved.static import run_markdown, run_plain
+from nbagent.notebook.shown.transcript import Transcript
 from nbagent.output import ANSWER_TOOL
 from nbagent.recording import Recording, RecordingGenerator, ReplayGenerator
 

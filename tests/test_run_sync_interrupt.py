@@ -53,7 +53,7 @@ def test_a_loop_broken_out_of_still_winds_its_task_down() -> None:
 
     import pytest
 
-    from nbagent._threads import run_on_worker_loop
+    from nbagent._ground.threads import run_on_worker_loop
 
     ended: list[str] = []
 

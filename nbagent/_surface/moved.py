@@ -27,6 +27,10 @@ MOVED: dict[str, str] = {
     "nbagent.exchange": "nbagent.inspection.exchange",
     "nbagent.fork": "nbagent.inspection.fork",
     "nbagent.hooks": "nbagent.approvals.hooks",
+    # the notebook front end's rooms (the paths its docs showed)
+    "nbagent.notebook.cellnote": "nbagent.notebook.live.cellnote",
+    "nbagent.notebook.frontend": "nbagent.notebook.core.frontend",
+    "nbagent.notebook.grammar": "nbagent.notebook.command.grammar",
     "nbagent.rules": "nbagent.approvals.rules",
     "nbagent.run": "nbagent.loop.run",
     "nbagent.stepping": "nbagent.inspection.stepping",

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._extras import missing
-from .._spending import Account, spend_from, spending_account
+from .._ground.extras import missing
+from .._ground.spending import Account, spend_from, spending_account
 from ..approvals.approval import Approver, InteractiveApprover, approval_policy
 from ..approvals.rules import RuleApprover
 from ..errors import BatchInputError

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .._files import open_regular
+from .._ground.files import open_regular
 from ..errors import BatchInputError
 from ._rows import BatchRow
 

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._spending import Account, Reservation, spend_from
+from .._ground.spending import Account, Reservation, spend_from
 from ..errors import BatchInputError
 from ..limits import Budget
 from ._inputs import Item

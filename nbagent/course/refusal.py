@@ -1,6 +1,6 @@
 """What a refusal says: one sentence naming the rule and the file, in every form it is shown.
 
-The notebook refuses with these sentences (:mod:`nbagent.notebook.coursegate`), the class
+The notebook refuses with these sentences (:mod:`nbagent.notebook.policy.coursegate`), the class
 report and ``%agent report`` read them back from the records, and the generated sample course
 writes the very same ones (:mod:`._samples`), so there is one wording. The sentence is the
 plain form: the rule it names stands in backticks (``rule `notebooks[1].ai = false` in
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._markdown import code_span, md_text
+from .._ground.markdown import code_span, md_text
 
 __all__ = [
     "ai_off_sentence",

@@ -137,7 +137,7 @@ def source_text(value: Any) -> str:
 
 def wire_output(output: Mapping[str, Any], limits: NotebookLimits) -> dict[str, Any]:
     """One nbformat output as a read's answer carries it: its text bounded, its other forms
-    named only (the page does the same in ``static/page.js``)."""
+    named only (the page does the same in ``editing/page.js``)."""
     kind = output.get("output_type")
     cap = limits.max_output_chars
     if kind == "stream":

@@ -5,7 +5,7 @@ it was made against (the person's edit made meanwhile wins: the change is refuse
 source as it is now), a new cell where it goes (after one cell, before another, or at the
 end). :func:`inverse` turns an applied change into the change that takes it back, expecting
 what the first one left: undo keeps the same promise. The wire form (:meth:`wire`,
-:func:`applied_from_wire`) is what the page reads and answers (``static/page.js``).
+:func:`applied_from_wire`) is what the page reads and answers (``editing/page.js``).
 """
 
 from __future__ import annotations

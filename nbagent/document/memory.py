@@ -2,7 +2,7 @@
 
 For a notebook that is not open in a page: one read from a file on purpose (a student's
 notebook a teacher reviews, a lesson run headless), one built in a script, a test. It applies
-changes exactly as the page does (``static/page.js`` in :mod:`nbagent.notebook.editing`
+changes exactly as the page does (``editing/page.js`` in :mod:`nbagent.notebook.editing`
 mirrors :func:`apply_to_cells`): each change checks what it expects, and one that does not
 hold is refused, naming why. Nothing is ever written to a file unless :meth:`save` is called.
 """
@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping, MutableSequence, Sequence
 from typing import Any
 
-from .._files import open_regular
+from .._ground.files import open_regular
 from .cells import CELL_ID, CELL_TYPES, Snapshot, snapshot_from_wire, snapshot_of, source_text
 from .changes import (
     Applied,

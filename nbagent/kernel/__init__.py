@@ -16,9 +16,10 @@ goes; for code you would not run yourself, run the notebook in a container or a 
 
 Every object in the namespace is the person's code too: nbagent reads types, lengths and shapes
 the interpreter keeps, and runs anything else of an object's (a repr, a copy for undo) through
-a :class:`~nbagent._guard.Reader`, bounded by ``KernelLimits.read_timeout`` / ``copy_timeout``,
-stopped with the call, what it raised said as text. A snippet's changes to the process (the
-working directory, ``sys.path``, environment variables, imports) are said in its result.
+a :class:`~nbagent._ground.guard.Reader`, bounded by ``KernelLimits.read_timeout`` /
+``copy_timeout``, stopped with the call, what it raised said as text. A snippet's changes to the
+process (the working directory, ``sys.path``, environment variables, imports) are said in its
+result.
 
 The toolkit keeps a :class:`~._journal.Journal` of the snippets: :meth:`KernelToolkit.undo`
 puts back what a run's snippets changed, :meth:`KernelToolkit.cells` gives their code as cells.

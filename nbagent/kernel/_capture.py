@@ -5,7 +5,7 @@ live view). While it runs, ``sys.stdout``, ``sys.stderr``, the shell's display p
 formatter, and ``builtins.input`` are routers: what the snippet's thread writes or displays is
 kept in its :class:`Capture`, bounded; what any other thread does (the kernel, nbagent's own
 widgets, a thread the snippet started) goes where it always goes. The shell's ``showtraceback``
-stays quiet on a thread where nbagent reads an object (:mod:`nbagent._guard`): a repr that
+stays quiet on a thread where nbagent reads an object (:mod:`nbagent._ground.guard`): a repr that
 raises is said in the snippet's result, not as a traceback in the cell. The thread is recognised
 by a context variable set inside it, so nothing depends on thread names.
 """
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._guard import reading
+from .._ground.guard import reading
 
 __all__ = ["Capture", "Captured", "current", "routed"]
 
@@ -178,7 +178,7 @@ def _routed_format(inner: Any) -> Any:
 
 def _traceback_router(inner: Any) -> Any:
     """The shell's ``showtraceback``: IPython's formatters call it when an object's repr
-    raises. On a :class:`~nbagent._guard.Reader`'s worker (nbagent reading an object) the
+    raises. On a :class:`~nbagent._ground.guard.Reader`'s worker (nbagent reading an object) the
     exception is kept for the reader, which says it in the result, instead of a traceback
     published into the cell."""
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from .._guard import async_raise, is_worker, let_land
+from .._ground.guard import async_raise, is_worker, let_land
 from ..redact import redact_secrets
 from ._capture import Capture, ExitRefused, InputRefused
 

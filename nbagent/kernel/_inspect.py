@@ -2,7 +2,7 @@
 
 Sizes come from the types nbagent knows (exact builtins, NumPy arrays, pandas frames) and are
 read directly; everything that is an object's own code (a repr, a signature, a docstring, a
-frame's cells) runs through a :class:`~nbagent._guard.Reader`: bounded in time, stopped with
+frame's cells) runs through a :class:`~nbagent._ground.guard.Reader`: bounded in time, stopped with
 the call, what it raised said in the text. One hostile object is one line saying so, never a failed
 tool. Large objects are summarised: a DataFrame's columns and dtypes and a few rows, an array's
 shape, dtype and a few values, never the whole.
@@ -16,7 +16,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from .._guard import Reader, Unreadable, exact
+from .._ground.guard import Reader, Unreadable, exact
 from ..content import Shown, Table, TextPart, ToolResult, error_result
 from ._exact_base import byte_size
 from ._namespace import READ_TIMEOUT, visible_names

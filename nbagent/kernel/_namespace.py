@@ -16,8 +16,8 @@ not part of the namespace a person sees, and are left out.
 Every object is the person's code. The signature of every name runs none of it
 (:mod:`._objects`); exact builtin containers and NumPy arrays are fingerprinted directly; a
 frame's fingerprint, another object's attributes and every copy run through a
-:class:`~nbagent._guard.Reader`: bounded in time, interruptible, what they raised said as text (a
-fingerprint that cannot be taken is "cannot tell", a copy not taken is said by undo).
+:class:`~nbagent._ground.guard.Reader`: bounded in time, interruptible, what they raised said as
+text (a fingerprint that cannot be taken is "cannot tell", a copy not taken is said by undo).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._guard import Reader, Unreadable
-from .._guard import exact as _exact
+from .._ground.guard import Reader, Unreadable
+from .._ground.guard import exact as _exact
 from ._exact import Budget, Print, exact_print, needs_print, unchanged
 from ._exact_base import byte_size
 from ._objects import (
@@ -114,8 +114,8 @@ def fingerprint(value: Any, reader: Reader | None = None) -> str | None:
     """A bounded fingerprint of an object's content (None: nbagent cannot tell, by design).
 
     Exact builtin containers and NumPy arrays are read directly; a frame, or another object's
-    attributes, through ``reader`` (bounded: see :mod:`nbagent._guard`; a reader of its own with the
-    default timeout when None), so an object whose code raises or hangs is "cannot tell".
+    attributes, through ``reader`` (bounded: see :mod:`nbagent._ground.guard`; a reader of its own
+    with the default timeout when None), so an object whose code raises or hangs is "cannot tell".
     """
     digest = hashlib.blake2b(digest_size=16)
     base = builtin_base(type(value))
@@ -416,7 +416,7 @@ _FLAT = frozenset({str, bytes, bytearray, int, float, bool, complex})
 def estimate_size(value: Any, limit: int) -> int | None:
     """Bytes a copy of ``value`` would take, as far as a bounded look can tell (None: more than
     the walk may look at, or more than ``limit``). It runs objects' ``__sizeof__`` and
-    ``__dict__``: call it through a :class:`~nbagent._guard.Reader`."""
+    ``__dict__``: call it through a :class:`~nbagent._ground.guard.Reader`."""
     try:
         if is_frame(value):
             usage = value.memory_usage(index=True, deep=False)

@@ -5,8 +5,8 @@ which an object may fake, and never ``isinstance``, which asks it), a class's na
 ``type`` stores them (a metaclass's own attributes are never asked), the length of a builtin
 container through the builtin's own method (``list.__len__(x)``: a subclass's ``__len__`` never
 runs), the shape of a NumPy array or pandas frame of exactly those types. Whatever needs more
-runs through a :class:`~nbagent._guard.Reader`. This is what the cheap signature of every name
-before a snippet, the namespace diff's descriptions and ``list_variables`` are made of.
+runs through a :class:`~nbagent._ground.guard.Reader`. This is what the cheap signature of every
+name before a snippet, the namespace diff's descriptions and ``list_variables`` are made of.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 import types
 from typing import Any
 
-from .._guard import exact as _exact
-from .._guard import type_attribute
+from .._ground.guard import exact as _exact
+from .._ground.guard import type_attribute
 
 __all__ = [
     "ABSENT",

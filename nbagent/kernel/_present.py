@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .._guard import Reader, Unreadable, defines, exact, reading
+from .._ground.guard import Reader, Unreadable, defines, exact, reading
 from ..content import ImagePart, Shown, Table, TextPart, ToolResult, image_part, stable_text
 from ..errors import ImageError
 from ..redact import redact_secrets

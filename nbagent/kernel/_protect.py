@@ -7,7 +7,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from .._guard import derives
+from .._ground.guard import derives
 from ._namespace import SHELL_NAMES
 
 __all__ = ["Keeper", "refuse_exit", "restore"]

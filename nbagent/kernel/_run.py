@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .._guard import Reader
+from .._ground.guard import Reader
 from ..content import Shown, ToolResult, error_result
 from ..tools import ToolContext
 from ._capture import Capture, routed

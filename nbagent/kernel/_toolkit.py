@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
-from .._guard import Reader
+from .._ground.guard import Reader
 from ..content import ToolResult
 from ..tools import NeedsApproval, Tool, ToolContext
 from ._cell_outputs import Outputs

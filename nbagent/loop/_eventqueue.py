@@ -14,7 +14,7 @@ import asyncio
 from collections import deque
 from typing import Any
 
-from .._textbuf import TextBuffer
+from .._ground.textbuf import TextBuffer
 from ..events import (
     AgentEvent,
     AssistantTextDelta,

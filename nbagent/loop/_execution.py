@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .._formatting import error_text, traceback_text
+from .._ground.formatting import error_text, traceback_text
 from ..content import ToolResult, error_result, stable_text
 from ..events import AbandonedCall, CallStatus, abandonment_is_shown
 from ..redact import redact_secrets

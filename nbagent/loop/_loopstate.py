@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .._spending import Account, Reservation
+    from .._ground.spending import Account, Reservation
     from ..approvals.approval import Approver
     from ..approvals.hooks import AfterToolHook, BeforeToolHook
     from ..content import ToolResult

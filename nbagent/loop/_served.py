@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from .._ground.spending import Account, spend_from
 from .._history import result_for_model
-from .._spending import Account, spend_from
 from ..approvals.approval import Approver
 from ..content import ToolResult, error_result
 from ..errors import ArgumentsError
@@ -126,7 +126,7 @@ class ServedCalls:
     its hooks, timeouts and limits, read at each call. ``run_id`` names the session in events,
     snippets (``%agent undo serve-1``) and the timeline. ``budget`` bounds what all the
     session's calls spend together, where a served tool runs an agent (a helper): every model
-    request it makes reserves from one account (:mod:`nbagent._spending`).
+    request it makes reserves from one account (:mod:`nbagent._ground.spending`).
     """
 
     def __init__(

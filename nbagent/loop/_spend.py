@@ -1,5 +1,5 @@
 """What a run's next model request may spend: reserved from its account before it is sent,
-settled once it is answered (see :mod:`nbagent._spending`).
+settled once it is answered (see :mod:`nbagent._ground.spending`).
 
 The account is the run's tree's (its own budget's, nested under its caller's, its map's or its
 served session's). A request reserves one request and, where the tree counts them, an
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .._ground.spending import BudgetRefusal, Waiting
 from .._prices import cost_usd, table_missing
-from .._spending import BudgetRefusal, Waiting
 from ..content import TextPart
 from ..generation import Usage
 from ..messages import AssistantMessage, ReasoningPart, ToolMessage, UserMessage

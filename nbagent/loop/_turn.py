@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _gates
-from .._textbuf import TextBuffer
+from .._ground.textbuf import TextBuffer
 from ..delegation import helper_call
 from ..errors import RequestRefusedError
 from ..events import (

@@ -22,8 +22,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._ground.spending import Account, spend_from, spending_account
 from .._history import check_calls, history_message
-from .._spending import Account, spend_from, spending_account
 from ..approvals.approval import Approver
 from ..content import Part, TextPart, ToolResult
 from ..delegation import enter_run
@@ -127,7 +127,8 @@ class Run:
         self._observers = tuple(agent.observers)
         self._budget = budget
         #: What the run spends from: its own budget's account, under the one of whoever
-        #: started it (a caller, a map, a served session), or that one alone (nbagent._spending).
+        #: started it (a caller, a map, a served session), or that one alone
+        #: (nbagent._ground.spending).
         ambient = spending_account()
         self._account: Account | None = (
             Account(budget, ambient, label=_label(ambient)) if budget is not None else ambient

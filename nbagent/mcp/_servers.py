@@ -205,7 +205,7 @@ def mcp_server(
     (missing command, crash on start, no answer within ``limits.start_timeout`` …), and
     :class:`~nbagent.errors.MCPSignInError` when signing in did not succeed.
     """
-    from .._extras import missing
+    from .._ground.extras import missing
     from ..errors import MCPServerError
     from ._connection import Connection, Target
     from ._convert import check_server_name

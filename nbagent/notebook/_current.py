@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .core.session import Session
 
 __all__ = ["current_session", "existing", "for_shell", "shell"]
 
@@ -38,8 +38,8 @@ def _made(ipython: Any) -> Session:
     """A new session for ``ipython``, its course policy's gate on the request path (every
     model request of the kernel passes it: :mod:`.requestgate`)."""
     global _session
-    from .requestgate import govern
-    from .session import Session
+    from .core.session import Session
+    from .policy.requestgate import govern
 
     _session = Session(ipython)
     govern(_session)

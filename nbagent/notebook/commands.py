@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from . import report, servers
-from .frontend import detect
-from .grammar import GRAMMARS, SubcommandUsageError, parse
-from .helptext import HELP
-from .render import no_math
+from . import servers
+from .command.grammar import GRAMMARS, SubcommandUsageError, parse
+from .command.helptext import HELP
+from .core.frontend import detect
+from .reports import classreport as report
+from .shown.render import no_math
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .core.session import Session
 
 __all__ = ["COMMANDS", "Command", "find", "is_subcommand"]
 
@@ -91,13 +92,13 @@ def _undo(session: Session, shell: Any, words: list[str]) -> None:
 
         undo_both(session, shell, words)
         return
-    from .kernelview import undo_command
+    from .toolkit.kernelview import undo_command
 
     undo_command(session, shell, words)
 
 
 async def _undo_awaited(session: Session, shell: Any, words: list[str]) -> None:
-    from .frontend import awaiting_cells_take_clicks
+    from .core.frontend import awaiting_cells_take_clicks
 
     if session.notebook is None or not awaiting_cells_take_clicks()[0]:
         _undo(session, shell, words)  # the page's answer cannot reach an awaiting cell here
@@ -108,19 +109,19 @@ async def _undo_awaited(session: Session, shell: Any, words: list[str]) -> None:
 
 
 def _cells(session: Session, shell: Any, words: list[str]) -> None:
-    from .kernelview import cells_command
+    from .toolkit.kernelview import cells_command
 
     cells_command(session, shell, words)
 
 
 def _report(session: Session, shell: Any, words: list[str]) -> None:
-    from .runreport import report as show
+    from .reports.runreport import report as show
 
     show(session, shell, words)
 
 
 def _policy(session: Session, shell: Any, words: list[str]) -> None:
-    from .courseview import show_policy
+    from .reports.courseview import show_policy
 
     show_policy(session, shell, words)
 
@@ -155,19 +156,19 @@ def _timeout(session: Session, _shell: Any, words: list[str]) -> None:
 
 
 def _serve(session: Session, shell: Any, words: list[str]) -> None:
-    from .serving import serve_command
+    from .serving.serve import serve_command
 
     serve_command(session, shell, words)
 
 
 def _map(session: Session, shell: Any, words: list[str]) -> Any:
-    from . import mapmagic
+    from .map import mapmagic
 
     return mapmagic.run_map_blocking(session, shell, *words)
 
 
 async def _map_awaited(session: Session, shell: Any, words: list[str]) -> Any:
-    from . import mapmagic
+    from .map import mapmagic
 
     return await mapmagic.run_map(session, shell, *words)
 

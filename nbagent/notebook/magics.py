@@ -26,30 +26,34 @@ from ..approvals.approval import InteractiveApprover
 from ..approvals.rules import RuleApprover
 from ..errors import NbagentError
 from ..limits import Budget
-from . import commands, courseadmit, courserecord, kernelview, outputs
-from .editing.tools import NOTEBOOK_AUTO, NOTEBOOK_TOOLS, use_notebook
-from .editing.undo import offer_undo as offer_notebook_undo
-from .frontend import (
+from . import commands
+from .command.helptext import HELP
+from .command.options import interpolate as interpolate
+from .command.options import parser, run_options, split_at_options
+from .command.options import split_options as split_options
+from .core.frontend import (
     approver_for,
     awaiting_cells_take_clicks,
     choose_policy,
     detect,
     widgets_available,
 )
-from .helptext import HELP
-from .options import interpolate as interpolate
-from .options import parser, run_options, split_at_options
-from .options import split_options as split_options
-from .recordings import RecordMode, choose, first_request, model_configured
-from .runner import Job, Mode, PendingRun, View
-from .session import KERNEL_TOOLS, show_problems
+from .core.recordings import RecordMode, choose, first_request, model_configured
+from .core.runner import Job, Mode, PendingRun
+from .core.session import KERNEL_TOOLS, show_problems
+from .editing.tools import NOTEBOOK_AUTO, NOTEBOOK_TOOLS, use_notebook
+from .editing.undo import offer_undo as offer_notebook_undo
+from .live import outputs
+from .live.outputs import View
+from .policy import courseadmit, courserecord
+from .toolkit import kernelview
 
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..events import RunResult
     from ..recording import Pace
-    from .recordings import Choice
-    from .session import Session
+    from .core.recordings import Choice
+    from .core.session import Session
 
 __all__ = ["HELP", "KERNEL_TOOLS", "AgentMagics", "interpolate", "split_options"]
 
@@ -243,7 +247,7 @@ class AgentMagics(Magics):
             tools = [t.strip() for t in args.tools.split(",") if t.strip()]
         wanted = None
         if args.output_type is not None:
-            from .outputtype import output_type
+            from .command.outputtype import output_type
 
             wanted = output_type(args.output_type, {**self._namespace(), **(local_ns or {})})
         notebook = args.notebook
@@ -369,7 +373,7 @@ class AgentMagics(Magics):
         view: View
         holder: list[Job] = []
         if use_widgets:
-            from .view import RunView
+            from .live.view import RunView
 
             view = RunView(
                 plan.prompt or _fork_label(plan),
@@ -377,7 +381,7 @@ class AgentMagics(Magics):
                 on_stop=lambda: holder[0].cancel() if holder else None,
             )
         else:
-            from .textview import TextView
+            from .saved.textview import TextView
 
             view = TextView(plan.prompt or _fork_label(plan))
         output = plan.output
@@ -485,7 +489,7 @@ class AgentMagics(Magics):
                 return "background", f"it must wait for the run before it, and {why}"
             return "background", why
         if needs_clicks:
-            from .cells import installed, installed_in_this_cell
+            from .command.cells import installed, installed_in_this_cell
 
             if not installed(self.shell):
                 return "background", (

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from .grammar import GRAMMARS
-from .render import code_span, fenced, md_text
-from .report import _show, _table
+from .command.grammar import GRAMMARS
+from .reports.classreport import _show, _table
+from .shown.render import code_span, fenced, md_text
 
 if TYPE_CHECKING:
     from ..mcp import MCPServer
-    from .session import Session
+    from .core.session import Session
 
 __all__ = ["USAGE", "run", "run_awaited"]
 
@@ -76,7 +76,7 @@ def run(session: Session, shell: Any, words: list[str]) -> None:
 def _course_refuses(shell: Any, name: str) -> bool:
     """A course policy with ``mcp = false``: say so (one sentence, naming the rule and the
     file) instead of starting or signing in to a server."""
-    from .coursegate import current
+    from .policy.coursegate import current
 
     course = current(shell)
     if course.policy is None or course.rules.mcp:
@@ -95,7 +95,7 @@ async def run_awaited(session: Session, shell: Any, words: list[str]) -> None:
 
     from ..mcp._limits import THREAD_JOIN
     from ..mcp._signin import in_a_worker
-    from .runner import CellInterrupted
+    from .core.runner import CellInterrupted
 
     signs_in = words[:1] == ["login"] or (words[:1] == ["add"] and "--url" in words)
     if not signs_in:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..mcp._link import SignInLink, where_loopback_fails
-from .frontend import detect
+from .core.frontend import detect
 
 __all__ = ["NotebookPresenter", "offered_by"]
 

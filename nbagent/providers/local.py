@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._extras import install_line, missing
+from .._ground.extras import install_line, missing
 from ..errors import BadRequestError, ConfigurationError
 from ..generation import Request, StreamEvent
 from ._grammar import check_satisfiable, grammar_schema, unenforced

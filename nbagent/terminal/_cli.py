@@ -118,7 +118,7 @@ def _error(message: str, exc: BaseException | None = None, *, debug: bool = Fals
         print(f"nbagent: error: {clean(redact_secrets(message))}", file=err)
         if exc is not None:
             if debug:
-                from .._formatting import traceback_text
+                from .._ground.formatting import traceback_text
 
                 trace = traceback_text(exc)  # bounded: the person's exception, often
                 print(clean(redact_secrets(trace)), end="", file=err)
@@ -238,7 +238,7 @@ def _main(args: argparse.Namespace, limits: TerminalLimits | None = None) -> int
             max_steps=args.max_steps,
         )
     except (NbagentError, ValueError, TypeError) as exc:
-        from .._formatting import error_text
+        from .._ground.formatting import error_text
 
         _error(error_text(exc), exc if args.debug else None, debug=args.debug)
         return 2

@@ -104,7 +104,7 @@ def load_tools(specs: list[str], loaded: LoadedTools | None = None) -> LoadedToo
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # a module may even call sys.exit while importing
-            from .._formatting import error_text
+            from .._ground.formatting import error_text
 
             raise ToolsLoadError(  # the module's own exception: its text read bounded
                 f"cannot import tools from {target!r}: {error_text(exc)}"

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._formatting import error_text, traceback_text
+from .._ground.formatting import error_text, traceback_text
 from ..approvals.approval import ApprovalRequest
 from ..events import (
     STOP_WORDS,

@@ -1,8 +1,8 @@
 """Provenance in cells' own metadata, as JupyterLab 4 and Notebook 7 save it.
 
 The kernel cannot write cell metadata; the page can, through the widget manager's document
-context: a run's view (``nbagent/notebook/static/presence.js``), and for a refused cell and the
-cell ``%agent cells`` inserts, a widget never displayed (``static/cellnote.js``). One notebook
+context: a run's view (``nbagent/notebook/live/presence.js``), and for a refused cell and the
+cell ``%agent cells`` inserts, a widget never displayed (``live/cellnote.js``). One notebook
 beside a course policy that allows only Anthropic models: a setup cell with a scripted model,
 an ``%agent`` run, an ``%agent`` cell the policy refuses, a run with the kernel tools, and
 ``%agent cells``. Run all, save, and read the saved file: the run's cell and the refused cell

@@ -41,7 +41,7 @@ rows = pd.DataFrame({"item": ["tea"]})
 """
 
 REPORT = """
-from nbagent.notebook.report import _show
+from nbagent.notebook.reports.classreport import _show
 _show("report says: `$ref` at $5 and $10", "report says: $5 and $10")
 """
 

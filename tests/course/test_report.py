@@ -138,7 +138,7 @@ def test_a_missing_policy_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_subcommand_words_are_the_magic_grammar_s() -> None:
-    from nbagent.notebook.grammar import GRAMMARS
+    from nbagent.notebook.command.grammar import GRAMMARS
 
     assert set(GRAMMARS) <= SUBCOMMANDS
     assert SUBCOMMANDS - set(GRAMMARS) <= {"policy"}

@@ -321,7 +321,7 @@ def test_list_and_describe_run_no_code_and_summarise() -> None:
     assert "first 5 rows" in described.text and described.text.count("\n") < 20
     assert missing.is_error and "no variable named 'nope'" in missing.text
     # what the person sees names the variable once ("sales: sales: pandas.DataFrame" it was)
-    from nbagent.notebook.render import result_outputs
+    from nbagent.notebook.shown.render import result_outputs
 
     for shown, name in ((described, "sales"), (number, "n")):
         outputs = result_outputs(shown)

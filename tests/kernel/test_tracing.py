@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent(
 
     asyncio.run(stopped())
 
-    from nbagent._guard import Reader, Unreadable
+    from nbagent._ground.guard import Reader, Unreadable
 
     def spin():  # a repr that never returns, stopped by the Reader's time limit
         while True:

@@ -31,7 +31,7 @@ from nbagent import mcp_server, tool
 from nbagent.approvals.approval import Decision, InteractiveApprover
 from nbagent.events import ApprovalRequested, ToolCallStarted, ToolFinished
 from nbagent.loop._served import ServedCalls
-from nbagent.mcp._serve import ServeError, ServeSettings, ToolServer
+from nbagent.mcp._serving.server import ServeError, ServeSettings, ToolServer
 from nbagent.redact import redact_secrets
 
 from .conftest import ROOT, by_name, call, wait_until

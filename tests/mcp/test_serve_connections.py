@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs the extra)")
 
-from nbagent.mcp._serve import ServeError, ServeSettings
+from nbagent.mcp._serving.server import ServeError, ServeSettings
 
 from .test_serve import Served, _make
 

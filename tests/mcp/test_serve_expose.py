@@ -15,7 +15,7 @@ pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test in
 
 import httpx2 as httpx
 
-from nbagent.mcp._serve import ServeError, ServeSettings, allowed_names
+from nbagent.mcp._serving.server import ServeError, ServeSettings, allowed_names
 
 from .test_serve import VERSION, Served, _make
 

@@ -14,7 +14,7 @@ from IPython.utils.capture import capture_output
 from nbagent import tool
 from nbagent.mcp import mcp_server
 from nbagent.notebook import servers
-from nbagent.notebook.session import Session
+from nbagent.notebook.core.session import Session
 
 from .conftest import demo_command
 

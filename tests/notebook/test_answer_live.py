@@ -1,4 +1,4 @@
-"""The live card's typed answer (:mod:`nbagent.notebook.answerlive`), in-process on a recording
+"""The live card's typed answer (:mod:`nbagent.notebook.live.answerlive`), in-process on a recording
 comm: a rejected answer starts again, a list answer fills in as rows, text that is not JSON is
 shown as it is, a key that is still arriving waits, a huge answer stops being parsed, and a run
 that ends without a validated value says so."""
@@ -12,9 +12,9 @@ from nbagent import Agent
 from nbagent.generation import Finish, Request, TextDelta, Usage
 from nbagent.messages import UserMessage
 from nbagent.models import FunctionModel
-from nbagent.notebook import answerlive
-from nbagent.notebook.answerlive import LiveAnswer
-from nbagent.notebook.view import RunView
+from nbagent.notebook.live import answerlive
+from nbagent.notebook.live.answerlive import LiveAnswer
+from nbagent.notebook.live.view import RunView
 
 from .conftest import Wire
 

@@ -20,10 +20,10 @@ from nbagent.events import (
     ToolCallStarted,
     ToolFinished,
 )
-from nbagent.notebook.codefeed import CodeFeed
-from nbagent.notebook.render import CODE_COLORS
-from nbagent.notebook.static import run_outputs
-from nbagent.notebook.view import RunView
+from nbagent.notebook.live.view import RunView
+from nbagent.notebook.saved.static import run_outputs
+from nbagent.notebook.shown.codefeed import CodeFeed
+from nbagent.notebook.shown.render import CODE_COLORS
 from nbagent.tools import ToolCall
 
 from .conftest import Wire
@@ -137,7 +137,7 @@ def test_code_colors_read_on_every_background_a_code_block_can_get() -> None:
     keywords were 2.6:1 on #212121. The live view (plain.js) uses the same colors."""
     from pathlib import Path
 
-    from nbagent.notebook.render import CODE_BACKGROUND, code_html
+    from nbagent.notebook.shown.render import CODE_BACKGROUND, code_html
 
     from .test_render import _contrast
 
@@ -148,7 +148,7 @@ def test_code_colors_read_on_every_background_a_code_block_can_get() -> None:
     assert CODE_BACKGROUND in html
     # no background of its own: JupyterLab gives every <code> one, a band behind each line
     assert '<code style="background:none;padding:0">' in html
-    script = (Path(__file__).parents[2] / "nbagent/notebook/static/plain.js").read_text()
+    script = (Path(__file__).parents[2] / "nbagent/notebook/live/plain.js").read_text()
     palette = script[script.index("const PY_COLORS") :]
     palette = palette[: palette.index("};")]
     assert set(re.findall(r"#[0-9a-f]{6}", palette)) <= set(CODE_COLORS.values())

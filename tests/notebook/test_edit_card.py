@@ -14,9 +14,9 @@ from nbagent.approvals.hooks import veto
 from nbagent.approvals.rules import parse_rule
 from nbagent.events import ApprovalRequested, ToolPreviewed
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.notebook.edit_form import MAX_FIELDS, EditForm, FormError
-from nbagent.notebook.static import run_outputs
-from nbagent.notebook.view import RunView
+from nbagent.notebook.live.edit_form import MAX_FIELDS, EditForm, FormError
+from nbagent.notebook.live.view import RunView
+from nbagent.notebook.saved.static import run_outputs
 from nbagent.tools import ToolCall
 
 from .conftest import Wire

@@ -11,7 +11,7 @@ from typing import Any
 from nbagent import Agent, InteractiveApprover, tool
 from nbagent.events import ToolPreviewed
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.notebook.view import RunView
+from nbagent.notebook.live.view import RunView
 
 from .conftest import Wire
 from .test_edit_card import click, find, send

@@ -43,7 +43,7 @@ def in_cell(kernel: Kernel) -> bool:
     (at :func:`setup_run`), since the kernel cannot answer while a cell runs."""
     known = getattr(kernel, "_in_cell", None)
     if known is None:
-        known = bool(kernel.eval("nbagent.notebook.frontend.awaiting_cells_take_clicks()[0]"))
+        known = bool(kernel.eval("nbagent.notebook.core.frontend.awaiting_cells_take_clicks()[0]"))
         kernel._in_cell = known  # type: ignore[attr-defined]
     return known
 

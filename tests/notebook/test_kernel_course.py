@@ -31,7 +31,7 @@ def gateway(kernel: Kernel) -> Any:
     with Gateway() as server:
         kernel.execute(
             f"import os\nos.environ['OPENAI_BASE_URL'] = {server.url!r}\n"
-            "import nbagent.notebook.courserecord as _cg\n_cg._sessions.clear()"
+            "import nbagent.notebook.policy.courserecord as _cg\n_cg._sessions.clear()"
         )
         yield server
 

@@ -1,7 +1,7 @@
 """The cell metadata of refused cells and of the cells ``%agent cells`` makes, in a real kernel.
 
 The kernel cannot write a cell's metadata: it puts each record into the output's metadata and
-opens a :class:`~nbagent.notebook.cellnote.CellNote` whose script (in the page) copies the
+opens a :class:`~nbagent.notebook.live.cellnote.CellNote` whose script (in the page) copies the
 record into the cell (tests/browser/test_cell_metadata.py checks the page's side in JupyterLab
 and Notebook 7). Here: what the kernel sends (the record, the note asking for it, the note
 closed once the page answers), and what the class report and ``notebook_report`` read from a
@@ -159,7 +159,7 @@ def test_the_cell_agent_cells_makes_carries_each_step_and_the_policy(
 
 def test_notes_nobody_answers_are_bounded(kernel: Kernel) -> None:
     kernel.execute(
-        "from nbagent.notebook import cellnote\n"
+        "from nbagent.notebook.live import cellnote\n"
         "for n in range(cellnote.MAX_OPEN + 5):\n"
         "    cellnote.note_cell('output', f'refused-{n:012x}')"
     )

@@ -196,7 +196,7 @@ def _unsafe_markdown(markdown: str) -> list[str]:
     """What a Markdown renderer that allows HTML would run or fetch in ``markdown``."""
     from markdown_it import MarkdownIt
 
-    from nbagent.notebook.render import NO_MATH_CLASS
+    from nbagent.notebook.shown.render import NO_MATH_CLASS
 
     ours = {f'<div class="{NO_MATH_CLASS}">', "</div>"}
     found: list[str] = []

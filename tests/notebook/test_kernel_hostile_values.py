@@ -14,11 +14,11 @@ from .test_kernel_approval import run_record, setup_run, wait_ended
 
 TOOLS = textwrap.dedent(
     """
-    import nbagent._formatting
+    import nbagent._ground.formatting
     import pandas as pd
     from nbagent.content import Shown, text_result
 
-    nbagent._formatting.FORMAT_TIMEOUT = 0.5  # quick, for the test
+    nbagent._ground.formatting.FORMAT_TIMEOUT = 0.5  # quick, for the test
 
     class Spin:
         def __str__(self):

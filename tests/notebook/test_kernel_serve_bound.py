@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp SDK is not installed (scripts/test installs the extra)")
 
 from nbagent import mcp_server
-from nbagent.notebook.servedrequests import CARDS
+from nbagent.notebook.serving.servedrequests import CARDS
 
 from ..mcp.conftest import by_name, call
 from .kernel import Kernel

@@ -147,8 +147,8 @@ def test_every_server_scenario_is_played_or_listed_as_not_applying() -> None:
 def served_url(kernel: Kernel) -> Any:
     kernel.execute(FIXTURES.read_text())
     out = kernel.execute(
-        "from nbagent.mcp._serve import ServeSettings as _Settings\n"
-        "from nbagent.notebook.serving import serve as _serve\n"
+        "from nbagent.mcp._serving.server import ServeSettings as _Settings\n"
+        "from nbagent.notebook.serving.serve import serve as _serve\n"
         "_conformance = _serve(nbagent.current_session(), "
         "settings=_Settings(no_token=True, progress_interval=1.0))\n"
         "print(_conformance.url)"

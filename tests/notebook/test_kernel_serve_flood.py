@@ -5,7 +5,7 @@ and calls the served tools meanwhile, each answer within its limits), and the se
 every one of the flood's sockets itself.
 
 The served session's bounds are short here (a second to send a head) so the test stays quick;
-their defaults are in :class:`nbagent.mcp._serve.ServeSettings`.
+their defaults are in :class:`nbagent.mcp._serving.server.ServeSettings`.
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def test_a_slowloris_flood_neither_locks_out_a_client_with_the_token_nor_stays(
                 \"\"\"Add two whole numbers.\"\"\"
                 return a + b
 
-            from nbagent.mcp._serve import ServeSettings as _Settings
-            from nbagent.notebook.serving import serve as _serve
+            from nbagent.mcp._serving.server import ServeSettings as _Settings
+            from nbagent.notebook.serving.serve import serve as _serve
             """
         )
     )

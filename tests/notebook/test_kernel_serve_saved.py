@@ -102,7 +102,7 @@ def test_a_notebook_saved_while_it_serves_holds_the_cards_static_form(kernel: Ke
 
 
 def test_a_saved_form_is_sent_when_it_changed_and_bounded_in_size() -> None:
-    from nbagent.notebook.savedform import MAX_SAVED, SavedForm
+    from nbagent.notebook.live.savedform import MAX_SAVED, SavedForm
 
     form = SavedForm()
     try:

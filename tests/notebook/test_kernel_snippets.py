@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nbagent.course.provenance import FollowUp, Provenance, read_output, sha256_digest
 from nbagent.kernel import RUNNING_NOTE
-from nbagent.notebook.render import CODE_COLORS
+from nbagent.notebook.shown.render import CODE_COLORS
 
 from .kernel import Kernel
 from .test_kernel_approval import in_cell, setup_run, wait_ended

@@ -13,8 +13,8 @@ from nbagent.events import AgentEvent, ApprovalRequested, HelperEvent, ToolStart
 from nbagent.generation import Request
 from nbagent.messages import ToolMessage
 from nbagent.models import Call, FunctionModel, Turn
-from nbagent.notebook.runner import drive
-from nbagent.notebook.view import RunView
+from nbagent.notebook.core.runner import drive
+from nbagent.notebook.live.view import RunView
 from nbagent.tools import tool
 
 from .conftest import Wire

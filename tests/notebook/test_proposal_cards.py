@@ -9,8 +9,8 @@ from nbagent.approvals.approval import ApprovalRequest, InteractiveApprover
 from nbagent.content import error_result, text_result
 from nbagent.document._descriptions import TITLES
 from nbagent.events import ApprovalRequested, ToolCallReady, ToolCallStarted, ToolFinished
-from nbagent.notebook.editing.fold import KEEP
-from nbagent.notebook.view import RunView
+from nbagent.notebook.live.fold import KEEP
+from nbagent.notebook.live.view import RunView
 from nbagent.tools import ToolCall
 
 from .conftest import Wire

@@ -11,7 +11,7 @@ import pytest
 from nbagent import Agent, AutoApprove, tool
 from nbagent.errors import RecordingError
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.notebook.recordings import RecordingStore, choose, model_configured
+from nbagent.notebook.core.recordings import RecordingStore, choose, model_configured
 from nbagent.recording import RecordingGenerator, ReplayGenerator
 
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbagent.content import error_result, text_and_image_result, to_tool_result
-from nbagent.notebook.render import (
+from nbagent.notebook.saved.static import run_markdown, run_plain
+from nbagent.notebook.shown.render import (
     code_span,
     fenced,
     result_outputs,
@@ -19,8 +20,7 @@ from nbagent.notebook.render import (
     shorten,
     table_html,
 )
-from nbagent.notebook.static import run_markdown, run_plain
-from nbagent.notebook.transcript import Transcript
+from nbagent.notebook.shown.transcript import Transcript
 
 ATTACKS = [
     "<script>alert(1)</script>",
@@ -243,8 +243,9 @@ def test_the_browser_side_never_parses_html() -> None:
 
     import nbagent.notebook
 
-    static = Path(nbagent.notebook.__file__).parent / "static"
-    for script in static.glob("*.js"):
+    scripts = sorted(Path(nbagent.notebook.__file__).parent.rglob("*.js"))
+    assert len(scripts) >= 7, scripts  # each beside the module that sends it
+    for script in scripts:
         source = script.read_text()
         for api in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
             assert api not in source, f"{script.name} uses {api}"
@@ -287,7 +288,7 @@ def test_status_colors_are_readable_in_light_and_dark_themes() -> None:
     # the same colours are used whatever the theme (a saved run cannot know it): on white and
     # on JupyterLab Dark's page (#111) alike, every status stays readable (denied was 2.7:1
     # and running 3.3:1 on dark, waiting 3.1:1 on white)
-    from nbagent.notebook.render import STATUS_COLORS
+    from nbagent.notebook.shown.render import STATUS_COLORS
 
     for status, color in STATUS_COLORS.items():
         for page in ("#ffffff", "#111111"):
@@ -297,7 +298,7 @@ def test_status_colors_are_readable_in_light_and_dark_themes() -> None:
 def test_an_error_result_is_shown_on_the_themes_error_background() -> None:
     # red text on the grey code background was 1.8:1 in JupyterLab Dark: the text keeps the
     # theme's colour and the box takes the theme's error background, as Jupyter's stderr does
-    from nbagent.notebook.static import _result_html
+    from nbagent.notebook.saved.static import _result_html
 
     html = _result_html(error_result("the run was cancelled"))
     assert "the run was cancelled" in html
@@ -308,7 +309,7 @@ def test_an_error_result_is_shown_on_the_themes_error_background() -> None:
 def test_dollar_signs_stay_text_in_markdown_and_html() -> None:
     """MathJax would typeset ``$5 and $10`` as TeX: Markdown gets no bare dollar, and every
     HTML or Markdown bundle a person sees sits in a block MathJax skips."""
-    from nbagent.notebook.render import NO_MATH_CLASS, no_math, no_math_outputs
+    from nbagent.notebook.shown.render import NO_MATH_CLASS, no_math, no_math_outputs
 
     assert "$" not in safe_markdown("costs $5 and $10, `$ok`").replace("`$ok`", "")
     assert "`$ok`" in safe_markdown("costs $5 and `$ok`")  # code spans stay literal
@@ -325,7 +326,7 @@ def test_dollar_signs_stay_text_in_markdown_and_html() -> None:
 
 def test_a_table_of_text_reads_from_the_left_and_numbers_from_the_right() -> None:
     from nbagent.content import Table
-    from nbagent.notebook.render import rows_html
+    from nbagent.notebook.shown.render import rows_html
 
     page = rows_html(Table(("name", "rows"), (("sales <b>", 12), ("by_region", 4))))
     cells = re.findall(r"<t[hd]([^>]*)>([^<]*)</t[hd]>", page)
@@ -361,7 +362,7 @@ def test_md_text_shows_exactly_what_was_written(text: str) -> None:
 
     from markdown_it import MarkdownIt
 
-    from nbagent.notebook.render import md_text
+    from nbagent.notebook.shown.render import md_text
 
     renderers = [MarkdownIt("commonmark").render, MarkdownIt("gfm-like", {"linkify": False}).render]
     mistune = pytest.importorskip("mistune")

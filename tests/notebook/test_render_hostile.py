@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-import nbagent._formatting
+import nbagent._ground.formatting
 from nbagent.content import Shown, Table, error_result, text_result
-from nbagent.notebook.render import result_outputs, rows_html, table_html
+from nbagent.notebook.shown.render import result_outputs, rows_html, table_html
 
 QUICK = 0.3
 
 
 @pytest.fixture(autouse=True)
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nbagent._formatting, "FORMAT_TIMEOUT", QUICK)
+    monkeypatch.setattr(nbagent._ground.formatting, "FORMAT_TIMEOUT", QUICK)
 
 
 class Counted:

@@ -11,9 +11,9 @@ from IPython.core.error import UsageError
 
 from nbagent.approvals.approval import AutoApprove, DenyAll, InteractiveApprover
 from nbagent.errors import SchemaError
-from nbagent.notebook.frontend import approver_for, choose_policy, detect
+from nbagent.notebook.core.frontend import approver_for, choose_policy, detect
+from nbagent.notebook.core.session import Session, as_tool
 from nbagent.notebook.magics import interpolate, split_options
-from nbagent.notebook.session import Session, as_tool
 from nbagent.tools import Definition, Tool, tool
 
 
@@ -311,8 +311,8 @@ def test_rule_subcommands_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_subcommand_has_a_grammar_and_its_forms_are_the_help() -> None:
+    from nbagent.notebook.command.grammar import GRAMMARS
     from nbagent.notebook.commands import COMMANDS
-    from nbagent.notebook.grammar import GRAMMARS
     from nbagent.notebook.magics import HELP
 
     assert set(COMMANDS) == set(GRAMMARS)

@@ -8,8 +8,8 @@ import nbformat
 
 from nbagent import Agent, tool
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.notebook.static import run_outputs, run_plain
-from nbagent.notebook.transcript import Transcript
+from nbagent.notebook.saved.static import run_outputs, run_plain
+from nbagent.notebook.shown.transcript import Transcript
 
 
 @tool

@@ -28,8 +28,8 @@ from nbagent.events import (
     ToolStarted,
 )
 from nbagent.generation import Usage
-from nbagent.notebook.stream import GrowingRedaction, TextStream, utf16_len
-from nbagent.notebook.view import RunView
+from nbagent.notebook.live.stream import GrowingRedaction, TextStream, utf16_len
+from nbagent.notebook.live.view import RunView
 from nbagent.redact import redact_secrets
 from nbagent.tools import ToolCall
 

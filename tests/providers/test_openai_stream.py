@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from nbagent import errors
-from nbagent._textbuf import parse_partial_json
+from nbagent._ground.textbuf import parse_partial_json
 from nbagent.generation import (
     Finish,
     Generator,

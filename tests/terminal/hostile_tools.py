@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import nbagent._formatting
+import nbagent._ground.formatting
 from nbagent import tool
 from nbagent.models import FunctionModel
 
-nbagent._formatting.FORMAT_TIMEOUT = 0.5  # quick, for the test
+nbagent._ground.formatting.FORMAT_TIMEOUT = 0.5  # quick, for the test
 
 
 class Unspeakable(Exception):

@@ -2,9 +2,10 @@
 
 :mod:`.channel` reaches the notebook open in JupyterLab or Notebook 7 (``page.js`` in the
 page, through the notebook's shared model); :mod:`.tools` gives runs the tools
-(``%agent --notebook``); :mod:`.card` is how a proposal's approval bar reads (Accept, Reject,
-Accept all); :mod:`.undo` is ``%agent undo`` and the Undo button for a run's notebook edits.
+(``%agent --notebook``; a proposal's card is the live view's, :mod:`..live.proposal`);
+:mod:`.undo` is ``%agent undo`` and the Undo button for a run's notebook edits.
 The tools themselves, their checks and diffs are :mod:`nbagent.document`'s.
 
-May import (docs/architecture.md): what :mod:`nbagent.notebook` may.
+May import (docs/architecture.md): the shared rooms and :mod:`..toolkit` (a cell runs through
+the kernel toolkit's journal); never another feature.
 """

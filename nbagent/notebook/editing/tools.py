@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...document import Document, NotebookToolkit
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..core.session import Session
     from .channel import PageDocument
 
 __all__ = [
@@ -68,7 +68,7 @@ def toolkit(session: Session) -> NotebookToolkit:
     toolkit's journal), made on first use and attached to the session's agent."""
     found: NotebookToolkit | None = session.notebook
     if found is None:
-        from ..kernelview import toolkit as kernel_toolkit
+        from ..toolkit.kernelview import toolkit as kernel_toolkit
 
         kernel = kernel_toolkit(session)
         found = NotebookToolkit(page_of(session), runner=kernel.run_code)
@@ -123,7 +123,7 @@ def _document(
                 "(nbagent.document.NotebookDocument.from_file(PATH) makes one)"
             )
         return found, None
-    from ..runner import kernel_loop
+    from ..core.runner import kernel_loop
 
     page = page_of(session)
     cell = running_cell(shell)

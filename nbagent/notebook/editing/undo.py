@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...document.journal import NotebookUndoReport
 from ...redact import redact_secrets
-from ..render import fenced
+from ..shown.render import fenced
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..core.session import Session
 
 __all__ = ["offer_undo", "undo_awaited", "undo_command"]
 
@@ -137,7 +137,7 @@ def undo_command(session: Session, shell: Any, words: list[str]) -> None:
 
 
 def _start(work: Any) -> None:
-    from ..runner import kernel_loop
+    from ..core.runner import kernel_loop
 
     task = kernel_loop().create_task(work)
     with _lock:

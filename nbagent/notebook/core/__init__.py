@@ -1,0 +1,9 @@
+"""The notebook's session: what every ``%agent`` line and every feature works through.
+
+:mod:`.session` is the kernel's one :class:`~.session.Session` (its tools, model, rules,
+MCP servers, runs), :mod:`.runner` drives a run on the kernel's loop into a view,
+:mod:`.recordings` keeps and finds the notebook's recordings, :mod:`.frontend` tells what
+can show and click here (JupyterLab, nbclient …) and which approver that gives.
+
+May import (docs/architecture.md): :mod:`..shown`, :mod:`..saved`, :mod:`..live`.
+"""
