@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
@@ -28,6 +28,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolInput",
+    "ToolSequence",
     "decode_arguments",
     "parse_call_arguments",
     "tool",
@@ -468,3 +469,28 @@ def validate_tools(tools: Sequence[Tool | Definition]) -> dict[str, CompiledSche
         except SchemaError as exc:
             raise SchemaError(f"{label}: {exc.reason}", exc.pointer) from None
     return compiled
+
+
+class ToolSequence(Sequence[Tool]):
+    """A toolkit is a list of tools (``tools=[*kit]``, ``tools=kit``, ``kit[0]``); a subclass
+    sets ``_tools`` and adds what its tools share (a namespace, a document)."""
+
+    _tools: tuple[Tool, ...]
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        return self._tools[index]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        """The tools' names, in order."""
+        return [t.name for t in self._tools]

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, overload
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from ..content import Shown, TextPart, ToolResult, error_result
-from ..tools import NeedsApproval, Tool, ToolContext
+from ..tools import NeedsApproval, Tool, ToolContext, ToolSequence
 from . import _proposals
 from ._descriptions import DESCRIPTIONS, SCHEMAS, TITLES
 from ._proposals import Plan, Refusal
@@ -71,7 +71,7 @@ def _key(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
 
 
-class NotebookToolkit(Sequence[Tool]):
+class NotebookToolkit(ToolSequence):
     """The notebook tools over ``document`` (see the module). Pass it where tools go.
 
     ``document``: the notebook (a :class:`~.protocol.Document`; :meth:`use` changes it).
@@ -134,25 +134,8 @@ class NotebookToolkit(Sequence[Tool]):
 
     # --- a list of tools ------------------------------------------------------------------
 
-    @overload
-    def __getitem__(self, index: int) -> Tool: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
-    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
-        return self._tools[index]
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(self._tools)
-
     def __repr__(self) -> str:
         return f"<NotebookToolkit on {self.document.name}: {', '.join(self.names)}>"
-
-    @property
-    def names(self) -> list[str]:
-        return [t.name for t in self._tools]
 
     def use(self, document: Document, *, protected: str | None = None) -> None:
         """Work on ``document`` from now on (what was read of another one is kept apart);

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .._ground.guard import Reader
 from ..content import ToolResult
-from ..tools import NeedsApproval, Tool, ToolContext
+from ..tools import NeedsApproval, Tool, ToolContext, ToolSequence
 from ._cell_outputs import Outputs
 from ._inspect import describe_variable, list_variables
 from ._journal import Journal, Snippet, UndoReport
@@ -28,7 +28,7 @@ from ._wording import (
 __all__ = ["KernelToolkit", "kernel_tools"]
 
 
-class KernelToolkit(Sequence[Tool]):
+class KernelToolkit(ToolSequence):
     """The kernel tools over one namespace, and the journal of what they ran (see the module).
 
     Pass it where tools go (``Agent(model, kernel_tools())`` or ``[*kernel_tools(), other]``).
@@ -93,26 +93,9 @@ class KernelToolkit(Sequence[Tool]):
 
     # --- a list of tools ------------------------------------------------------------------------
 
-    @overload
-    def __getitem__(self, index: int) -> Tool: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
-    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
-        return self._tools[index]
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(self._tools)
-
     def __repr__(self) -> str:
         names = ", ".join(t.name for t in self._tools)
         return f"<KernelToolkit: {names}; {len(self.journal.snippets)} snippets>"
-
-    @property
-    def names(self) -> list[str]:
-        return [t.name for t in self._tools]
 
     def _hidden(self) -> Mapping[str, Any] | None:
         return getattr(self.shell, "user_ns_hidden", None)
