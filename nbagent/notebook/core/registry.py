@@ -8,12 +8,15 @@ import inspect
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...redact import redact_secrets
 from ...tools import Definition, Tool, ToolContext, tool
 
-__all__ = ["as_tool", "defined_in_notebook", "show_problems"]
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["as_tool", "defined_in_notebook", "offered", "show_problems", "withheld"]
 
 
 def show_problems(messages: Iterable[str]) -> None:
@@ -64,3 +67,28 @@ def defined_in_notebook(value: Tool) -> bool:
         if getattr(getattr(value, attr, None), "__module__", None) == "__main__":
             return True
     return False
+
+
+def offered(session: Session, kit: Iterable[Tool], tools: list[str] | None) -> list[str] | None:
+    """The tools of a run that opts in to a toolkit (``--kernel``, ``--notebook``): its tools
+    registered in the session where they are not yet, and added to the run's own list (None:
+    every registered tool, the kit's with them)."""
+    kit = list(kit)
+    missing = [t for t in kit if session.tools.get(t.name) is not t]
+    if missing:
+        session.register(*missing)
+    if tools is None:
+        return None
+    return [*tools, *(t.name for t in kit if t.name not in tools)]
+
+
+def withheld(
+    session: Session, made: Iterable[Tool] | None, tools: list[str] | None
+) -> list[str] | None:
+    """The tools of a run that does not opt in to a toolkit made earlier: every tool it would
+    have but the kit's (a person's own tool of the same name stays)."""
+    names = {t.name for t in made if session.tools.get(t.name) is t} if made is not None else set()
+    if not names:
+        return tools
+    chosen = tools if tools is not None else list(session.tools)
+    return [name for name in chosen if name not in names]

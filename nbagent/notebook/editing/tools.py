@@ -13,6 +13,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ...document import Document, NotebookToolkit
+from ..core.registry import offered, withheld
 
 if TYPE_CHECKING:
     from ..core.session import Session
@@ -162,18 +163,8 @@ def use_notebook(
             session, shell, wanted if isinstance(wanted, str) else None, frontend
         )
         kit.use(document, protected=protected)
-        missing = [t for t in kit if session.tools.get(t.name) is not t]
-        if missing:
-            session.register(*missing)
-        if tools is None:
-            return None
-        return [*tools, *(name for name in kit.names if name not in tools)]
-    made = session.notebook
-    names = {t.name for t in made if session.tools.get(t.name) is t} if made is not None else set()
-    if not names:
-        return tools
-    chosen = tools if tools is not None else list(session.tools)
-    return [name for name in chosen if name not in names]
+        return offered(session, kit, tools)
+    return withheld(session, session.notebook, tools)
 
 
 def serve_notebook(session: Session, shell: Any, frontend: Any) -> NotebookToolkit:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...course.provenance import FollowUp, StepRecord, sha256_digest
 from ...redact import redact_secrets
+from ..core.registry import offered, withheld
 from ..shown.render import fenced
 
 if TYPE_CHECKING:
@@ -60,19 +61,8 @@ def use_kernel(session: Session, tools: list[str] | None, *, wanted: bool) -> li
     """The tools of a run: with ``--kernel`` the kernel tools as well (registered on first use),
     without it every registered tool but them (they are opt in)."""
     if wanted:
-        kit = toolkit(session)
-        missing = [t for t in kit if session.tools.get(t.name) is not t]
-        if missing:
-            session.register(*missing)
-        if tools is None:
-            return None
-        return [*tools, *(name for name in kit.names if name not in tools)]
-    made = session.kernel
-    if made is None:
-        return tools
-    names = set(made.names)
-    chosen = tools if tools is not None else list(session.tools)
-    return [name for name in chosen if name not in names]
+        return offered(session, toolkit(session), tools)
+    return withheld(session, session.kernel, tools)
 
 
 def warn_auto_once(session: Session) -> str | None:
