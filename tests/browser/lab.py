@@ -75,6 +75,40 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: How long a server may take to answer after it starts: a bound for a hang, never a speed
+#: check (a loaded machine has taken over a minute to import JupyterLab and its extensions).
+START_BOUND = 240.0
+
+
+def _answers(server: subprocess.Popen[bytes], url: str, token: str) -> bool:
+    """Whether the server answers before it exits or the bound passes."""
+    deadline = time.monotonic() + START_BOUND
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                return True
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.3)
+
+
+def _stop(server: subprocess.Popen[bytes], url: str, token: str) -> None:
+    """Stop a server: its shutdown API first, then signals."""
+    try:
+        request = urllib.request.Request(
+            f"{url}/api/shutdown", method="POST", headers={"Authorization": f"token {token}"}
+        )
+        urllib.request.urlopen(request, timeout=5).close()
+        server.wait(timeout=15)
+    except Exception:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def lab_env(
     home: Path, extra: dict[str, str] | None = None, *, quiet_news: bool = True
 ) -> dict[str, str]:
@@ -120,51 +154,43 @@ def running_lab(
     (API, then signals) on exit."""
     home.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
-    port = _free_port()
     log_path = home / "lab.log"
-    log = log_path.open("w")
-    server = subprocess.Popen(
-        [
-            *(python, "-m", app, "--no-browser", "--allow-root"),
-            *("--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"),
-            f"--ServerApp.root_dir={root}",
-            *(("--LabApp.news_url=None",) if app == "jupyterlab" else ()),
-            *args,
-        ],
-        env=lab_env(home, env, quiet_news=quiet_news),
-        # in the test's home: what a server writes where it runs (jupyter-collaboration's
-        # .jupyter_ystore.db) never lands in the checkout
-        cwd=home,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    command = [
+        *(python, "-m", app, "--no-browser", "--allow-root"),
+        *("--ip=127.0.0.1", f"--IdentityProvider.token={token}"),
+        # the port asked for or none: a server that moved to the next one would not be found
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        *(("--LabApp.news_url=None",) if app == "jupyterlab" else ()),
+        *args,
+    ]
+    # a port found free may be taken by another process of this machine before the server
+    # binds it (several suites share it): then the server exits saying so, and starts again on
+    # another port (three times at most)
+    for attempt in range(3):
+        port = _free_port()
+        log = log_path.open("w")
+        server = subprocess.Popen(
+            [*command, f"--port={port}"],
+            env=lab_env(home, env, quiet_news=quiet_news),
+            # in the test's home: what a server writes where it runs (jupyter-collaboration's
+            # .jupyter_ystore.db) never lands in the checkout
+            cwd=home,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        if _answers(server, url, token):
+            break
+        log.close()
+        said = log_path.read_text(errors="replace")
+        if server.poll() is None or "already in use" not in said or attempt == 2:
+            _stop(server, url, token)
+            raise AssertionError(f"{app} did not start:\n{said}")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"jupyter lab did not start:\n{log_path.read_text()}"
-                    ) from None
-                time.sleep(0.3)
         yield Lab(url, token, root, home)
     finally:
-        try:
-            request = urllib.request.Request(
-                f"{url}/api/shutdown", method="POST", headers={"Authorization": f"token {token}"}
-            )
-            urllib.request.urlopen(request, timeout=5).close()
-            server.wait(timeout=15)
-        except Exception:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        _stop(server, url, token)
         log.close()
 
 
