@@ -4,6 +4,13 @@ Loading the extension is cheap: widgets are imported when the first run starts. 
 loaded, every ``@nbagent.tool`` defined in a cell is registered when the cell finishes (a post-run
 hook scans the notebook's namespace); :func:`register` adds tools from elsewhere at once.
 
+Inside, the front end is in rooms of its own (docs/architecture.md, "The notebook's rooms"):
+the command language (``command/``), what every view is made of (``shown/``), the saved and the
+live view (``saved/``, ``live/``), the session (``core/``), the course policy on it
+(``policy/``), the kernel and notebook tools' front ends (``toolkit/``, ``editing/``), the
+features (``serving/``, ``map/``, ``reports/``), and here, at the top, the magics that dispatch
+to them (``magics``, ``commands``, ``servers``) and the extension's load (``extension``).
+
 May import (docs/architecture.md): every room below the front ends; never the terminal.
 """
 
