@@ -236,6 +236,16 @@ def short_ids(text: str) -> str:
     return re.sub(r"\b(run|serve)-[a-z][a-z0-9]{4}-(\d+)", r"\1-\2", text)
 
 
+def keep_waiting_for_slow_documents(page: Any) -> None:
+    """Answer jupyter-collaboration's "The document is taking some time to load" dialog as a
+    person does, with "Continue waiting": it shows when the shared document syncs slowly (a
+    loaded machine), and it sits over the cells, so every click waits behind it."""
+    dialog = page.locator(".jp-Dialog", has_text="taking some time to load")
+    page.add_locator_handler(
+        dialog, lambda: dialog.get_by_role("button", name="Continue waiting").click()
+    )
+
+
 def open_notebook(page: Any, lab: Lab, notebook: str, timeout: float = 60_000) -> None:
     """Open a notebook and wait until its kernel is idle (a run sent earlier would be lost)."""
     from playwright.sync_api import expect

@@ -30,6 +30,7 @@ from .lab import (
     Lab,
     Shots,
     faint_text,
+    keep_waiting_for_slow_documents,
     missing,
     open_in_notebook7,
     open_notebook,
@@ -107,6 +108,7 @@ def served(
 
 
 def _open(page: Any, lab: Lab) -> None:
+    keep_waiting_for_slow_documents(page)
     if lab.app == "notebook":  # type: ignore[attr-defined]
         open_in_notebook7(page, lab, NOTEBOOK)
     else:

@@ -6,15 +6,23 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...redact import redact_secrets
 from ...tools import Definition, Tool, ToolContext, tool
 
-if TYPE_CHECKING:
-    from .session import Session
+
+class Registers(Protocol):
+    """What the toolkit rules need of the session: its tools by name, and registering more
+    (a Protocol: the session imports this module)."""
+
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+
+    def register(self, *items: Any, function: Callable[..., Any] | None = None) -> list[Tool]: ...
+
 
 __all__ = ["as_tool", "defined_in_notebook", "offered", "show_problems", "withheld"]
 
@@ -69,7 +77,7 @@ def defined_in_notebook(value: Tool) -> bool:
     return False
 
 
-def offered(session: Session, kit: Iterable[Tool], tools: list[str] | None) -> list[str] | None:
+def offered(session: Registers, kit: Iterable[Tool], tools: list[str] | None) -> list[str] | None:
     """The tools of a run that opts in to a toolkit (``--kernel``, ``--notebook``): its tools
     registered in the session where they are not yet, and added to the run's own list (None:
     every registered tool, the kit's with them)."""
@@ -83,7 +91,7 @@ def offered(session: Session, kit: Iterable[Tool], tools: list[str] | None) -> l
 
 
 def withheld(
-    session: Session, made: Iterable[Tool] | None, tools: list[str] | None
+    session: Registers, made: Iterable[Tool] | None, tools: list[str] | None
 ) -> list[str] | None:
     """The tools of a run that does not opt in to a toolkit made earlier: every tool it would
     have but the kit's (a person's own tool of the same name stays)."""
