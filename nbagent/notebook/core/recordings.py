@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..._digest import digest as _hash
 from ...content import TextPart
@@ -46,7 +46,14 @@ if TYPE_CHECKING:
     from ...events import RunResult
     from ...recording import Pace
 
-__all__ = ["Choice", "RecordMode", "RecordingStore", "choose", "model_configured"]
+__all__ = [
+    "Choice",
+    "RecordMode",
+    "RecordingStore",
+    "choose",
+    "model_configured",
+    "model_text",
+]
 
 RecordMode = Literal["auto", "record", "replay", "live"]
 #: Stop reasons whose runs are worth replaying (a failed or stopped run is not saved).
@@ -204,6 +211,7 @@ def choose(
         def after_record(result: RunResult | None) -> str | None:
             if result is None or result.stop_reason not in _KEEP or not recorder.recording.steps:
                 return None
+            recorder.recording.keep_history(agent.messages)  # a restart continues from it
             return _shown(store.save(recorder.recording, prompt), store.base)
 
         return Choice(recorder, "recording", after_record)
@@ -248,6 +256,7 @@ def _replaying(
             model=fallback.recording.model,
             created=fallback.recording.created,
         )
+        merged.keep_history(agent.messages)
         return _shown(store.save(merged, prompt), store.base)
 
     def departed(result: RunResult | None) -> str | None:
@@ -266,6 +275,46 @@ def _replaying(
     return Choice(
         replayer, f"replaying {found.name}", after_replay, departed, _shown(found, store.base)
     )
+
+
+def model_text(spec: Any) -> str | None:
+    """The model a run is set to, as ``provider:name`` (None: the offline stand-in or a model
+    object set from Python, which has no model string)."""
+    from ...providers import model_id  # the face: a model string is resolved there alone
+
+    if spec is not None and not isinstance(spec, str):
+        return None
+    try:
+        provider, name = model_id(spec)
+    except Exception:  # a setting that does not resolve is reported when the run loads it
+        return spec.strip() if isinstance(spec, str) else None
+    return None if provider == "offline" else f"{provider}:{name}"
+
+
+def offer_again(
+    agent: Agent, recording: Recording, store: RecordingStore, pace: Pace, configured: bool
+) -> Choice:
+    """A continued conversation whose last answer left calls waiting for approval (the kernel
+    stopped): that answer is replayed from its recording, not asked of the model again, so the
+    very calls are offered for approval again; the model (``configured``: recorded afresh)
+    answers from the next request on, and the run is saved with the step it replayed first."""
+    store = store.pinned()
+    last = recording.steps[-1]
+    one = Recording([last], model=recording.model, created=recording.created,
+                    source=recording.source, repeat_guard=recording.repeat_guard)  # fmt: skip
+    live = RecordingGenerator(agent.generator) if configured else None
+    replayer = ReplayGenerator(one, pace=pace, fallback=live, model=recording.model or None)
+    prompt = recording.prompt
+
+    def after(result: RunResult | None) -> str | None:
+        if live is None or result is None or result.stop_reason not in _KEEP:
+            return None
+        merged = Recording([last, *live.recording.steps], model=live.recording.model,
+                           created=live.recording.created)  # fmt: skip
+        merged.keep_history(agent.messages)
+        return _shown(store.save(merged, prompt), store.base)
+
+    return Choice(replayer, "", after)
 
 
 def why_not_saved(error: BaseException) -> str:
