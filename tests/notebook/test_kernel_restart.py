@@ -144,7 +144,11 @@ class _Notebook:
         nb = nbformat.v4.new_notebook()
         for source, msg_id in self.cells:
             cell = nbformat.v4.new_code_cell(source)
-            cell.outputs = [nbformat.from_dict(o) for o in self.kernel.cell_outputs(msg_id)]
+            outputs = self.kernel.cell_outputs(msg_id)
+            for output in outputs:  # the harness keeps an error's name only
+                if output["output_type"] == "error":
+                    output.update(evalue="", traceback=[])
+            cell.outputs = [nbformat.from_dict(o) for o in outputs]
             nb.cells.append(cell)
         nbformat.validate(nb)
         nbformat.write(nb, self.path)
@@ -154,6 +158,8 @@ class _Notebook:
         before = self.kernel.km.provisioner.pid  # type: ignore[union-attr]
         self.kernel.km.shutdown_wait_time = 60.0  # a loaded machine: let it exit by itself
         self.kernel.km.restart_kernel(now=False)
+        # the old kernel's last outputs are queued on iopub: wait_for_ready would flush them
+        self.kernel.drain(0.5)
         self.kernel.kc.wait_for_ready(timeout=60)
         self.kernel.drain(0.2)
         assert self.kernel.km.provisioner.pid != before  # type: ignore[union-attr]
@@ -302,3 +308,89 @@ def test_a_conversation_that_cannot_be_vouched_for_is_refused_naming_why(
     # the very files, untouched: it continues
     line = notebook.kernel.cell_text(notebook.run("%agent -m openai:gpt-test --continue"))
     assert f"continuing {run_id}'s conversation" in line, line
+
+
+APPROVAL_SETUP = """\
+%load_ext nbagent
+import nbagent
+from nbagent import tool
+ran = []
+
+@tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    \"\"\"Delete a file.\"\"\"
+    ran.append(path)
+    return f"deleted {path}"
+"""
+
+DELETE = "delete a.txt"
+
+
+def _delete_turn() -> bytes:
+    return wire.openai_sse(
+        [
+            wire.oa_chunk({"role": "assistant", "content": "I will delete it."}),
+            wire.oa_chunk({"tool_calls": [wire.oa_call(0, "call_del", "delete_file")]}),
+            wire.oa_chunk({"tool_calls": [wire.oa_call(0, args='{"path": "a.txt"}')]}),
+            wire.oa_chunk({}, "tool_calls"),
+            wire.oa_usage(100, 12),
+        ]
+    )
+
+
+def _approve(nb: _Notebook, since: int) -> None:
+    kernel = nb.kernel
+    (button,) = kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    kernel.click(button)
+
+
+def test_a_call_waiting_for_approval_across_a_restart_ends_and_is_offered_again(
+    notebook: _Notebook, server: _Server
+) -> None:
+    kernel = notebook.kernel
+    notebook.run(APPROVAL_SETUP)
+    # without a restart: approved, the model's next request holds the call and its result
+    server.bodies += [_delete_turn(), wire.openai_text("Deleted.")]
+    since = kernel.mark()
+    first = kernel.submit(f"%agent -m openai:gpt-test {DELETE}")
+    _approve(notebook, since)
+    kernel.finish(first, timeout=90)
+    assert _ended(notebook, first)["stop_reason"] == "finished"
+    without_restart = server.requests[-1]
+    assert kernel.eval("ran") == ["a.txt"]
+
+    # again, and the kernel restarts while the call waits for approval
+    server.bodies.append(_delete_turn())
+    since = kernel.mark()
+    cell = kernel.submit(f"%agent --new {DELETE}")
+    notebook.cells.append((f"%agent --new {DELETE}", cell))
+    kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    notebook.restart()
+    outputs = kernel.wait_static(cell)  # the frontend's copy once the kernel's last words came
+    notebook.save()
+    reopened = nbformat.read(notebook.path, as_version=4)
+    saved = reopened.cells[-1].outputs
+    assert not [o for o in saved if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in saved)
+    assert "waiting for approval" not in shown.lower() and "cancelled" in shown, shown
+    record = next(o["metadata"]["nbagent"] for o in outputs if o.get("metadata", {}).get("nbagent"))
+    assert record["provenance"]["stop_reason"] == "cancelled", record
+    assert record["provenance"]["calls"][0]["status"] == "cancelled", record  # not "waiting"
+    assert record["provenance"]["recording"].endswith("-waiting.json"), record
+
+    notebook.run(APPROVAL_SETUP, keep=False)
+    asked = len(server.requests)
+    server.bodies.append(wire.openai_text("Deleted."))
+    since = kernel.mark()
+    again = kernel.submit("%agent -m openai:gpt-test --continue")
+    kernel.wait_for(lambda: kernel.buttons("Approve", enabled=True, since=since))
+    # offered again and waiting for the click, not run by itself (ran is checked at the end:
+    # the kernel cannot answer while the cell awaits), and the model not asked that step again
+    assert len(server.requests) == asked
+    _approve(notebook, since)
+    kernel.finish(again, timeout=90)
+    said = kernel.cell_text(again)
+    assert "its call to delete_file was waiting for approval; it is asked again" in said, said
+    assert _ended(notebook, again)["stop_reason"] == "finished"
+    assert kernel.eval("ran") == ["a.txt"]  # once: when it was approved
+    assert server.requests[-1] == without_restart  # what it would have had without a restart

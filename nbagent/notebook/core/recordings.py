@@ -37,7 +37,7 @@ from ..._digest import digest as _hash
 from ...content import TextPart
 from ...errors import RecordingError
 from ...generation import Generator, Request
-from ...messages import UserMessage
+from ...messages import Message, UserMessage
 from ...recording import Recording, RecordingGenerator, ReplayGenerator, fingerprint
 from ...redact import redact_secrets
 
@@ -97,6 +97,11 @@ class RecordingStore:
     def key(request: Request) -> str:
         """The name a run's recording is filed under: a hash of its first request."""
         return _hash(fingerprint(request))
+
+    @staticmethod
+    def key_of(recording: Recording) -> str:
+        """The key of a recording's file: the hash of its first step's fingerprint."""
+        return _hash(recording.steps[0].request if recording.steps else {})
 
     def path_for(self, prompt: str, key: str) -> Path:
         return self.folder / f"{_slug(prompt)}-{key}.json"
@@ -165,6 +170,9 @@ class Choice:
     departed: Callable[[RunResult | None], str | None] = _nothing
     #: the recording it replays, as shown (relative to the notebook's folder)
     source: str | None = None
+    #: the kernel is going away while the run waits: save what it recorded so far (the
+    #: conversation ending with the calls waiting), so a restarted kernel offers them again
+    unfinished: Callable[[list[Message]], str | None] = lambda _messages: None
 
 
 def model_configured(spec: object) -> bool:
@@ -214,7 +222,15 @@ def choose(
             recorder.recording.keep_history(agent.messages)  # a restart continues from it
             return _shown(store.save(recorder.recording, prompt), store.base)
 
-        return Choice(recorder, "recording", after_record)
+        def unfinished(messages: list[Message]) -> str | None:
+            if not recorder.recording.steps:
+                return None
+            recorder.recording.keep_history(messages)
+            # not under the name a replay finds it by: Run All must not replay half a run
+            path = store.path_for(prompt, f"{store.key_of(recorder.recording)}-waiting")
+            return _shown(recorder.recording.save(path), store.base)
+
+        return Choice(recorder, "recording", after_record, unfinished=unfinished)
     return Choice(None, "", _nothing)
 
 
