@@ -394,3 +394,25 @@ def test_a_call_waiting_for_approval_across_a_restart_ends_and_is_offered_again(
     assert _ended(notebook, again)["stop_reason"] == "finished"
     assert kernel.eval("ran") == ["a.txt"]  # once: when it was approved
     assert server.requests[-1] == without_restart  # what it would have had without a restart
+
+
+def test_the_kernel_toolkit_s_undo_of_a_run_before_the_restart_says_why_not(
+    notebook: _Notebook,
+) -> None:
+    kernel = notebook.kernel
+    notebook.run(
+        "%load_ext nbagent\nimport nbagent, nbagent.notebook\n"
+        "from nbagent.models import ScriptedModel, Call, Turn\n"
+        "nbagent.notebook.current_session().set_model(ScriptedModel("
+        "[Turn(Call('run_python', {'code': 'made = 42'})), 'Done.']))"
+    )
+    cell = notebook.run("%agent --kernel --approve auto make a variable")
+    run_id = _ended(notebook, cell)["provenance"]["run_id"]
+    assert kernel.eval("made") == 42
+    notebook.restart()
+    notebook.run("%load_ext nbagent")
+    said = kernel.cell_text(notebook.run(f"%agent undo {run_id}"))
+    assert f"{run_id} cannot be undone: it ran in another kernel session" in said, said
+    assert "the namespace its code changed went with that kernel" in said, said
+    said = kernel.cell_text(notebook.run("%agent undo"))
+    assert "the runs of sessions before a restart cannot be undone" in said, said
