@@ -70,7 +70,24 @@ def _anthropic_turns() -> list[bytes]:
     return [wire.anthropic_sse(call), wire.anthropic_text("Sunny in Zürich, 21 °C.")]
 
 
+def _responses_turns() -> list[bytes]:
+    call = wire.ResponsesTurn()
+    call.reasoning(["The user wants ", "the weather."], item_id="rs_1", encrypted="enc-1")
+    call.message("Let me check.", item_id="msg_1")
+    call.call("call_zh", "weather", '{"city": ', '"Zürich"}')
+    answer = wire.ResponsesTurn()
+    answer.message("Sunny in Zürich, 21 °C.", item_id="msg_2")
+    return [call.completed(wire.rs_usage(120, 18)).body(), answer.completed().body()]
+
+
+def _responses_text(text: str) -> bytes:
+    turn = wire.ResponsesTurn()
+    turn.message(text, item_id="msg_9")
+    return turn.completed().body()
+
+
 PROVIDERS = {
+    "responses": ("openai-responses:gpt-test", _responses_turns, _responses_text),
     "chat": ("openai:gpt-test", _chat_turns, wire.openai_text),
     "anthropic": ("anthropic:claude-test", _anthropic_turns, wire.anthropic_text),
 }
@@ -199,6 +216,11 @@ def _ended(nb: _Notebook, cell: str) -> dict[str, Any]:
     return dict(found)
 
 
+def _history(body: dict[str, Any]) -> list[Any]:
+    """The conversation a request body holds (Chat and Messages: messages; Responses: input)."""
+    return list(body.get("messages", body.get("input", [])))
+
+
 def _first_run(nb: _Notebook, server: _Server, provider: str) -> dict[str, Any]:
     model, turns, _text = PROVIDERS[provider]
     server.bodies += turns()
@@ -222,7 +244,7 @@ def test_after_a_restart_continue_sends_the_model_what_it_would_have_had(
     server.bodies.append(text("Wear sunglasses."))
     notebook.run(f"%agent {NEXT}", keep=False)
     without_restart = server.requests[-1]
-    assert len(without_restart["messages"]) >= 4, without_restart
+    assert len(_history(without_restart)) >= 4, without_restart
 
     notebook.restart()
     notebook.run(SETUP, keep=False)  # the tool's cell, run again as a person does
@@ -231,7 +253,7 @@ def test_after_a_restart_continue_sends_the_model_what_it_would_have_had(
     said = notebook.kernel.cell_text(fresh)
     assert "The saved notebook lesson.ipynb holds an earlier conversation" in said, said
     assert f"its latest run: {run_id}" in said and "%agent --continue" in said, said
-    assert len(server.requests[-1]["messages"]) <= 2  # that run started a new conversation
+    assert len(_history(server.requests[-1])) <= 2  # that run started a new conversation
 
     again = notebook.run("%agent --continue", keep=False)
     line = notebook.kernel.cell_text(again)
