@@ -438,3 +438,27 @@ def test_the_kernel_toolkit_s_undo_of_a_run_before_the_restart_says_why_not(
     assert "the namespace its code changed went with that kernel" in said, said
     said = kernel.cell_text(notebook.run("%agent undo"))
     assert "the runs of sessions before a restart cannot be undone" in said, said
+
+
+def test_under_a_course_policy_continuing_is_a_run_like_any_other(
+    notebook: _Notebook, server: _Server
+) -> None:
+    policy = 'version = 1\nmodels = ["openai:gpt-*"]\n\n[budget.notebook]\nrequests = 3\n'
+    (notebook.folder / "nbagent-course.toml").write_text(policy, encoding="utf-8")
+    first = _first_run(notebook, server, "chat")["provenance"]
+    assert first["policy_source"] == "nbagent-course.toml"
+    notebook.save()
+    notebook.restart()
+    notebook.run(SETUP, keep=False)
+    server.bodies.append(wire.openai_text("Wear sunglasses."))
+    cell = notebook.run(f"%agent -m openai:gpt-test --continue {NEXT}", keep=False)
+    record = _ended(notebook, cell)["provenance"]
+    assert record["policy_digest"] == first["policy_digest"], record  # its record, as any run's
+    assert record["stop_reason"] == "finished" and record["requests"] == 1, record
+    assert len(_history(server.requests[-1])) >= 4  # it went on from the saved conversation
+    # the notebook's budget counts it: the next continuation is refused, and says by which rule
+    asked = len(server.requests)
+    again = notebook.run(f"%agent --continue {NEXT}", keep=False)
+    said = notebook.kernel.cell_text(again)
+    assert "budget.notebook.requests = 3" in said and "nothing was sent" in said, said
+    assert len(server.requests) == asked
