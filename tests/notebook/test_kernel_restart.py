@@ -401,6 +401,9 @@ def test_a_call_waiting_for_approval_across_a_restart_ends_and_is_offered_again(
     assert record["provenance"]["recording"].endswith("-waiting.json"), record
 
     notebook.run(APPROVAL_SETUP, keep=False)
+    said = _refusal(notebook, f"%agent -m openai:gpt-test --continue {DELETE} again")
+    assert "call to delete_file was waiting for approval when the kernel stopped" in said, said
+    assert "with no prompt, asks it again" in said, said
     asked = len(server.requests)
     server.bodies.append(wire.openai_text("Deleted."))
     since = kernel.mark()

@@ -213,7 +213,10 @@ class Session:
                 f"{rebuilt.continued.run_id}'s call to {', '.join(pending)} was waiting for "
                 "approval when the kernel stopped: %agent --continue, with no prompt, asks it again"
             )
-        messages = checked_history(list(rebuilt.conversation.asked))
+        try:
+            messages = checked_history(list(rebuilt.conversation.asked))
+        except NbagentError as exc:  # an image in it that does not decode
+            raise ValueError(f"{rebuilt.continued.run_id}'s conversation: {exc}") from None
         offered = {*self.tools, *KERNEL_TOOLS, *(self.notebook.names if self.notebook else ())}
         gone = tools_missing(messages, offered)
         if gone:
