@@ -12,7 +12,7 @@ from nbagent import Agent, tool
 from nbagent.errors import RecordingError
 from nbagent.messages import AssistantMessage, message_to_dict
 from nbagent.models import Call, ScriptedModel, Turn
-from nbagent.recording import Recording, conversation_of, record
+from nbagent.recording import Recording, Step, conversation_of, record
 
 
 @tool
@@ -110,3 +110,14 @@ def test_calls_left_unanswered_are_pending() -> None:
     found = conversation_of(waiting, max_messages=100)
     assert [c.name for c in found.pending] == ["weather"]
     assert len(found.asked) == 1 and isinstance(found.messages[-1], AssistantMessage)
+
+
+def test_a_helper_s_request_recorded_last_is_not_taken_for_the_conversation_s() -> None:
+    agent, recording = _recorded("weather in Bern?")
+    helper = Step(
+        {**recording.steps[-1].request, "messages": ["user:another-task"]},
+        [{"type": "text", "text": "helped"}, {"type": "finish", "reason": "stop"}],
+    )
+    recording.steps.append(helper)  # another agent's run inside a call, in the same file
+    found = conversation_of(recording, max_messages=100)
+    assert len(found.messages) == len(agent.messages) and found.pending == ()

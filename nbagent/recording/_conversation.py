@@ -4,8 +4,10 @@ A recording made by the notebook keeps, beside its steps, the conversation when 
 (``Recording.history``). The steps hold a hash of every message each request sent, so the
 history is checked against them: each message the last request sent must hash as recorded,
 and what follows must be the model's last answer as the recording holds it (its text and its
-calls), then at most the results of those calls. A history that departs anywhere is refused,
-naming the message: a continued conversation sends exactly what the model had seen.
+calls), then at most the results of those calls. (The last request is the conversation's own:
+a helper's requests, recorded in the same file, begin with the helper's task.) A history that
+departs anywhere is refused, naming the message: a continued conversation sends exactly what
+the model had seen.
 
 A run the kernel's shutdown ended while calls waited for approval ends with those calls and no
 results: they are :attr:`Conversation.pending`, to be offered again, never run by themselves.
@@ -63,15 +65,23 @@ def conversation_of(recording: Recording, *, max_messages: int) -> Conversation:
                 f"{source}: message {number} of its conversation is not one nbagent writes "
                 f"({type(exc).__name__}: {str(exc)[:80]})"
             ) from None
-    last = recording.steps[-1]
+    hashes = [_message_hash(m) for m in messages]
+    # the conversation's own last request: a helper's (another agent's run inside a call)
+    # is recorded in the same file, and begins with its own task, not this conversation
+    ours = [
+        step
+        for step in recording.steps
+        if (step.request.get("messages") or [None])[0] == (hashes[0] if hashes else None)
+    ]
+    last = ours[-1] if ours else recording.steps[-1]
     sent = last.request.get("messages") or []
     if len(messages) < len(sent):
         raise RecordingError(
             f"{source}: its conversation holds {len(messages)} messages, fewer than the "
             f"{len(sent)} its last request sent (the conversation was cut)"
         )
-    for number, (message, digest) in enumerate(zip(messages, sent, strict=False), start=1):
-        if _message_hash(message) != digest:
+    for number, (found, digest) in enumerate(zip(hashes, sent, strict=False), start=1):
+        if found != digest:
             raise RecordingError(
                 f"{source}: message {number} of its conversation is not the one the model "
                 "was sent (the recording was edited)"
