@@ -319,8 +319,27 @@ def test_a_conversation_that_cannot_be_vouched_for_is_refused_naming_why(
     said = _refusal(notebook)
     assert "points outside the notebook's folder ('../x.json')" in said, said
 
-    # another model
+    # the run's cell pasted in again, edited: two records claim the run
     path.write_text(original, encoding="utf-8")
+    saved_nb = json.loads(text)
+    copy = json.loads(json.dumps(saved_nb["cells"][1]))
+    for output in copy["outputs"]:
+        found = output.get("metadata", {}).get("nbagent", {}).get("provenance")
+        if found:
+            found["prompt"] = "something else"
+    notebook.path.write_text(json.dumps({**saved_nb, "cells": [*saved_nb["cells"], copy]}))
+    said = _refusal(notebook, f"%agent --continue {run_id}")
+    assert f"{run_id} is claimed by different records in cells 2, 3" in said, said
+    # a record nbagent did not write: which conversation is the latest cannot be told
+    for output in copy["outputs"]:
+        found = output.get("metadata", {}).get("nbagent", {}).get("provenance")
+        if found:
+            found["tokens"] = "many"
+    notebook.path.write_text(json.dumps({**saved_nb, "cells": [*saved_nb["cells"], copy]}))
+    said = _refusal(notebook)
+    assert "holds a record nbagent cannot read (cell 3: nbagent metadata: tokens" in said, said
+
+    # another model
     notebook.path.write_text(text, encoding="utf-8")
     said = _refusal(notebook, "%agent -m anthropic:claude-test --continue")
     assert f"{run_id} talked to openai:gpt-test" in said, said
