@@ -338,6 +338,7 @@ class AgentMagics(Magics):
             print(f"model from now on: {model}")
         if new:
             session.agent.reset()
+            session.continued = None
             print("new conversation: the next %agent starts afresh (tools and rules stay)")
 
     # --- planning a run -------------------------------------------------------------------------
@@ -361,6 +362,16 @@ class AgentMagics(Magics):
         run_tools = use_notebook(
             session, self.shell, run_tools, wanted=plan.notebook, frontend=frontend
         )
+        waiting = session.continued
+        if waiting is not None and not plan.reoffer:  # continued from Python: the call first
+            if not (plan.new or plan.fork):
+                names = ", ".join(waiting.continued.pending)
+                raise UsageError(
+                    f"the conversation continued from {waiting.continued.run_id} has its call to "
+                    f"{names} waiting for approval: %agent --continue asks it again first (or "
+                    "--new starts afresh)"
+                )
+            session.continued = None
         if plan.fork is None and not plan.new:  # (a continued conversation: nothing to say)
             line = first_note(session)
             if line:

@@ -423,6 +423,10 @@ def test_a_call_waiting_for_approval_across_a_restart_ends_and_is_offered_again(
     said = _refusal(notebook, f"%agent -m openai:gpt-test --continue {DELETE} again")
     assert "call to delete_file was waiting for approval when the kernel stopped" in said, said
     assert "with no prompt, asks it again" in said, said
+    # continued from Python: the next prompt is refused until the call was asked again
+    notebook.run("print(nbagent.current_session().continue_from())", keep=False)
+    said = _refusal(notebook, f"%agent {DELETE} again")
+    assert "has its call to delete_file waiting for approval: %agent --continue" in said, said
     asked = len(server.requests)
     server.bodies.append(wire.openai_text("Deleted."))
     since = kernel.mark()
