@@ -20,6 +20,7 @@ import pytest
 from ..notebook.test_kernel_restart import FIRST, NEXT, SETUP, _chat_turns, _Server
 from ..providers import wire
 from .lab import (
+    BUTTONS,
     CHROMIUM,
     KERNELSPEC,
     Lab,
@@ -79,6 +80,7 @@ def _shown(cell: Any) -> str:
     )
 
 
+@pytest.mark.timeout(300)  # two pages, a restart, three runs
 def test_restart_reopen_continue_save_and_reopen_readable(
     lab: Lab, server: _Server, tmp_path: Path
 ) -> None:
@@ -95,8 +97,8 @@ def test_restart_reopen_continue_save_and_reopen_readable(
             _run_cell(page, 0)
             _run_cell(page, 1)
             expect(page.get_by_text("Sunny in Zürich, 21 °C.").first).to_be_visible(timeout=timeout)
-            wait_for("the run's end", lambda: kernel_idle(page), 60)
-            page.keyboard.press("Control+s")
+            expect(page.locator(BUTTONS, has_text="Stop")).to_have_count(0, timeout=timeout)
+            menu(page, "File", "Save Notebook")
             wait_for("the saved run", lambda: "Sunny in Zürich" in _shown(_saved(lab).cells[1]))
 
             menu(page, "Kernel", "Restart Kernel…")
@@ -114,9 +116,10 @@ def test_restart_reopen_continue_save_and_reopen_readable(
             expect(page.get_by_text("conversation from the saved notebook").first).to_be_visible(
                 timeout=timeout
             )
+            # the run's end (its Stop button gone: the status bar may read Idle before)
+            expect(page.locator(BUTTONS, has_text="Stop")).to_have_count(0, timeout=timeout)
             shots.take(page, "continued", page.get_by_text("Wear sunglasses.").first)
-            wait_for("the run's end", lambda: kernel_idle(page), 60)
-            page.keyboard.press("Control+s")
+            menu(page, "File", "Save Notebook")
             wait_for("the saved continuation", lambda: "Wear" in _shown(_saved(lab).cells[2]))
         except Exception:
             shots.take(page, "failure")
