@@ -66,6 +66,7 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_a_call_waiting_for_approval_across_a_restart_ends_and_is_offered_again",
         "test_the_kernel_toolkit_s_undo_of_a_run_before_the_restart_says_why_not",
         "test_under_a_course_policy_continuing_is_a_run_like_any_other",
+        "test_a_typed_run_recorded_from_a_model_set_in_python_continues_as_it_was",
     ),
     "notebook/test_view.py": ("test_growing_redaction_shows_what_redacting_the_whole_text_shows",),
     "providers/test_anthropic_stream.py": ("test_split_at_every_byte_over_the_socket",),

@@ -488,3 +488,42 @@ def test_under_a_course_policy_continuing_is_a_run_like_any_other(
     said = notebook.kernel.cell_text(again)
     assert "budget.notebook.requests = 3" in said and "nothing was sent" in said, said
     assert len(server.requests) == asked
+
+
+TYPED_SETUP = """\
+%load_ext nbagent
+import json, dataclasses
+import nbagent, nbagent.notebook
+from nbagent.messages import messages_to_json
+from nbagent.models import ScriptedModel, Call, Turn
+
+@dataclasses.dataclass
+class Person:
+    name: str
+    age: int
+
+nbagent.notebook.current_session().set_model(ScriptedModel(
+    [Turn(Call("final_answer", {"name": "Ann", "age": 31})), "She is 31."]))
+"""
+
+HISTORY = "json.dumps(messages_to_json(nbagent.notebook.current_session().agent.messages))"
+
+
+def test_a_typed_run_recorded_from_a_model_set_in_python_continues_as_it_was(
+    notebook: _Notebook,
+) -> None:
+    """A typed run answers through its own final_answer tool (no tool of the session's), on a
+    model set from Python that --record records: its conversation comes back as it was."""
+    kernel = notebook.kernel
+    notebook.run(TYPED_SETUP)
+    cell = notebook.run("%agent --record --output Person -o who Ann is 31")
+    record = _ended(notebook, cell)["provenance"]
+    assert record["mode"] == "offline" and record["recording"], record
+    before = kernel.eval(HISTORY)
+    assert "final_answer" in before
+    notebook.save()
+    notebook.restart()
+    notebook.run(TYPED_SETUP, keep=False)
+    line = kernel.cell_text(notebook.run("%agent --continue", keep=False))
+    assert f"continuing {record['run_id']}'s conversation" in line, line
+    assert kernel.eval(HISTORY) == before  # the same messages, the answer tool's call in them

@@ -105,7 +105,9 @@ def saved_runs(path: Path) -> list[SavedRun]:
 
 
 def _continuable(record: Provenance) -> bool:
-    return record.refused is None and record.mode in ("live", "replayed")
+    """A run whose conversation may be rebuilt: one that ran, and was recorded (live with a
+    model string, replayed, or any model with --record)."""
+    return record.refused is None and record.recording is not None
 
 
 def _latest(runs: list[SavedRun]) -> SavedRun | None:
@@ -152,7 +154,8 @@ def _choose(runs: list[SavedRun], run_id: str | None, name: str) -> Provenance:
     record = mine[-1].record
     assert record is not None
     if not _continuable(record):
-        why = "was refused" if record.refused else f"ran {record.mode} and was not recorded"
+        why = "was refused" if record.refused else "was not recorded (runs are recorded when "
+        why += "" if record.refused else "a model string is set, or with --record)"
         raise ValueError(f"{run_id} {why}: there is no conversation of it to continue")
     return record
 

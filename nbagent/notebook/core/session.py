@@ -18,6 +18,7 @@ from ..._history import checked_history
 from ...approvals.approval import InteractiveApprover
 from ...approvals.rules import Predicate, RuleSet, make_rule
 from ...errors import NbagentError
+from ...output import ANSWER_TOOL
 from ...tools import Tool, validate_tools
 from ..live.outputs import flush_iopub
 from .continuation import Continued, Rebuilt, rebuild
@@ -217,7 +218,8 @@ class Session:
             messages = checked_history(list(rebuilt.conversation.asked))
         except NbagentError as exc:  # an image in it that does not decode
             raise ValueError(f"{rebuilt.continued.run_id}'s conversation: {exc}") from None
-        offered = {*self.tools, *KERNEL_TOOLS, *(self.notebook.names if self.notebook else ())}
+        offered = {*self.tools, *KERNEL_TOOLS, ANSWER_TOOL}  # a typed run's answer: its own
+        offered |= set(self.notebook.names if self.notebook else ())
         gone = tools_missing(messages, offered)
         if gone:
             raise ValueError(
