@@ -248,7 +248,8 @@ def first_note(session: Any) -> str | None:
     """Once per kernel session, before its first run: one line saying that the saved notebook
     holds an earlier conversation and how to continue it (None: nothing to say: a run came
     before, the notebook is unknown or unreadable, or it holds no recorded run)."""
-    if session.noted_earlier or session.jobs or session.agent.messages:
+    agent = session._agent  # not made here: a model that does not load is the run's to say
+    if session.noted_earlier or session.jobs or (agent is not None and agent.messages):
         return None
     session.noted_earlier = True
     where = locate(session.shell)
