@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["Budget", "Limits"]
+__all__ = ["Budget", "ConversationLimits", "Limits"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,24 @@ class Budget:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Budget.{item.name} must be a positive integer or None")
+
+
+@dataclass(frozen=True)
+class ConversationLimits:
+    """Bounds on a conversation read back from a saved notebook (``%agent --continue``).
+
+    ``max_messages``: messages a continued conversation may hold; a longer one is refused,
+    saying so, rather than cut (a cut history is not what the model had seen).
+    ``max_bytes``: the size of the recording it is read from.
+    """
+
+    max_messages: int = 2_000
+    max_bytes: int = 64 * 2**20
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"ConversationLimits.{item.name} must be a positive integer, not {value!r}"
+                )

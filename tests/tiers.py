@@ -60,6 +60,14 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_a_changed_tool_result_stops_the_replay_and_says_where",
         "test_record_then_replay_in_a_fresh_kernel_with_no_network",
     ),
+    "notebook/test_kernel_restart.py": (  # each starts a kernel and restarts it
+        "test_after_a_restart_continue_sends_the_model_what_it_would_have_had",
+        "test_a_conversation_that_cannot_be_vouched_for_is_refused_naming_why",
+        "test_a_call_waiting_for_approval_across_a_restart_ends_and_is_offered_again",
+        "test_the_kernel_toolkit_s_undo_of_a_run_before_the_restart_says_why_not",
+        "test_under_a_course_policy_continuing_is_a_run_like_any_other",
+        "test_a_typed_run_recorded_from_a_model_set_in_python_continues_as_it_was",
+    ),
     "notebook/test_view.py": ("test_growing_redaction_shows_what_redacting_the_whole_text_shows",),
     "providers/test_anthropic_stream.py": ("test_split_at_every_byte_over_the_socket",),
     "providers/test_native_limits.py": (

@@ -31,6 +31,7 @@ from .command.helptext import HELP
 from .command.options import interpolate as interpolate
 from .command.options import parser, run_options, split_at_options
 from .command.options import split_options as split_options
+from .core.continuation import first_note
 from .core.frontend import (
     approver_for,
     awaiting_cells_take_clicks,
@@ -38,7 +39,7 @@ from .core.frontend import (
     detect,
     widgets_available,
 )
-from .core.recordings import RecordMode, choose, first_request, model_configured
+from .core.recordings import RecordMode, choose, first_request, model_configured, offer_again
 from .core.runner import Job, Mode, PendingRun
 from .core.session import KERNEL_TOOLS, show_problems
 from .editing.tools import NOTEBOOK_AUTO, NOTEBOOK_TOOLS, use_notebook
@@ -60,6 +61,8 @@ __all__ = ["HELP", "KERNEL_TOOLS", "AgentMagics", "interpolate", "split_options"
 
 def _fork_label(plan: _Plan) -> str:
     """What a run with no prompt is (a fork that asks a step again)."""
+    if plan.reoffer:
+        return "(a continued conversation: the calls left waiting for approval are asked again)"
     if plan.fork is None:
         return ""
     run_id, step = plan.fork
@@ -101,6 +104,7 @@ class _Plan:
     output_type: Any = None  # --output: the type the run answers with
     course: Any = None  # what the course policy granted (coursegate.Granted)
     notebook: bool | str = False  # --notebook (True), or --notebook=NAME (a variable's name)
+    reoffer: bool = False  # --continue: a run that offers the calls left waiting again
 
 
 @magics_class
@@ -229,7 +233,15 @@ class AgentMagics(Magics):
         prompt = rest.strip()
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
-        if not prompt and fork is None:
+        if args.resume is not False and (args.new or fork is not None):
+            raise UsageError("--continue goes on with a saved conversation: not with --new or fork")
+        reoffer = False
+        if args.resume is not False:
+            self._use_model(args.model)  # the run's model: continuing checks it is the run's
+            reoffer = self._continue(args.resume, with_prompt=bool(prompt))
+            if not prompt and not reoffer:
+                return None
+        if not prompt and fork is None and not reoffer:
             if (args.new or args.model) and not run_options(args):
                 self._settings_only(args.model, new=args.new)
                 return None
@@ -272,6 +284,7 @@ class AgentMagics(Magics):
             fork,
             wanted,
             notebook=notebook,
+            reoffer=reoffer,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -300,6 +313,18 @@ class AgentMagics(Magics):
                 pass  # the previous setting fails too: the message below still holds
         raise UsageError(problem)
 
+    def _continue(self, run_id: str | bool, *, with_prompt: bool) -> bool:
+        """``--continue [RUN]``: rebuild the saved conversation and say so in one line; True
+        when calls it left waiting for approval are to be offered again (by a run now)."""
+        try:
+            continued = self.session.continue_from(
+                run_id if isinstance(run_id, str) else None, with_prompt=with_prompt
+            )
+        except ValueError as exc:
+            raise UsageError(f"nothing was continued: {exc}") from None
+        outputs.note(str(continued))
+        return bool(continued.pending)
+
     def _settings_only(self, model: str | None, *, new: bool) -> None:
         """``%agent --new`` / ``%agent -m MODEL`` with no prompt: change that, ask nothing."""
         session = self.session
@@ -313,6 +338,7 @@ class AgentMagics(Magics):
             print(f"model from now on: {model}")
         if new:
             session.agent.reset()
+            session.continued = None
             print("new conversation: the next %agent starts afresh (tools and rules stay)")
 
     # --- planning a run -------------------------------------------------------------------------
@@ -336,6 +362,20 @@ class AgentMagics(Magics):
         run_tools = use_notebook(
             session, self.shell, run_tools, wanted=plan.notebook, frontend=frontend
         )
+        waiting = session.continued
+        if waiting is not None and not plan.reoffer:  # continued from Python: the call first
+            if not (plan.new or plan.fork):
+                names = ", ".join(waiting.continued.pending)
+                raise UsageError(
+                    f"the conversation continued from {waiting.continued.run_id} has its call to "
+                    f"{names} waiting for approval: %agent --continue asks it again first (or "
+                    "--new starts afresh)"
+                )
+            session.continued = None
+        if plan.fork is None and not plan.new:  # (a continued conversation: nothing to say)
+            line = first_note(session)
+            if line:
+                outputs.note(line)
         if plan.fork is not None:
             try:
                 session.fork(*plan.fork, tools=run_tools)
@@ -413,7 +453,7 @@ class AgentMagics(Magics):
             tools=run_tools,
             reset=plan.new and plan.fork is None,
             step=step,
-            continuing=plan.fork is not None and not plan.prompt,
+            continuing=(plan.fork is not None or plan.reoffer) and not plan.prompt,
             output=plan.output_type,
             on_end=ended,
             on_record=lambda job: courserecord.finished(session, job, plan.course),
@@ -446,6 +486,9 @@ class AgentMagics(Magics):
             configured = (
                 not unavailable and not replay_only and model_configured(self.session.model_spec)
             )
+            rebuilt, self.session.continued = self.session.continued, None
+            if plan.reoffer and rebuilt is not None:  # its answer replays; then the model
+                return offer_again(agent, rebuilt.recording, store, pace, configured)
             return choose(agent, prompt, tools, mode, store, pace, configured)
 
         return model_for

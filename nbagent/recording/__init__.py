@@ -7,6 +7,9 @@ definitions (names and hashes), the tool choice, the instructions and one hash p
 
 * :func:`record` wraps any :class:`~nbagent.generation.Generator`; its ``.recording`` grows as
   the agent runs. :meth:`Recording.save` / :meth:`Recording.load` write and read the file.
+* :attr:`Recording.history` keeps the conversation a notebook's run ended with, and
+  :func:`conversation_of` reads it back checked against the recorded requests (a restarted
+  kernel continues from it).
 * :func:`cassette` records a test's model once and replays it after (``NBAGENT_RECORD=1``
   records afresh).
 * :func:`replay` is a Generator that plays a recording back. Calls still go through the whole
@@ -17,9 +20,10 @@ definitions (names and hashes), the tool choice, the instructions and one hash p
   ``fallback`` generator, goes on live from there.
 
 The file is JSON, versioned (``"format": "nbagent-recording", "version": 1``), written with
-sorted keys and one event per line so that a diff reads well. It holds what the model said and
-hashes of what it was sent: no API key, no header, no base URL, and credential-shaped text in
-the model's output is replaced by ``***``. The format is documented in ``docs/howto/record.md``.
+sorted keys and one event per line so that a diff reads well. It holds what the model said,
+hashes of what it was sent and (from the notebook) the conversation it ended with: no API
+key, no header, no base URL, and credential-shaped text in the model's output and in the
+conversation is replaced by ``***``. The format is documented in ``docs/howto/record.md``.
 
 May import (docs/architecture.md): the ground, :mod:`nbagent.schema` and the vocabulary.
 """
@@ -27,6 +31,7 @@ May import (docs/architecture.md): the ground, :mod:`nbagent.schema` and the voc
 from __future__ import annotations
 
 from ._cassette import cassette
+from ._conversation import Conversation, conversation_of
 from ._format import FORMAT, VERSION, Recording, Step, fingerprint
 from ._record import RecordingGenerator, record
 from ._replay import Pace, ReplayGenerator, replay
@@ -34,12 +39,14 @@ from ._replay import Pace, ReplayGenerator, replay
 __all__ = [
     "FORMAT",
     "VERSION",
+    "Conversation",
     "Pace",
     "Recording",
     "RecordingGenerator",
     "ReplayGenerator",
     "Step",
     "cassette",
+    "conversation_of",
     "fingerprint",
     "record",
     "replay",

@@ -152,6 +152,15 @@ class Recording:
     #: Recorded by a loop with the repeat guard (nbagent.loop._repeats), whose notes are in the
     #: requests. A file without it is older: it replays without the guard, as it was recorded.
     repeat_guard: bool = True
+    #: The conversation when the run ended (messages as :func:`~nbagent.messages.message_to_dict`
+    #: writes them, credential-shaped text as ``***``), so that a notebook whose kernel restarted
+    #: can go on from it (:mod:`nbagent.recording._conversation`); None in a recording that
+    #: does not keep it (a cassette, an older file).
+    history: list[dict[str, Any]] | None = None
+
+    def keep_history(self, messages: Sequence[Message]) -> None:
+        """Keep ``messages`` as the conversation the recording ended with (see ``history``)."""
+        self.history = [redacted(message_to_dict(m)) for m in messages]
 
     # --- files -----------------------------------------------------------------------------
 
@@ -180,7 +189,13 @@ class Recording:
                 lines.append(f"        {_dumps(event)}{comma}")
             lines.append("      ]")
             lines.append("    }" + ("," if index < len(self.steps) - 1 else ""))
-        lines.append("  ]")
+        lines.append("  ]" + ("," if self.history is not None else ""))
+        if self.history is not None:  # one message a line, as the events are
+            lines.append('  "history": [')
+            for number, message in enumerate(self.history):
+                comma = "," if number < len(self.history) - 1 else ""
+                lines.append(f"    {_dumps(message)}{comma}")
+            lines.append("  ]")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
@@ -254,6 +269,11 @@ class Recording:
                     )
                 ended = event["type"] in ("finish", "error", "raise")
             parsed.append(Step(request, events))
+        history = data.get("history")
+        if history is not None and (
+            not isinstance(history, list) or not all(isinstance(m, dict) for m in history)
+        ):
+            raise RecordingError(f"{source}: its history must be a list of messages")
         return cls(
             parsed,
             str(data.get("model") or ""),
@@ -261,6 +281,7 @@ class Recording:
             str(data.get("prompt") or ""),
             source,
             data.get("repeat_guard") is True,
+            history,
         )
 
     @classmethod

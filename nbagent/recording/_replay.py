@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -97,7 +98,7 @@ class ReplayGenerator:
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         if self.diverged is not None and self.fallback is not None:
-            async for event in self.fallback.stream(request):
+            async for event in self.fallback.stream(self._for_fallback(request)):
                 yield event
             return
         number = self.position + 1
@@ -113,12 +114,18 @@ class ReplayGenerator:
             self.diverged = exc
             if self.fallback is None:
                 raise
-            async for event in self.fallback.stream(request):
+            async for event in self.fallback.stream(self._for_fallback(request)):
                 yield event
             return
         self.position = number
         async for event in self._play(_items(self.recording.steps[number - 1])):
             yield event
+
+    def _for_fallback(self, request: Request) -> Request:
+        """``request`` as the live model is to get it: the loop names the model it was given
+        (this replay, ``replay of …``), which is no model a provider knows; the fallback's own
+        name goes instead."""
+        return dataclasses.replace(request, model=str(getattr(self.fallback, "model", "") or ""))
 
     def _check(self, request: Request, number: int) -> None:
         source = self.recording.source

@@ -46,6 +46,10 @@ Options
   --new, --reset       start a new conversation (approval rules stay: see %agent rules);
                        `%agent --new` alone only does that, `%agent -m MODEL` alone only
                        sets the model
+  --continue [RUN]     after a kernel restart: go on with the saved notebook's latest
+                       conversation (or run RUN's), rebuilt from its record and recording;
+                       alone it only does that (or asks again a call left waiting for
+                       approval), with a prompt it asks it next
   --approve POLICY     ask, auto or deny: how calls that need approval are decided in this run
   --max-steps N        stop after N model turns
   --budget TOKENS      stop before a model turn once the run used this many tokens

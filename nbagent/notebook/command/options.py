@@ -9,6 +9,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from ...loop._ids import ID_PATTERN
+
 __all__ = ["interpolate", "parser", "run_options", "split_at_options", "split_options"]
 
 _VALUE_OPTIONS = {
@@ -31,6 +33,7 @@ _FLAG_OPTIONS = {
     "--kernel",
     "--step",
     "--notebook",  # also --notebook=NAME: a variable holding the document to work on
+    "--continue",  # also --continue RUN / --continue=RUN: a run of the saved notebook
 }
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\}")
 
@@ -56,7 +59,14 @@ def split_at_options(line: str) -> tuple[list[str], str, bool]:
         name = token.split("=", 1)[0]
         if token == "--":
             return tokens, rest[match.end() :], True
-        if name in _FLAG_OPTIONS:
+        if token == "--continue":  # a run's id may follow: --continue run-k7q2x-3
+            tokens.append(token)
+            rest = rest[match.end() :]
+            run = re.match(r"(run-\S+)\s*", rest)
+            if run is not None and ID_PATTERN.fullmatch(run.group(1)):
+                tokens.append(run.group(1))
+                rest = rest[run.end() :]
+        elif name in _FLAG_OPTIONS:
             tokens.append(token)
             rest = rest[match.end() :]
         elif name in _VALUE_OPTIONS:
@@ -145,6 +155,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernel", action="store_true")
     parser.add_argument("--step", action="store_true")
     parser.add_argument("--notebook", nargs="?", const=True, default=False)
+    parser.add_argument("--continue", dest="resume", nargs="?", const=True, default=False)
     return parser
 
 

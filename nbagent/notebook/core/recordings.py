@@ -31,13 +31,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..._digest import digest as _hash
 from ...content import TextPart
 from ...errors import RecordingError
 from ...generation import Generator, Request
-from ...messages import UserMessage
+from ...messages import Message, UserMessage
 from ...recording import Recording, RecordingGenerator, ReplayGenerator, fingerprint
 from ...redact import redact_secrets
 
@@ -46,7 +46,14 @@ if TYPE_CHECKING:
     from ...events import RunResult
     from ...recording import Pace
 
-__all__ = ["Choice", "RecordMode", "RecordingStore", "choose", "model_configured"]
+__all__ = [
+    "Choice",
+    "RecordMode",
+    "RecordingStore",
+    "choose",
+    "model_configured",
+    "model_text",
+]
 
 RecordMode = Literal["auto", "record", "replay", "live"]
 #: Stop reasons whose runs are worth replaying (a failed or stopped run is not saved).
@@ -90,6 +97,11 @@ class RecordingStore:
     def key(request: Request) -> str:
         """The name a run's recording is filed under: a hash of its first request."""
         return _hash(fingerprint(request))
+
+    @staticmethod
+    def key_of(recording: Recording) -> str:
+        """The key of a recording's file: the hash of its first step's fingerprint."""
+        return _hash(recording.steps[0].request if recording.steps else {})
 
     def path_for(self, prompt: str, key: str) -> Path:
         return self.folder / f"{_slug(prompt)}-{key}.json"
@@ -158,6 +170,9 @@ class Choice:
     departed: Callable[[RunResult | None], str | None] = _nothing
     #: the recording it replays, as shown (relative to the notebook's folder)
     source: str | None = None
+    #: the kernel is going away while the run waits: save what it recorded so far (the
+    #: conversation ending with the calls waiting), so a restarted kernel offers them again
+    unfinished: Callable[[list[Message]], str | None] = lambda _messages: None
 
 
 def model_configured(spec: object) -> bool:
@@ -204,9 +219,18 @@ def choose(
         def after_record(result: RunResult | None) -> str | None:
             if result is None or result.stop_reason not in _KEEP or not recorder.recording.steps:
                 return None
+            recorder.recording.keep_history(agent.messages)  # a restart continues from it
             return _shown(store.save(recorder.recording, prompt), store.base)
 
-        return Choice(recorder, "recording", after_record)
+        def unfinished(messages: list[Message]) -> str | None:
+            if not recorder.recording.steps:
+                return None
+            recorder.recording.keep_history(messages)
+            # not under the name a replay finds it by: Run All must not replay half a run
+            path = store.path_for(prompt, f"{store.key_of(recorder.recording)}-waiting")
+            return _shown(recorder.recording.save(path), store.base)
+
+        return Choice(recorder, "recording", after_record, unfinished=unfinished)
     return Choice(None, "", _nothing)
 
 
@@ -248,6 +272,7 @@ def _replaying(
             model=fallback.recording.model,
             created=fallback.recording.created,
         )
+        merged.keep_history(agent.messages)
         return _shown(store.save(merged, prompt), store.base)
 
     def departed(result: RunResult | None) -> str | None:
@@ -266,6 +291,46 @@ def _replaying(
     return Choice(
         replayer, f"replaying {found.name}", after_replay, departed, _shown(found, store.base)
     )
+
+
+def model_text(spec: Any) -> str | None:
+    """The model a run is set to, as ``provider:name`` (None: the offline stand-in or a model
+    object set from Python, which has no model string)."""
+    from ...providers import model_id  # the face: a model string is resolved there alone
+
+    if spec is not None and not isinstance(spec, str):
+        return None
+    try:
+        provider, name = model_id(spec)
+    except Exception:  # a setting that does not resolve is reported when the run loads it
+        return spec.strip() if isinstance(spec, str) else None
+    return None if provider == "offline" else f"{provider}:{name}"
+
+
+def offer_again(
+    agent: Agent, recording: Recording, store: RecordingStore, pace: Pace, configured: bool
+) -> Choice:
+    """A continued conversation whose last answer left calls waiting for approval (the kernel
+    stopped): that answer is replayed from its recording, not asked of the model again, so the
+    very calls are offered for approval again; the model (``configured``: recorded afresh)
+    answers from the next request on, and the run is saved with the step it replayed first."""
+    store = store.pinned()
+    last = recording.steps[-1]
+    one = Recording([last], model=recording.model, created=recording.created,
+                    source=recording.source, repeat_guard=recording.repeat_guard)  # fmt: skip
+    live = RecordingGenerator(agent.generator) if configured else None
+    replayer = ReplayGenerator(one, pace=pace, fallback=live, model=recording.model or None)
+    prompt = recording.prompt
+
+    def after(result: RunResult | None) -> str | None:
+        if live is None or result is None or result.stop_reason not in _KEEP:
+            return None
+        merged = Recording([last, *live.recording.steps], model=live.recording.model,
+                           created=live.recording.created)  # fmt: skip
+        merged.keep_history(agent.messages)
+        return _shown(store.save(merged, prompt), store.base)
+
+    return Choice(replayer, "", after)
 
 
 def why_not_saved(error: BaseException) -> str:

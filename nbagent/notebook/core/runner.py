@@ -27,6 +27,7 @@ from ..._ground.threads import run_on_worker_loop
 from ...approvals.approval import Approver
 from ...errors import AgentError, NbagentError, RecordingError, raised_to_caller
 from ...events import RunResult, abandoned_calls_shown
+from ...messages import AssistantMessage, ToolMessage
 from ...redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -192,6 +193,8 @@ class Job:
         self.saved: str | None = None  # the recording this run was saved to
         self.generator: Any = None  # the model the run used, once it started
         self.replayed_from: str | None = None  # the recording it replayed
+        self.choice: Choice | None = None  # how it got its model (once it started)
+        self.agent: Agent | None = None  # whose conversation it goes on (once it started)
         self.run: Run | None = None
         self.task: asyncio.Task[RunResult] | None = None
         self.result: RunResult | None = None
@@ -228,6 +231,7 @@ class Job:
         if self.reset:
             agent.reset()
         choice = self.model_for(agent, self.prompt, self.tools) if self.model_for else None
+        self.choice, self.agent = choice, agent
         own = agent.generator
         if choice is not None and choice.generator is not None:
             agent.generator = choice.generator  # for this run only: runs never interleave
@@ -259,6 +263,8 @@ class Job:
                 try:
                     self.saved = choice.finish(final)
                     departed = choice.departed(final)
+                    if final is not None and final.stop_reason == "cancelled":
+                        self._keep_waiting()
                 except (OSError, NbagentError) as exc:  # the run itself went fine: say so, go on
                     from .recordings import why_not_saved
 
@@ -268,6 +274,29 @@ class Job:
                     transcript.saved_to, transcript.not_saved = self.saved, not_saved
                     if departed and transcript.error is None:  # ended early: say where
                         transcript.error = redact_secrets(departed)
+
+    def _keep_waiting(self) -> None:
+        """A recorded run that ends while every call of its last answer waits for approval (an
+        interrupt, the kernel's shutdown) keeps its recording with the conversation ending with
+        those calls, unanswered (the results the loop made up for them left out): its record
+        names it, and a restarted kernel's ``%agent --continue`` offers the calls again."""
+        transcript = getattr(self.view, "transcript", None)
+        messages = list(self.agent.messages) if self.agent is not None else []
+        if self.choice is None or transcript is None or not messages:
+            return
+        if isinstance(messages[-1], ToolMessage) and len(messages) > 1:
+            messages.pop()  # made up by the loop when the run was cancelled
+        last = messages[-1]
+        calls = last.tool_calls if isinstance(last, AssistantMessage) else ()
+        waiting = [transcript.calls.get(call.id) for call in calls]
+        if not calls or not all(
+            r is not None and r.approval_asked and r.decision is None for r in waiting
+        ):
+            return
+        try:
+            self.saved = self.choice.unfinished(messages) or self.saved
+        except (OSError, NbagentError):  # the run still ends, and says so; only not kept
+            pass
 
     def run_final(self) -> RunResult | None:
         return self.run.final if self.run is not None else None
@@ -393,7 +422,15 @@ class Job:
         return self.result
 
     def abandon(self) -> None:
-        """End this job now, without its loop (the kernel is shutting down)."""
+        """End this job now, without its loop (the kernel is shutting down). A recorded run
+        waiting for approval keeps its recording first (see ``Choice.unfinished``): its record
+        names it, and a restarted kernel's ``%agent --continue`` offers the calls again."""
+        if not self.done:
+            self._keep_waiting()
+            transcript = getattr(self.view, "transcript", None)
+            if transcript is not None and transcript.ended is None:
+                # ended before the record is made: it says cancelled, never "waiting"
+                transcript.end("cancelled")
         self._finish(self.run.final if self.run else None, None, cancelled=True)
 
     # --- the end --------------------------------------------------------------------------------

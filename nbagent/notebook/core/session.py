@@ -14,12 +14,15 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..._history import checked_history
 from ...approvals.approval import InteractiveApprover
 from ...approvals.rules import Predicate, RuleSet, make_rule
 from ...errors import NbagentError
+from ...output import ANSWER_TOOL
 from ...tools import Tool, validate_tools
 from ..live.outputs import flush_iopub
-from .recordings import RecordingStore
+from .continuation import Continued, Rebuilt, rebuild
+from .recordings import RecordingStore, model_text
 from .registry import as_tool, defined_in_notebook, show_problems
 from .runner import kernel_loop
 
@@ -100,6 +103,10 @@ class Session:
         #: What ``%agent serve`` serves now (:class:`.serving.ServedSession`), or None.
         self.served: Any = None
         self.served_sessions: list[Any] = []  # every %agent serve of this session (the report)
+        #: A conversation continued with calls left waiting for approval: the next run offers
+        #: them again (:meth:`continue_from`).
+        self.continued: Rebuilt | None = None
+        self.noted_earlier = False  # the saved conversation was pointed out (first_note)
 
     # --- the model and the conversation ----------------------------------------------------------
 
@@ -186,6 +193,44 @@ class Session:
                 f"{', '.join(repr(n) for n in gone)}, which this run would not offer ({why})"
             )
         self._agent = agent.fork(result, step)
+
+    def continue_from(self, run_id: str | None = None, *, with_prompt: bool = False) -> Continued:
+        """Go on with the conversation the saved notebook holds after a kernel restart: the
+        latest run's (None), or ``run_id``'s, rebuilt from its record and recording exactly as
+        the model had seen it (:mod:`.continuation`); the next run goes on from there. A
+        history that cannot be rebuilt is a ValueError in one sentence naming what is missing,
+        and the conversation stays as it was. Calls left waiting for approval (the kernel
+        stopped while they were asked) are offered again by the next ``%agent --continue``;
+        ``with_prompt``: a prompt is to follow, which such calls refuse (they come first)."""
+        from ...inspection.fork import tools_missing
+
+        if self.busy:
+            active = self.active.label if self.active is not None else "a run"
+            raise ValueError(f"{active} is still going on: wait for it to end before continuing")
+        rebuilt = rebuild(self.shell, self.recordings.folder, model_text(self.model_spec), run_id)
+        pending = rebuilt.continued.pending
+        if pending and with_prompt:
+            raise ValueError(
+                f"{rebuilt.continued.run_id}'s call to {', '.join(pending)} was waiting for "
+                "approval when the kernel stopped: %agent --continue, with no prompt, asks it again"
+            )
+        try:
+            messages = checked_history(list(rebuilt.conversation.asked))
+        except NbagentError as exc:  # an image in it that does not decode
+            raise ValueError(f"{rebuilt.continued.run_id}'s conversation: {exc}") from None
+        offered = {*self.tools, *KERNEL_TOOLS, ANSWER_TOOL}  # a typed run's answer: its own
+        offered |= set(self.notebook.names if self.notebook else ())
+        gone = tools_missing(messages, offered)
+        if gone:
+            raise ValueError(
+                f"{rebuilt.continued.run_id}'s conversation calls {', '.join(map(repr, gone))}, "
+                "which no tool of this session is: run the cells that define it first"
+            )
+        agent = self.agent
+        agent.reset()
+        agent.messages.extend(messages)
+        self.continued = rebuilt if rebuilt.conversation.pending else None
+        return rebuilt.continued
 
     def _why_not_offered(self, name: str) -> str:
         if name not in self.tools and name not in KERNEL_TOOLS:

@@ -64,7 +64,11 @@ def show_live(view: View, display_id: str) -> None:
     widget = getattr(view, "widget", None)
     transcript = getattr(view, "transcript", None)
     prompt = transcript.prompt if transcript is not None else ""
-    words = "(a live nbagent run: it needs Jupyter widgets; it becomes text when it ends)"
+    # what a notebook saved mid-run shows where the widget cannot: true after a kernel died too
+    words = (
+        "(a live nbagent run: it needs Jupyter widgets, and becomes text when it ends; if its "
+        "kernel stopped before that, the run ended with it and none of its calls waits)"
+    )
     data: dict[str, Any] = {
         "text/plain": f"nbagent run: {prompt}\n{words}",
         "text/markdown": f"*{words}*",

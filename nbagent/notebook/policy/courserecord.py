@@ -19,6 +19,7 @@ from ...errors import RequestRefusedError
 from ...generation import Usage
 from ...loop._ids import new_id
 from ...redact import redact_secrets
+from ..core.recordings import model_text
 
 if TYPE_CHECKING:
     from ..core.session import Session
@@ -155,20 +156,6 @@ def mode_of(generator: Any) -> str:
         return "replayed"
     kind = type(getattr(generator, "inner", generator)).__name__
     return "offline" if kind in ("OfflineModel", "ScriptedModel", "FunctionModel") else "live"
-
-
-def model_text(spec: Any) -> str | None:
-    """The model a run is set to, as ``provider:name`` (None: the offline stand-in or a model
-    object set from Python, which has no model string)."""
-    from ...providers import model_id
-
-    if spec is not None and not isinstance(spec, str):
-        return None
-    try:
-        provider, name = model_id(spec)
-    except Exception:  # a setting that does not resolve is reported when the run loads it
-        return spec.strip() if isinstance(spec, str) else None
-    return None if provider == "offline" else f"{provider}:{name}"
 
 
 def run_record(session: Session, job: Any, course: Any) -> Provenance | None:

@@ -29,6 +29,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ...course.provenance import FollowUp, StepRecord, sha256_digest
+from ...loop._ids import ID_PATTERN, prefix
 from ...redact import redact_secrets
 from ..core.registry import offered, withheld
 from ..shown.render import fenced
@@ -90,12 +91,26 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
     from IPython.display import display
 
     kit = session.kernel
-    if kit is None:
-        print("Nothing to undo: no run used the kernel tools (%agent --kernel …) in this kernel.")
-        return
     step = None
     if len(words) >= 2 and words[-2] == "step":
         step, words = int(words[-1]), words[:-2]
+    earlier = [w for w in words if _of_an_earlier_kernel(w)]
+    for run_id in earlier:
+        print(
+            f"{run_id} cannot be undone: it ran in another kernel session (before a restart), "
+            "and the namespace its code changed went with that kernel; its code is in the "
+            "saved notebook's record (%agent report)."
+        )
+    words = [w for w in words if w not in earlier]
+    if earlier and not words:
+        return
+    if kit is None:
+        print(
+            "Nothing to undo: no run used the kernel tools (%agent --kernel …) in this kernel "
+            "session (the runs of sessions before a restart cannot be undone: their namespace "
+            "went with that kernel)."
+        )
+        return
     runs = words or None
     report = kit.undo(runs, step=step)
     labels = [label.split()[0] for label in report.snippets if label.startswith("run-")]
@@ -110,6 +125,13 @@ def undo_command(session: Session, _shell: Any, words: list[str]) -> None:
         ]
     for display_id in retired:
         _retire(display_id, "undone with %agent undo")
+
+
+def _of_an_earlier_kernel(word: str) -> bool:
+    """A run's full id whose kernel session is not this one (each session draws its own
+    prefix: :mod:`nbagent.loop._ids`)."""
+    found = ID_PATTERN.fullmatch(word)
+    return found is not None and found.group(2) is not None and found.group(2) != prefix()
 
 
 def offer_undo(session: Session, run_id: str | None) -> None:
