@@ -155,6 +155,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "providers": ("nbagent.providers",),
     "recording": ("nbagent.recording",),
     "mcp": ("nbagent.mcp",),
+    # external agents over the Agent Client Protocol: their processes, sessions, turns as runs
+    "acp": ("nbagent.acp",),
     "delegation": ("nbagent.delegation",),
     "loop": ("nbagent.loop",),
     "batch": ("nbagent.batch",),
@@ -201,6 +203,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "providers": _WORDS | {"models"},  # "scripted:" / "offline:" model strings
     "recording": _WORDS,
     "mcp": _WORDS,
+    "acp": _CORE,
     "delegation": _CORE | {"output", "recording"},  # a helper's run recorded with its caller's
     "loop": _CORE | {"providers", "output", "delegation"},  # a model string: the providers' face
     "batch": _CORE | {"providers", "output", "loop"},
@@ -209,8 +212,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "document": _WORDS,
     "telemetry": _CORE | {"delegation", "agent"},
     "course": _CORE | {"recording", "document"},
-    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document"},
-    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document"},
+    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document", "acp"},
+    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document", "acp"},
     "face": set(ROOMS) - {"face"},
 }
 
