@@ -355,13 +355,14 @@ NOTEBOOK_ROOMS: dict[str, tuple[str, ...]] = {
     "serving": ("nbagent.notebook.serving",),
     "map": ("nbagent.notebook.map",),
     "reports": ("nbagent.notebook.reports",),
+    "external": ("nbagent.notebook.external",),
     "magics": ("nbagent.notebook",),
 }
 #: What every feature of the notebook may build on: they reach each other only through it.
 _SHARED = {"command", "shown", "saved", "live", "core", "policy"}
 #: The features' front ends: none imports another (the tools' rooms below them are shared by
 #: the features that serve or run those tools).
-NOTEBOOK_FEATURES = ("serving", "map", "reports")
+NOTEBOOK_FEATURES = ("serving", "map", "reports", "external")
 NOTEBOOK_MAY_IMPORT: dict[str, set[str]] = {
     "command": set(),
     "shown": set(),
@@ -374,6 +375,7 @@ NOTEBOOK_MAY_IMPORT: dict[str, set[str]] = {
     "serving": _SHARED | {"toolkit", "editing"},  # it serves the kernel and the notebook tools
     "map": _SHARED,
     "reports": _SHARED,
+    "external": _SHARED,
     "magics": set(NOTEBOOK_ROOMS) - {"magics"},
 }
 

@@ -101,9 +101,7 @@ class AgentRegistry:
         title: str = "",
     ) -> ExternalAgent:
         """Register (or replace) the agent ``name``: ``command args…``, with ``env`` added."""
-        agent = ExternalAgent(
-            name, command, tuple(args), tuple((env or {}).items()), title=title or name
-        )
+        agent = ExternalAgent(name, command, tuple(args), tuple((env or {}).items()), title=title)
         self._own[name] = agent
         return agent
 

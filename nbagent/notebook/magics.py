@@ -43,6 +43,7 @@ from .core.runner import Job, Mode, PendingRun
 from .core.session import KERNEL_TOOLS, show_problems
 from .editing.tools import NOTEBOOK_AUTO, NOTEBOOK_TOOLS, use_notebook
 from .editing.undo import offer_undo as offer_notebook_undo
+from .external import acprun
 from .live import outputs
 from .live.outputs import View
 from .policy import courseadmit, courserecord
@@ -101,6 +102,7 @@ class _Plan:
     output_type: Any = None  # --output: the type the run answers with
     course: Any = None  # what the course policy granted (coursegate.Granted)
     notebook: bool | str = False  # --notebook (True), or --notebook=NAME (a variable's name)
+    acp: str | None = None  # --acp NAME: the external agent that answers (see .external)
 
 
 @magics_class
@@ -148,7 +150,7 @@ class AgentMagics(Magics):
         if found is not None and found[0].run is not None:
             return self._run_command(*found)
         plan = self._parse(line, cell, local_ns, found)
-        if plan is None or not courseadmit.admit(self.session, self.shell, plan):
+        if plan is None or not self._admit(plan):
             return None
         job, pending = self._job(plan, awaited=False)
         self.session.submit(job)
@@ -166,13 +168,19 @@ class AgentMagics(Magics):
                 show_problems(self.session.scan())
             return await command.awaited(self.session, self.shell, words)
         plan = self._parse(line, cell, None, found)
-        if plan is None or not courseadmit.admit(self.session, self.shell, plan):
+        if plan is None or not self._admit(plan):
             return None
         job, output = self._job(plan, awaited=True)
         queued = self.session.submit(job)
         if job.mode != "cell":
             return output
         return await job.run_in_cell(queued)
+
+    def _admit(self, plan: _Plan) -> bool:
+        """The course policy's word on a planned run (refused: shown, with its record)."""
+        if plan.acp is not None:
+            return acprun.admit(self.session, self.shell, plan)
+        return courseadmit.admit(self.session, self.shell, plan)
 
     # --- parsing ------------------------------------------------------------------------------
 
@@ -217,6 +225,10 @@ class AgentMagics(Magics):
             line, cell = words[2], (words[3] if len(words) > 3 else None)
         tokens, rest, ended = split_at_options(line)
         args = parser().parse_args(tokens)
+        if args.acp is not None:
+            if fork is not None:
+                raise UsageError("a fork asks nbagent's own model again: --acp does not apply")
+            acprun.refuse_options(args)
         if fork is None and not ended:
             first = rest.split(None, 1)[0] if rest.strip() else ""
             if commands.is_subcommand(first):
@@ -230,6 +242,9 @@ class AgentMagics(Magics):
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if not prompt and fork is None:
+            if args.acp is not None and args.new and not run_options(args):
+                acprun.new_conversation(self.session, args.acp)
+                return None
             if (args.new or args.model) and not run_options(args):
                 self._settings_only(args.model, new=args.new)
                 return None
@@ -272,6 +287,7 @@ class AgentMagics(Magics):
             fork,
             wanted,
             notebook=notebook,
+            acp=args.acp,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -320,6 +336,15 @@ class AgentMagics(Magics):
     def _job(self, plan: _Plan, *, awaited: bool) -> tuple[Job, PendingRun | None]:
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
+        if plan.acp is not None:
+            return acprun.job(
+                session,
+                self.shell,
+                plan,
+                awaited=awaited,
+                mode_for=self._mode,
+                namespace=self._namespace,
+            )
         show_problems(session.scan())
         unavailable = self._model_or_recording(plan)
         if plan.tools is not None:

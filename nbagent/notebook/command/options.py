@@ -17,6 +17,7 @@ _VALUE_OPTIONS = {
     "-o",
     "--output",
     "--approve",
+    "--acp",
     "--max-steps",
     "--tools",
     "--pace",
@@ -145,6 +146,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernel", action="store_true")
     parser.add_argument("--step", action="store_true")
     parser.add_argument("--notebook", nargs="?", const=True, default=False)
+    parser.add_argument("--acp", metavar="NAME")
     return parser
 
 
