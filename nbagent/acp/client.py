@@ -194,14 +194,17 @@ class ExternalAgentSession:
         if self._closed:
             raise ExternalAgentError(f"{self.agent.label}: this session was closed")
         with self._busy:
-            if self._running is not None:
+            previous = self._running
+            if previous is not None and not previous.cancelled.is_set():
                 raise ExternalAgentError(
                     f"{self.agent.label} is still answering the previous prompt: wait for it "
                     "to end (or stop it) first"
                 )
             run = ExternalRun(self, prompt, approver, run_id or f"acp-{uuid.uuid4().hex[:10]}")
             self._running = run
-        self._loop.submit(self._turn(run, new))
+        # a stopped turn may still be winding down (a kernel interrupt does not wait for it):
+        # this one starts when it ended, within its grace
+        self._loop.submit(self._turn(run, new, previous))
         return run
 
     def _wake(self, run: ExternalRun) -> None:
@@ -215,12 +218,14 @@ class ExternalAgentSession:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(wake)
 
-    async def _turn(self, run: ExternalRun, new: bool) -> None:
+    async def _turn(self, run: ExternalRun, new: bool, previous: ExternalRun | None) -> None:
         turn = Turn(run.emit, self.limits)
         error: BaseException | None = None
         stop = "failed"
         started = False
         try:
+            if previous is not None:
+                await self._after(previous)
             if run.cancelled.is_set():
                 stop = "cancelled"
             else:
@@ -260,8 +265,17 @@ class ExternalAgentSession:
         else:
             event = RunFinished(result)
         with self._busy:
-            self._running = None
+            if self._running is run:
+                self._running = None
         run._end(result, event)
+
+    async def _after(self, previous: ExternalRun) -> None:
+        """Wait for a stopped turn to end; one that outlives its grace loses its agent."""
+        wait = self.limits.cancel_grace + 3
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(previous._done)), wait)
+        except asyncio.TimeoutError:
+            await self._drop()
 
     # --- the process and the session ----------------------------------------------------------
 

@@ -192,6 +192,16 @@ async def test_an_agent_that_ignores_cancel_is_killed_after_the_grace() -> None:
         assert not session.alive and session.session_id is None
         _, after = await turn(session, "remember")  # started again, in a new conversation
         assert after.text == "you said: "
+        # stopped and asked again at once (a kernel interrupt does not wait for the turn's
+        # end): the next prompt waits for it, within the grace, and is answered
+        run = session.start("stubborn", approver=DenyAll())
+        async for event in run.events():
+            if isinstance(event, AssistantTextDelta):
+                run.cancel()
+                break
+        _, after = await turn(session, "remember")
+        assert after.text == "you said: "
+        assert (await run.result()).stop_reason == "cancelled"
 
 
 async def test_an_agent_that_crashes_mid_turn_fails_the_run_in_one_sentence() -> None:

@@ -18,6 +18,11 @@ pytest.importorskip("acp", reason="the acp extra (agent-client-protocol) is not 
 SCRIPT = Path(__file__).resolve().parents[1] / "acp" / "scripted_agent.py"
 
 
+def streamed(kernel: Kernel, since: int, text: str) -> bool:
+    """Some text stream of the views after ``since`` shows ``text``."""
+    return any(text in kernel.stream_text(c) for c in kernel.streams(since))
+
+
 def register(kernel: Kernel) -> int:
     kernel.execute(f"%agent acp add scripted -- {sys.executable} {SCRIPT}")
     in_cell(kernel)
@@ -59,6 +64,31 @@ def test_deny_by_a_click_answers_the_agent_s_reject(kernel: Kernel) -> None:
     kernel.click(deny[0])
     wait_ended(kernel, cell)
     assert kernel.eval("res.text") == "denied (no)"
+
+
+def test_stop_cancels_the_turn_and_interrupt_too_and_the_agent_answers_after(
+    kernel: Kernel,
+) -> None:
+    since = register(kernel)
+    cell = kernel.submit("%agent --acp scripted -o res wait")
+    stop = kernel.wait_for(lambda: kernel.buttons("Stop", enabled=True, since=since))
+    kernel.wait_for(lambda: streamed(kernel, since, "waiting"), what="the agent's text")
+    kernel.click(stop[0])
+    record = wait_ended(kernel, cell)
+    assert record["stop_reason"] == "cancelled"
+    if not in_cell(kernel):
+        return  # a background run: only Stop reaches it
+    since = kernel.mark()
+    cell = kernel.submit("%agent --acp scripted wait\nprint('NOT REACHED')")
+    kernel.wait_for(lambda: streamed(kernel, since, "waiting"), what="the agent's text")
+    assert kernel.running(cell)
+    kernel.km.interrupt_kernel()
+    kernel.finish(cell, allow_errors=True, timeout=30)
+    reply = kernel.replies[cell]["content"]
+    assert reply["ename"] == "KeyboardInterrupt" and "NOT REACHED" not in kernel.cell_text(cell)
+    cell = kernel.submit("%agent --acp scripted -o after remember")
+    wait_ended(kernel, cell)
+    assert kernel.eval("after.text") == "you said: wait"  # the same conversation goes on
 
 
 def test_options_of_nbagent_s_own_loop_and_unknown_agents_are_refused(kernel: Kernel) -> None:
