@@ -39,7 +39,7 @@ from ..redact import redact_secrets
 from .process import AgentLoop, kill_group, spawn
 from .registry import ExternalAgent, resolve_command
 from .relay import EventRelay
-from .turn import ActiveTurn
+from .turn import ActiveTurn, refusal_text
 from .updates import Turn
 from .wire import BoundedWire, StderrTail
 
@@ -358,9 +358,8 @@ class ExternalAgentSession:
                 f"did not answer {method} within {self.limits.start_timeout:g} s"
             ) from None
         except RequestError as exc:
-            message = redact_secrets(str(exc))[:300]
             await self._drop()
-            raise self.failure(f"refused {method}: {message} (error {exc.code})") from None
+            raise self.failure(f"refused {method}: {refusal_text(exc)}") from None
         except ValidationError:
             await self._drop()
             raise self.failure(f"answered {method} with something ACP does not define") from None

@@ -22,7 +22,18 @@ from ..redact import redact_secrets
 from .permission import bound, chosen_option, decided_without_asking, request_for
 from .updates import Turn, TurnOverflow
 
-__all__ = ["ActiveTurn"]
+__all__ = ["ActiveTurn", "refusal_text"]
+
+
+def refusal_text(error: Any) -> str:
+    """A JSON-RPC error as a person reads it: its message, and its ``data.details`` (what
+    agents put the cause in), bounded and with secrets hidden."""
+    text = str(error)
+    data = getattr(error, "data", None)
+    details = data.get("details") if isinstance(data, dict) else None
+    if isinstance(details, str) and details.strip():
+        text = f"{text}: {details.strip()}"
+    return f"{redact_secrets(text)[:300]} (error {getattr(error, 'code', '?')})"
 
 
 class _Run(Protocol):
@@ -139,8 +150,7 @@ class ActiveTurn:
         try:
             answer = asked.result()
         except RequestError as exc:
-            message = redact_secrets(str(exc))[:300]
-            raise owner.failure(f"refused the prompt: {message} (error {exc.code})") from None
+            raise owner.failure(f"refused the prompt: {refusal_text(exc)}") from None
         except ValidationError:
             raise owner.failure("answered the prompt with something ACP does not define") from None
         except (ConnectionError, OSError, EOFError):
