@@ -8,7 +8,9 @@ otherwise the person does, on the approval bar. The decision then picks one of t
 agent offered: an approval "always" its ``allow_always`` option, an approval its
 ``allow_once``, a denial its ``reject_once`` (or ``reject_always``). An approval for which the
 agent offers no matching option is answered with a rejection, and the card says so: nbagent
-never grants more than the person did.
+never grants more than the person did. An ACP agent runs its call as it asked it, so edited
+arguments cannot be approved: the edit form refuses them, and an approval that carries them
+anyway is sent as a rejection.
 """
 
 from __future__ import annotations
@@ -24,14 +26,34 @@ from ..approvals.approval import (
     Decision,
     arguments_hash,
 )
+from ..errors import ArgumentsError
 from ..tools import ToolCall
 
 __all__ = ["chosen_option", "decided_without_asking", "request_for"]
 
 
+EDIT_REFUSED = (
+    "an external agent runs its call as it asked it: its arguments cannot be edited here "
+    "(deny it, with a reason the agent reads, instead)"
+)
+
+
 def request_for(call: ToolCall, arguments: Any, title: str | None, run_id: str) -> ApprovalRequest:
     """The approval request of ``call`` (its ``arguments``: the agent's raw input)."""
-    return ApprovalRequest.for_call(call, arguments, title, run_id=run_id)
+
+    def unchanged(edited: Any) -> Any:
+        if _same(edited, arguments):
+            return arguments
+        raise ArgumentsError(EDIT_REFUSED)
+
+    return ApprovalRequest.for_call(call, arguments, title, run_id=run_id, checker=unchanged)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return arguments_hash(a) == arguments_hash(b)
+    except (TypeError, ValueError):
+        return False
 
 
 def decided_without_asking(approver: Approver, request: ApprovalRequest) -> Decision | None:
@@ -56,12 +78,25 @@ def bound(decision: Decision, request: ApprovalRequest) -> Decision:
     return dataclasses.replace(decision, binding=binding)
 
 
-def chosen_option(decision: Decision, options: Sequence[Any]) -> tuple[str | None, str]:
+def chosen_option(
+    decision: Decision, options: Sequence[Any], request: ApprovalRequest | None = None
+) -> tuple[str | None, str]:
     """The id of the agent's option that says ``decision`` (None: answer "cancelled"), and a
     note for the person when it is not what they chose."""
     by_kind: dict[str, str] = {}
     for option in options:
         by_kind.setdefault(str(getattr(option, "kind", "")), str(option.option_id))
+    edited = (
+        decision.approved
+        and decision.arguments is not None
+        and request is not None
+        and not _same(decision.arguments, request.input)
+    )
+    if edited:
+        for kind in ("reject_once", "reject_always"):
+            if kind in by_kind:
+                return by_kind[kind], EDIT_REFUSED
+        return None, EDIT_REFUSED
     if decision.approved:
         wanted = ("allow_always", "allow_once") if decision.always else ("allow_once",)
         for kind in wanted:

@@ -212,7 +212,7 @@ class ActiveTurn:
             decision = Decision(False, "cancelled: the turn was stopped", by="error")
             self.run.emit(ApprovalResolved(call.call_id, bound(decision, request)))
             return cancelled
-        option, note = chosen_option(decision, options)
+        option, note = chosen_option(decision, options, request)
         if note:
             decision = dataclasses.replace(decision, approved=False, reason=note)
         self.run.emit(ApprovalResolved(call.call_id, bound(decision, request)))

@@ -195,7 +195,9 @@ class Turn:
             call.ready = True
             if call.arguments is not None:
                 self._emit(ToolArgumentsDelta(call.call_id, call.name, tool_call.arguments))
-            self._emit(ToolCallReady(self.step, tool_call, call.arguments))
+            # no raw input: no arguments (a card shows nothing for {}, not "null")
+            shown = call.arguments if call.arguments is not None else {}
+            self._emit(ToolCallReady(self.step, tool_call, shown))
         return tool_call
 
     def tool_call(self, update: Any) -> None:

@@ -25,7 +25,7 @@ from nbagent.approvals.approval import (
     approve,
 )
 from nbagent.approvals.rules import RuleApprover, parse_rule
-from nbagent.errors import ExternalAgentError
+from nbagent.errors import ArgumentsError, ExternalAgentError
 from nbagent.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -121,6 +121,20 @@ async def test_the_session_s_rules_answer_without_asking_and_always_is_the_agent
     always = ScriptedApprover([approve(always=True)])
     _, result = await turn(session, "tool", always)
     assert result.text == "ran (always)"
+
+
+async def test_edited_arguments_are_refused_and_the_agent_is_answered_with_its_reject(
+    session: ExternalAgentSession,
+) -> None:
+    edited = ScriptedApprover([approve(arguments={"command": "rm -rf /"})])
+    events, result = await turn(session, "tool", edited)
+    assert result.text == "denied (no)"  # the agent ran nothing
+    asked = next(e for e in events if isinstance(e, ApprovalRequested)).request
+    with pytest.raises(ArgumentsError, match="cannot be edited"):
+        asked.check_arguments({"command": "rm -rf /"})
+    assert asked.check_arguments({"command": "ls"}) == {"command": "ls"}
+    resolved = next(e for e in events if isinstance(e, ApprovalResolved)).decision
+    assert not resolved.approved and "cannot be edited" in (resolved.reason or "")
 
 
 async def test_the_conversation_goes_on_and_new_starts_another(
