@@ -223,6 +223,7 @@ class ExternalAgentSession:
         error: BaseException | None = None
         stop = "failed"
         started = False
+        interrupted: BaseException | None = None
         try:
             if previous is not None:
                 await self._after(previous)
@@ -247,6 +248,10 @@ class ExternalAgentSession:
             )
             if started:
                 turn.finish("failed")
+        except BaseException as exc:  # the agent's loop is stopping: the run still ends
+            interrupted, stop = exc, "cancelled"
+            if started:
+                turn.finish("cancelled")
         finally:
             self._active = None
         result = RunResult(
@@ -268,6 +273,8 @@ class ExternalAgentSession:
             if self._running is run:
                 self._running = None
         run._end(result, event)
+        if interrupted is not None:
+            raise interrupted
 
     async def _after(self, previous: ExternalRun) -> None:
         """Wait for a stopped turn to end; one that outlives its grace loses its agent."""
