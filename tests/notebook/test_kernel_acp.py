@@ -47,7 +47,10 @@ def test_a_permission_granted_by_a_click_and_the_conversation_goes_on(kernel: Ke
         {"tool": "execute", "decision": "approved", "status": "done"}
     ]
     assert kernel.eval("res.text") == "ran (yes)"
-    assert "next line: ran (yes)" in kernel.cell_text(cell)
+    if in_cell(kernel):
+        assert "next line: ran (yes)" in kernel.cell_text(cell)
+    else:  # ipykernel 6.29: the run went on in the background, and the cell said so
+        assert kernel.replies[cell]["content"]["ename"] == "RunNotFinishedError"
     # the next cell goes on with the same ACP session; --new starts another
     cell = kernel.submit("%agent --acp scripted -o again remember")
     wait_ended(kernel, cell)
