@@ -102,6 +102,11 @@ def test_options_of_nbagent_s_own_loop_and_unknown_agents_are_refused(kernel: Ke
     cell = kernel.submit("%agent --acp nobody chat")
     kernel.finish(cell, allow_errors=True)
     assert "no external agent is called 'nobody'" in kernel.cell_text(cell)
+    cell = kernel.submit("%agent acp")
+    kernel.finish(cell)
+    listed = kernel.cell_text(cell)
+    assert "scripted" in listed and "(yours" in listed
+    assert "claude     claude-code-acp  (not installed: npm install -g @zed-" in listed
     cell = kernel.submit("%agent acp add missing -- no-such-acp-agent\n%agent --acp missing hi")
     kernel.finish(cell, allow_errors=True)
     assert "missing is not installed here (no-such-acp-agent is not on PATH)" in (

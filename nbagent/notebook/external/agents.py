@@ -124,7 +124,8 @@ def register_agent(
 
 
 def _listed(agents: ExternalAgents) -> str:
-    from ...acp import KNOWN_AGENTS
+    from ...acp import KNOWN_AGENTS, resolve_command
+    from ...errors import ExternalAgentError
 
     running = agents.running()
     lines = ["External agents (ACP): %agent --acp NAME PROMPT"]
@@ -134,7 +135,12 @@ def _listed(agents: ExternalAgents) -> str:
         state = (
             "running, in a conversation" if conversation is not None and conversation.alive else ""
         )
-        notes = ", ".join(x for x in (own, state) if x)
+        try:
+            resolve_command(agent)
+            found = ""
+        except ExternalAgentError:
+            found = f"not installed: {agent.install}" if agent.install else "not installed"
+        notes = ", ".join(x for x in (own, state, found) if x)
         lines.append(f"  {agent.name:<10} {agent.command_line}" + (f"  ({notes})" if notes else ""))
     lines.append("Register your own: %agent acp add NAME -- COMMAND [ARGS ...]")
     return "\n".join(lines)
