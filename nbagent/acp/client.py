@@ -58,6 +58,10 @@ _STOPS: dict[str, Any] = {
 }
 
 
+class _StoppedBeforePrompt(Exception):
+    """The run was stopped while its agent was starting: nothing was asked."""
+
+
 class ExternalRun:
     """One prompt to an external agent, read as a run: :meth:`events` (nbagent's events, in
     order), :meth:`result` (its :class:`~nbagent.events.RunResult`), :meth:`cancel` (from any
@@ -232,12 +236,16 @@ class ExternalAgentSession:
             else:
                 await self._connect(new)
                 assert self.session_id is not None
+                if run.cancelled.is_set():  # stopped while the agent started: no prompt
+                    raise _StoppedBeforePrompt
                 run.emit(RunStarted(run.id, run.prompt, f"acp:{self.agent.name}", self.session_id))
                 run.emit(StepStarted(1))
                 started = True
                 self._active = ActiveTurn(self, run, turn)
                 stop, usage = await self._active.prompt()
                 turn.finish(stop, usage)
+        except _StoppedBeforePrompt:
+            stop = "cancelled"
         except ExternalAgentError as exc:
             error = exc
             if started:

@@ -195,6 +195,15 @@ async def test_cancel_ends_a_turn_the_agent_ends_itself(session: ExternalAgentSe
     assert session.alive
 
 
+async def test_a_run_stopped_before_its_agent_answered_asks_nothing() -> None:
+    with ExternalAgentSession(scripted()) as session:
+        run = session.start("chat", approver=DenyAll())
+        run.cancel()
+        events = [event async for event in run.events()]
+        assert [type(e) for e in events] == [RunCancelled]
+        assert (await run.result()).stop_reason == "cancelled"
+
+
 async def test_an_agent_that_ignores_cancel_is_killed_after_the_grace() -> None:
     limits = ExternalAgentLimits(cancel_grace=0.5)
     with ExternalAgentSession(scripted(), limits=limits) as session:
