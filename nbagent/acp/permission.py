@@ -34,7 +34,7 @@ __all__ = ["chosen_option", "decided_without_asking", "request_for"]
 
 EDIT_REFUSED = (
     "an external agent runs its call as it asked it: its arguments cannot be edited here "
-    "(deny it, with a reason the agent reads, instead)"
+    "(deny it, and say what you want in the next prompt)"
 )
 
 
