@@ -46,6 +46,7 @@ BENCHMARKS = [
     ("nested", "bench_nested.py"),
     ("class-report", "bench_class_report.py"),
     ("notebook-edits", "bench_notebook.py"),
+    ("acp", "bench_acp.py"),
 ]
 # --quick for a benchmark with its own command line (flag -> arguments), used when it has the flag.
 QUICK_ARGS = {"notebook_traffic.py": ("--tokens", ["--tokens", "2000", "--rate", "1000"])}

@@ -10,6 +10,7 @@
     ├── ConfigurationError        no provider/key/model could be resolved; says how to set one
     ├── MCPServerError            an MCP server could not be started or reached; says why
     │   └── MCPSignInError            signing in to it (OAuth) failed, or nobody could sign in
+    ├── ExternalAgentError        an external agent (ACP) is missing, failed to start or broke
     ├── RequestRefusedError       a gate on the request path (a course policy) refused it
     ├── RecordingError            a recording is malformed, truncated, or of a newer format
     │   └── ReplayDivergedError       a replayed run asked what the recording does not hold
@@ -54,6 +55,7 @@ __all__ = [
     "BadRequestError",
     "BatchInputError",
     "ConfigurationError",
+    "ExternalAgentError",
     "FailedRun",
     "GenerationError",
     "ImageError",
@@ -137,6 +139,13 @@ class MCPSignInError(MCPServerError):
     """Signing in to an MCP server (OAuth) did not succeed: the authorization server refused
     or did not answer, the browser came back with a wrong ``state``, nobody signed in in time,
     or nobody could (a headless run). The message says which, never a token or a code."""
+
+
+class ExternalAgentError(NbagentError):
+    """An external agent spoken to over the Agent Client Protocol could not be used: it is not
+    installed (the message gives the install line), it exited or gave no answer while starting,
+    it crashed mid-turn, or it broke the protocol past its bounds (messages too large, too
+    many, malformed). The message says which, with the last lines it wrote to stderr."""
 
 
 class RequestRefusedError(NbagentError):

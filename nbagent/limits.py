@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["Budget", "ConversationLimits", "Limits"]
+__all__ = ["Budget", "ConversationLimits", "ExternalAgentLimits", "Limits"]
 
 
 @dataclass(frozen=True)
@@ -123,4 +123,36 @@ class ConversationLimits:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(
                     f"ConversationLimits.{item.name} must be a positive integer, not {value!r}"
+                )
+
+
+@dataclass(frozen=True)
+class ExternalAgentLimits:
+    """Bounds on an external agent spoken to over ACP (see :mod:`nbagent.acp`): every byte it
+    writes is untrusted.
+
+    ``max_message_bytes``: one JSON-RPC message (one line); a longer one is skipped unread
+    and counts as malformed. ``max_malformed``: lines that are not JSON-RPC (or not ACP) the
+    agent may send before it is stopped as broken. ``max_updates_per_turn``: session updates
+    one prompt may bring; past it the turn is cancelled and fails, saying so.
+    ``max_turn_chars``: characters of message, thought and tool text one turn may stream.
+    ``start_timeout``: seconds to start and answer ``initialize`` and ``session/new`` (npx may
+    be slow). ``cancel_grace``: seconds an agent has to end a cancelled turn before it is
+    killed. ``stderr_tail``: bytes of its stderr kept to explain a failure.
+    """
+
+    max_message_bytes: int = 8 * 1024 * 1024
+    max_malformed: int = 20
+    max_updates_per_turn: int = 20_000
+    max_turn_chars: int = 4_000_000
+    start_timeout: float = 60.0
+    cancel_grace: float = 5.0
+    stderr_tail: int = 4096
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(
+                    f"ExternalAgentLimits.{item.name} must be a positive number, not {value!r}"
                 )

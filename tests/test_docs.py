@@ -268,3 +268,15 @@ def test_the_kernel_limits_quoted_are_the_defaults() -> None:
     summary = _table("concepts/limits.md", r"`KernelLimits\.read_timeout`, `copy_timeout`")
     quoted = re.findall(r"\d+(?:\.\d+)?", next(iter(summary.values())))[:2]
     assert [float(q) for q in quoted] == [KernelLimits.read_timeout, KernelLimits.copy_timeout]
+
+
+def test_the_external_agent_limits_quoted_are_the_defaults() -> None:
+    from nbagent.limits import ExternalAgentLimits
+
+    rows = _table("howto/acp.md", r"`[a-z_]+`.*", "Bounds and failures")
+    shown = {re.match(r"`([a-z_]+)`", k).group(1): v for k, v in rows.items()}  # type: ignore[union-attr]
+    defaults = {f.name: f.default for f in dataclasses.fields(ExternalAgentLimits)}
+    assert set(shown) == set(defaults) - {"stderr_tail"}
+    for name, value in shown.items():
+        scale = 2**20 if "MiB" in value else 1
+        assert _number(value) * scale == defaults[name], name

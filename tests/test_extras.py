@@ -16,6 +16,8 @@ from nbagent._ground import extras as _extras
 from nbagent._ground.extras import EXTRAS, explained, install_line, missing
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Extras whose first module is not named like the package that brings it.
+DISTRIBUTION = {"acp": "agent-client-protocol"}
 
 
 def hide(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
@@ -36,6 +38,7 @@ def test_every_extra_is_one_of_pyprojects_and_brings_the_modules_named() -> None
         assert extra.name in declared, f"{extra.name} is not an extra of pyproject.toml"
         packages = {re.split(r"[\[<>=;! ]", r, maxsplit=1)[0] for r in declared[extra.name]}
         first = extra.modules[0].split(".")[0].replace("_", "-")
+        first = DISTRIBUTION.get(first, first)
         assert any(p.replace("_", "-").startswith(first) for p in packages), (extra, packages)
         assert install_line(extra.name) == f'pip install "nbagent[{extra.name}]"'
 

@@ -155,6 +155,8 @@ ROOMS: dict[str, tuple[str, ...]] = {
     "providers": ("nbagent.providers",),
     "recording": ("nbagent.recording",),
     "mcp": ("nbagent.mcp",),
+    # external agents over the Agent Client Protocol: their processes, sessions, turns as runs
+    "acp": ("nbagent.acp",),
     "delegation": ("nbagent.delegation",),
     "loop": ("nbagent.loop",),
     "batch": ("nbagent.batch",),
@@ -201,6 +203,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "providers": _WORDS | {"models"},  # "scripted:" / "offline:" model strings
     "recording": _WORDS,
     "mcp": _WORDS,
+    "acp": _CORE,
     "delegation": _CORE | {"output", "recording"},  # a helper's run recorded with its caller's
     "loop": _CORE | {"providers", "output", "delegation"},  # a model string: the providers' face
     "batch": _CORE | {"providers", "output", "loop"},
@@ -209,8 +212,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "document": _WORDS,
     "telemetry": _CORE | {"delegation", "agent"},
     "course": _CORE | {"recording", "document"},
-    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document"},
-    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document"},
+    "notebook": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document", "acp"},
+    "terminal": _BELOW_THE_AGENT | {"kernel", "telemetry", "course", "document", "acp"},
     "face": set(ROOMS) - {"face"},
 }
 
@@ -352,13 +355,14 @@ NOTEBOOK_ROOMS: dict[str, tuple[str, ...]] = {
     "serving": ("nbagent.notebook.serving",),
     "map": ("nbagent.notebook.map",),
     "reports": ("nbagent.notebook.reports",),
+    "external": ("nbagent.notebook.external",),
     "magics": ("nbagent.notebook",),
 }
 #: What every feature of the notebook may build on: they reach each other only through it.
 _SHARED = {"command", "shown", "saved", "live", "core", "policy"}
 #: The features' front ends: none imports another (the tools' rooms below them are shared by
 #: the features that serve or run those tools).
-NOTEBOOK_FEATURES = ("serving", "map", "reports")
+NOTEBOOK_FEATURES = ("serving", "map", "reports", "external")
 NOTEBOOK_MAY_IMPORT: dict[str, set[str]] = {
     "command": set(),
     "shown": set(),
@@ -371,6 +375,7 @@ NOTEBOOK_MAY_IMPORT: dict[str, set[str]] = {
     "serving": _SHARED | {"toolkit", "editing"},  # it serves the kernel and the notebook tools
     "map": _SHARED,
     "reports": _SHARED,
+    "external": _SHARED,
     "magics": set(NOTEBOOK_ROOMS) - {"magics"},
 }
 

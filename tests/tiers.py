@@ -48,6 +48,10 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_an_answer_edited_in_the_saved_file_is_flagged",
     ),
     "kernel/test_toolkit.py": ("test_a_thousand_figures_send_a_few_images_and_close_the_rest",),
+    "acp/test_client.py": ("test_an_agent_that_ignores_cancel_is_killed_after_the_grace",),
+    "notebook/test_headless_acp.py": (  # nbclient: a kernel and an agent of its own
+        "test_a_headless_run_refuses_the_agent_s_permission_request_and_saves_readable",
+    ),
     "mcp/test_notebook.py": (
         "test_add_list_run_and_remove_in_a_kernel",
         "test_kernel_shutdown_stops_the_servers",

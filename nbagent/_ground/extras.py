@@ -40,6 +40,7 @@ EXTRAS: dict[str, Extra] = {
         Extra("otel", "tracing with OpenTelemetry", ("opentelemetry.trace",)),
         Extra("local", "local: models (llama.cpp in this process)", ("xllamacpp",)),
         Extra("prices", "what a run's tokens cost", ("genai_prices",)),
+        Extra("acp", "external agents over ACP (%agent --acp)", ("acp", "pydantic")),
     )
 }
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ..errors import ArgumentsError as ArgumentsError
     from ..errors import BatchInputError as BatchInputError
     from ..errors import ConfigurationError as ConfigurationError
+    from ..errors import ExternalAgentError as ExternalAgentError
     from ..errors import GenerationError as GenerationError
     from ..errors import ImageError as ImageError
     from ..errors import MCPServerError as MCPServerError
@@ -132,7 +133,8 @@ _BY_MODULE: dict[str, str] = {
     "document": "NotebookDocument NotebookLimits NotebookToolkit notebook_tools",
     "errors": (
         "AgentError AnswerIncompleteError ArgumentsError BatchInputError ConfigurationError"
-        " GenerationError ImageError MCPServerError MCPSignInError NbagentError OutputInvalidError"
+        " ExternalAgentError GenerationError ImageError MCPServerError MCPSignInError"
+        " NbagentError OutputInvalidError"
         " OutputTypeError ProviderError RunAbortedError RunFailedError SchemaError"
         " ToolDefinitionError"
     ),

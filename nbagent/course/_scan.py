@@ -41,11 +41,11 @@ SUBCOMMANDS = frozenset(
     {
         "help", "tools", "history", "config", "recording", "usage", "stop", "rules", "allow",
         "deny", "approval-timeout", "mcp", "undo", "cells", "fork", "compare", "map", "report",
-        "policy", "serve",
+        "policy", "serve", "acp",
     }
 )  # fmt: skip
 _VALUED = frozenset({"-m", "--model", "-o", "--output", "--approve", "--max-steps", "--tools"})
-_VALUED |= {"--pace", "--budget"}
+_VALUED |= {"--pace", "--budget", "--acp"}
 _MAGIC = re.compile(r"^\s*(?:[A-Za-z_]\w*\s*=\s*)?%agent(?:\s+(.*))?$")
 #: Cells looked at per notebook, outputs per cell, records per notebook.
 MAX_CELLS = 10_000

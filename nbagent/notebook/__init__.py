@@ -24,12 +24,14 @@ from ._current import current_session
 from .extension import load_ipython_extension, unload_ipython_extension
 
 if TYPE_CHECKING:
+    from ..acp import ExternalAgent
     from ..tools import Definition, Tool
 
 __all__ = [
     "current_session",
     "load_ipython_extension",
     "register",
+    "register_agent",
     "unattended",
     "unload_ipython_extension",
 ]
@@ -61,3 +63,15 @@ def register(*items: Any, function: Callable[..., Any] | None = None) -> Tool | 
     """
     made = current_session().register(*items, function=function)
     return made[0] if len(items) == 1 else tuple(made)
+
+
+def register_agent(
+    name: str, command: str, *args: str, env: dict[str, str] | None = None, title: str = ""
+) -> ExternalAgent:
+    """Register the external agent ``name`` for ``%agent --acp NAME``: ``command args…``
+    starts it speaking ACP on stdio, with ``env`` added to the kernel's environment (read a
+    key from the environment rather than writing it in the notebook:
+    ``env={"KEY": os.environ["KEY"]}``). The same as ``%agent acp add NAME -- COMMAND ARGS``."""
+    from .external.agents import register_agent as add
+
+    return add(current_session(), name, command, *args, env=env, title=title)

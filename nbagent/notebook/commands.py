@@ -44,6 +44,12 @@ class Command:
     body: bool = False
 
 
+def _acp(session: Session, shell: Any, words: list[str]) -> None:
+    from .external.agents import run_command
+
+    run_command(session, shell, words)
+
+
 def _help(_session: Session, _shell: Any, words: list[str]) -> None:
     print(GRAMMARS[words[0]].usage(explained=True) if words else HELP)
 
@@ -194,6 +200,7 @@ COMMANDS: dict[str, Command] = {
     "compare": Command(_compare, scan=False),
     "serve": Command(_serve),
     "map": Command(_map, scan=False, awaited=_map_awaited, body=True),
+    "acp": Command(_acp, scan=False),
 }
 
 

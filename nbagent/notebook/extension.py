@@ -64,6 +64,17 @@ def _at_exit() -> None:
     _exit_hook = True
 
 
+def _end_external_agents(session: Any) -> None:
+    """End the agents ``%agent --acp`` started (their processes never outlive the kernel;
+    interpreter exit kills any left, :mod:`nbagent.acp.process`)."""
+    from .external.agents import close_all
+
+    try:
+        close_all(session)
+    except Exception:  # the kernel is going away: nothing left to tell
+        pass
+
+
 def _on_shutdown(ipython: Any) -> None:
     """A kernel asked to shut down sets ``shell.exit_now``: finish the live runs right then,
     while the kernel can still send their outputs (atexit may come too late for that)."""
@@ -78,6 +89,7 @@ def _on_shutdown(ipython: Any) -> None:
                 session.shutdown()
             except Exception:  # the kernel is going away: nothing left to tell
                 pass
+            _end_external_agents(session)
 
     observe(exiting, names="exit_now")
     ipython._nbagent_watches_exit = True
@@ -122,3 +134,4 @@ def unload_ipython_extension(ipython: Any) -> None:
     session = _current.existing()
     if session is not None and session.shell is ipython:
         session.close_mcp_servers()
+        _end_external_agents(session)

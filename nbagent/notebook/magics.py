@@ -34,18 +34,19 @@ from .command.options import split_options as split_options
 from .core.continuation import first_note
 from .core.frontend import (
     approver_for,
-    awaiting_cells_take_clicks,
     choose_policy,
     detect,
     widgets_available,
 )
 from .core.recordings import RecordMode, choose, first_request, model_configured, offer_again
-from .core.runner import Job, Mode, PendingRun
+from .core.runner import Job, PendingRun
 from .core.session import KERNEL_TOOLS, show_problems
 from .editing.tools import NOTEBOOK_AUTO, NOTEBOOK_TOOLS, use_notebook
 from .editing.undo import offer_undo as offer_notebook_undo
+from .external import acprun
 from .live import outputs
 from .live.outputs import View
+from .modes import run_mode
 from .policy import courseadmit, courserecord
 from .toolkit import kernelview
 
@@ -105,6 +106,7 @@ class _Plan:
     course: Any = None  # what the course policy granted (coursegate.Granted)
     notebook: bool | str = False  # --notebook (True), or --notebook=NAME (a variable's name)
     reoffer: bool = False  # --continue: a run that offers the calls left waiting again
+    acp: str | None = None  # --acp NAME: the external agent that answers (see .external)
 
 
 @magics_class
@@ -152,7 +154,7 @@ class AgentMagics(Magics):
         if found is not None and found[0].run is not None:
             return self._run_command(*found)
         plan = self._parse(line, cell, local_ns, found)
-        if plan is None or not courseadmit.admit(self.session, self.shell, plan):
+        if plan is None or not self._admit(plan):
             return None
         job, pending = self._job(plan, awaited=False)
         self.session.submit(job)
@@ -170,13 +172,19 @@ class AgentMagics(Magics):
                 show_problems(self.session.scan())
             return await command.awaited(self.session, self.shell, words)
         plan = self._parse(line, cell, None, found)
-        if plan is None or not courseadmit.admit(self.session, self.shell, plan):
+        if plan is None or not self._admit(plan):
             return None
         job, output = self._job(plan, awaited=True)
         queued = self.session.submit(job)
         if job.mode != "cell":
             return output
         return await job.run_in_cell(queued)
+
+    def _admit(self, plan: _Plan) -> bool:
+        """The course policy's word on a planned run (refused: shown, with its record)."""
+        if plan.acp is not None:
+            return acprun.admit(self.session, self.shell, plan)
+        return courseadmit.admit(self.session, self.shell, plan)
 
     # --- parsing ------------------------------------------------------------------------------
 
@@ -221,6 +229,10 @@ class AgentMagics(Magics):
             line, cell = words[2], (words[3] if len(words) > 3 else None)
         tokens, rest, ended = split_at_options(line)
         args = parser().parse_args(tokens)
+        if args.acp is not None:
+            if fork is not None:
+                raise UsageError("a fork asks nbagent's own model again: --acp does not apply")
+            acprun.refuse_options(args)
         if fork is None and not ended:
             first = rest.split(None, 1)[0] if rest.strip() else ""
             if commands.is_subcommand(first):
@@ -233,8 +245,10 @@ class AgentMagics(Magics):
         prompt = rest.strip()
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
-        if args.resume is not False and (args.new or fork is not None):
-            raise UsageError("--continue goes on with a saved conversation: not with --new or fork")
+        if args.resume is not False and (args.new or fork is not None or args.acp is not None):
+            raise UsageError(
+                "--continue goes on with a saved conversation: not with --new, fork or --acp"
+            )
         reoffer = False
         if args.resume is not False:
             self._use_model(args.model)  # the run's model: continuing checks it is the run's
@@ -242,6 +256,9 @@ class AgentMagics(Magics):
             if not prompt and not reoffer:
                 return None
         if not prompt and fork is None and not reoffer:
+            if args.acp is not None and args.new and not run_options(args):
+                acprun.new_conversation(self.session, args.acp)
+                return None
             if (args.new or args.model) and not run_options(args):
                 self._settings_only(args.model, new=args.new)
                 return None
@@ -285,6 +302,7 @@ class AgentMagics(Magics):
             wanted,
             notebook=notebook,
             reoffer=reoffer,
+            acp=args.acp,
         )
 
     def _namespace(self) -> dict[str, Any]:
@@ -346,6 +364,15 @@ class AgentMagics(Magics):
     def _job(self, plan: _Plan, *, awaited: bool) -> tuple[Job, PendingRun | None]:
         """Check the request, choose approver, view and mode, show the view; nothing runs yet."""
         session = self.session
+        if plan.acp is not None:
+            return acprun.job(
+                session,
+                self.shell,
+                plan,
+                awaited=awaited,
+                mode_for=lambda awaited, clicks: run_mode(self.shell, session, awaited, clicks),
+                namespace=self._namespace,
+            )
         show_problems(session.scan())
         unavailable = self._model_or_recording(plan)
         if plan.tools is not None:
@@ -391,7 +418,7 @@ class AgentMagics(Magics):
         # the open page answers the notebook tools as a click does: where a cell cannot hear
         # clicks while it awaits, neither can it hear the page
         needs_page = plan.notebook is True and frontend.interactive
-        mode, why = self._mode(awaited, needs_clicks or needs_page)
+        mode, why = run_mode(self.shell, self.session, awaited, needs_clicks or needs_page)
         use_widgets = frontend.interactive and widgets_available()
         step = plan.step
         if step and not needs_clicks:
@@ -521,36 +548,6 @@ class AgentMagics(Magics):
             tools = self.session.sync_agent().tools.values()
             for line in notes([t.definition for t in tools]):
                 outputs.note(line)
-
-    def _mode(self, awaited: bool, needs_clicks: bool) -> tuple[Mode, str]:
-        """Where the run runs (see :mod:`.runner`), and why when it is not in its cell."""
-        if awaited:
-            ok, why = awaiting_cells_take_clicks()
-            if ok or (not needs_clicks and not self.session.busy):
-                return "cell", ""
-            if not needs_clicks:  # waiting in the cell for a run that waits for a click
-                return "background", f"it must wait for the run before it, and {why}"
-            return "background", why
-        if needs_clicks:
-            from .command.cells import installed, installed_in_this_cell
-
-            if not installed(self.shell):
-                return "background", (
-                    "nbagent's extension is not loaded (after %unload_ext nbagent), so the cell "
-                    "cannot wait for its run (%load_ext nbagent makes cells wait again)"
-                )
-            if installed_in_this_cell(self.shell):
-                return "background", (
-                    "nbagent was loaded in this same cell, too late to make the cell wait for "
-                    "its run (run %load_ext nbagent in a cell of its own)"
-                )
-            return "background", (
-                "this %agent is not at the top level of its cell (or it runs inside another "
-                "magic, such as %%time), so the cell cannot wait for it"
-            )
-        if self.session.busy:
-            return "background", "another run is still going on in the background"
-        return "foreground", ""
 
 
 # --- what the cells rewritten by .cells call ----------------------------------------------------

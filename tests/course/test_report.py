@@ -155,6 +155,9 @@ def test_subcommand_words_are_the_magic_grammar_s() -> None:
         ("-m offline", False),
         ("--new", False),
         ("--budget 500 --approve auto go", True),
+        ("--acp claude what is here?", True),
+        ("--acp claude --new", False),
+        ("acp add mine -- my-agent", False),
         ("", False),
     ],
 )

@@ -40,7 +40,7 @@ def _build(where: Path) -> Path:
     want = {
         "ipykernel": VERSION,
         "root": str(ROOT),
-        "extra": ["pandas", "matplotlib", "prices", "mcp"],
+        "extra": ["pandas", "matplotlib", "prices", "mcp", "acp"],
         "pyproject": project,  # a new dependency must reach this venv too
     }
     if marker.exists() and json.loads(marker.read_text()) == want and python.exists():
@@ -54,8 +54,8 @@ def _build(where: Path) -> Path:
         [
             *(str(python), "-m", "pip", "install", "-q"),
             # prices: the course tests read what a run cost in this kernel too; mcp: %agent
-            # serve's tests serve from this kernel too
-            *(f"ipykernel=={VERSION}", "pandas", "matplotlib", "-e", f"{ROOT}[prices,mcp]"),
+            # serve's tests serve from this kernel too; acp: %agent --acp's tests start agents
+            *(f"ipykernel=={VERSION}", "pandas", "matplotlib", "-e", f"{ROOT}[prices,mcp,acp]"),
         ],
         check=True,
     )

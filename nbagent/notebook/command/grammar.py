@@ -302,6 +302,20 @@ GRAMMARS: dict[str, Grammar] = {
         ),
         quoting=True,
     ),
+    "acp": _g(
+        "acp",
+        _f(does="the external agents (ACP): known, your own, running"),
+        _f(
+            "add",
+            NAME,
+            "--",
+            Rest(("COMMAND", "[ARGS ...]"), required=True, what="COMMAND (the program to start)"),
+            does="register an agent that speaks ACP on stdio: %agent --acp NAME PROMPT",
+        ),
+        _f("remove", NAME, does="forget an agent you registered"),
+        _f("stop", Opt((NAME,)), does="end the agent's process (and its conversation)"),
+        quoting=True,
+    ),
     "map": _g(
         "map",
         _f(

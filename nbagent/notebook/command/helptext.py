@@ -65,6 +65,10 @@ Options
                        move_cell, run_cell): each change is a card with its diff, Accept or
                        Reject; %agent undo takes a run's edits back. --notebook=NAME: the
                        document the variable NAME holds (nbagent.document.NotebookDocument)
+  --acp NAME           ask the external agent NAME over ACP (claude, codex, gemini, opencode,
+                       or one of %agent acp add): its own loop and model, nbagent's cards
+                       and approvals; the next --acp NAME cell goes on with the same
+                       conversation, --new starts another
   --record             run live and record the run (beside the notebook, in nbagent-recordings/)
   --replay             replay this run's recording (with a model set: go on live where the run
                        departs from it, and record again)

@@ -19,6 +19,7 @@ _VALUE_OPTIONS = {
     "-o",
     "--output",
     "--approve",
+    "--acp",
     "--max-steps",
     "--tools",
     "--pace",
@@ -156,6 +157,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--step", action="store_true")
     parser.add_argument("--notebook", nargs="?", const=True, default=False)
     parser.add_argument("--continue", dest="resume", nargs="?", const=True, default=False)
+    parser.add_argument("--acp", metavar="NAME")
     return parser
 
 

@@ -33,7 +33,14 @@ from .courserecord import model_text, refusal_record
 if TYPE_CHECKING:
     from ..core.session import Session
 
-__all__ = ["admit", "admit_map", "admit_serving", "planned_reach", "show_refusal"]
+__all__ = [
+    "admit",
+    "admit_external",
+    "admit_map",
+    "admit_serving",
+    "planned_reach",
+    "show_refusal",
+]
 
 
 def planned_reach(spec: Any) -> Reach:
@@ -170,6 +177,26 @@ def admit_serving(
         _refused(session, shell, course, refusal, prompt, None)
         return refusal
     return None
+
+
+def admit_external(session: Session, shell: Any, plan: Any, *, agent: str) -> bool:
+    """Check one ``%agent --acp NAME`` before its agent is started: an external agent is AI
+    use (AI off refuses it, and no agent process starts), its model is its own (a course that
+    names the models it allows refuses it: nbagent cannot tell which one it asks), and its
+    turns are not recorded (``live = false`` refuses it). False when refused (shown, with its
+    record); else sets ``plan.course``."""
+    course = current(shell)
+    reach = Reach("unknown", None, f"the external agent {agent}")
+    auto, source = _approval(plan.approve, shell)
+    try:
+        granted = check(session, course, Asked(reach, auto, source))
+        if granted.replay_only:
+            raise refuse_live(course, reach, "and an external agent's turns are not recorded")
+    except CourseRefusal as refusal:
+        _refused(session, shell, course, refusal, plan.prompt, None)
+        return False
+    plan.course = granted
+    return True
 
 
 def _replay_or_refuse(session: Session, course: Course, plan: Any, reach: Reach) -> None:

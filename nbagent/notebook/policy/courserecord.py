@@ -168,7 +168,8 @@ def run_record(session: Session, job: Any, course: Any) -> Provenance | None:
         return None
     generator = getattr(job, "generator", None)
     mode = mode_of(generator)
-    model = model_text(session.model_spec)
+    external = getattr(generator, "external_agent", None)  # %agent --acp: its own model
+    model = external if isinstance(external, str) else model_text(session.model_spec)
     if model is None:
         model = str(getattr(generator, "model", "") or type(generator).__name__)[:200] or None
     provider = model.split(":", 1)[0] if model and ":" in model else None
