@@ -11,9 +11,7 @@ without one: the same conversation, byte for byte as JSON.
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import pytest
 from ..providers import wire
 from .conftest import kernel_env
 from .kernel import Kernel, make_kernel_manager
+from .sse_loopback import SSELoopback
 from .test_kernel_approval import run_record
 
 SETUP = """\
@@ -93,40 +92,7 @@ PROVIDERS = {
 }
 
 
-class _Server:
-    """A loopback HTTP server answering each POST with the next SSE body, keeping the JSON
-    bodies it received."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.requests: list[dict[str, Any]] = []
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                owner.requests.append(json.loads(self.rfile.read(length)))
-                body = owner.bodies.pop(0) if owner.bodies else b""
-                self.send_response(200 if body else 500)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+_Server = SSELoopback
 
 
 class _Notebook:

@@ -8,11 +8,9 @@ replay that touched the network would fail, not pass by luck.
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from nbclient import NotebookClient
 
 from ..providers import wire
 from .kernel import AsyncLocalKernelManager
+from .sse_loopback import SSELoopback
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -84,42 +83,7 @@ def _anthropic_turns() -> list[bytes]:
     return [wire.anthropic_sse(call), wire.anthropic_sse(answer)]
 
 
-class _Server:
-    """A threaded loopback HTTP server answering each POST with the next SSE body."""
-
-    def __init__(self, bodies: list[bytes]) -> None:
-        self.bodies = list(bodies)
-        self.requests: list[dict[str, Any]] = []
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                owner.requests.append(json.loads(self.rfile.read(length)))
-                body = owner.bodies.pop(0) if owner.bodies else b""
-                self.send_response(200 if body else 500)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> _Server:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+_Server = SSELoopback
 
 
 @pytest.fixture
